@@ -1,0 +1,45 @@
+"""jobq: an in-process job queue with retries, backoff and dead letters.
+
+Work that must not block a request and may fail (webhooks, e-mails,
+thumbnails, imports) is enqueued, run by worker threads, retried with
+exponential backoff, and parked in a dead-letter list when it keeps failing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from jobq.errors import (
+    Fatal,
+    JobqError,
+    QueueClosed,
+    QueueFull,
+    Retry,
+    StoreError,
+    StoreLocked,
+)
+from jobq.queue import JobQueue
+from jobq.retry import RetryPolicy
+from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState, Stats
+
+__all__ = [
+    "AttemptError",
+    "Enqueued",
+    "Fatal",
+    "Job",
+    "JobQueue",
+    "JobRecord",
+    "JobState",
+    "JobqError",
+    "QueueClosed",
+    "QueueFull",
+    "Retry",
+    "RetryPolicy",
+    "Stats",
+    "StoreError",
+    "StoreLocked",
+]
+
+__version__ = "0.1.0"
+
+logging.getLogger("jobq").addHandler(logging.NullHandler())

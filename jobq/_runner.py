@@ -1,0 +1,155 @@
+"""Running one claimed job: call the handler, then record success or a failed attempt.
+
+Worker threads and ``run_pending`` both come here, so a job behaves the same
+whichever thread runs it. Anything the handler raises, ``BaseException``
+subclasses included, is a failed attempt; nothing it does can kill the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from jobq._time import to_seconds
+from jobq.errors import Fatal, Retry
+from jobq.retry import RetryPolicy
+from jobq.stores.base import Claim, Store
+from jobq.types import AttemptError, Job
+
+logger = logging.getLogger("jobq")
+
+#: Stored error text (message, traceback) is cut to about this many characters.
+MAX_ERROR_TEXT = 10_000
+
+Handler = Callable[[Job[Any]], Any]
+
+
+def _cut(text: str, keep: str) -> str:
+    """``text`` cut to ``MAX_ERROR_TEXT``, keeping its ``keep`` ("head" or "tail")."""
+    if len(text) <= MAX_ERROR_TEXT:
+        return text
+    marker = "[... cut ...]"
+    room = MAX_ERROR_TEXT - len(marker)
+    return text[:room] + marker if keep == "head" else marker + text[-room:]
+
+
+def describe_failure(exc: BaseException, at: float) -> AttemptError:
+    """An ``AttemptError`` for ``exc``; the traceback keeps its innermost frames."""
+    message = exc.message if isinstance(exc, Retry | Fatal) else str(exc)
+    trace = "".join(traceback.format_exception(exc))
+    return AttemptError(type(exc).__name__, _cut(message, "head"), _cut(trace, "tail"), at)
+
+
+class Counters:
+    """``completed`` and ``retried`` as counted by one queue object, thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.completed = 0
+        self.retried = 0
+
+    def count(self, *, completed: int = 0, retried: int = 0) -> None:
+        with self._lock:
+            self.completed += completed
+            self.retried += retried
+
+
+class Runner:
+    """Runs claimed jobs for one queue and reports their outcome to its store."""
+
+    def __init__(
+        self,
+        store: Store,
+        handler: Handler | None,
+        policy: RetryPolicy,
+        clock: Callable[[], float],
+        keep_completed: float,
+    ) -> None:
+        self.store = store
+        self.handler = handler
+        self.policy = policy
+        self.clock = clock
+        self.keep_completed = keep_completed
+        self.counters = Counters()
+
+    def run(self, claim: Claim) -> None:
+        """Run the handler for ``claim`` and record what happened."""
+        try:
+            if self.handler is None:
+                raise Fatal("this queue has no handler for the job")
+            job = Job(claim.id, json.loads(claim.payload), claim.attempt, claim.key)
+            result = self.handler(job)
+        except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
+            self._failed(claim, exc)
+        else:
+            self._succeeded(claim, result)
+
+    def _succeeded(self, claim: Claim, result: Any) -> None:
+        now = self.clock()
+        stored, keep_until = None, None
+        if self.keep_completed > 0:
+            keep_until = now + self.keep_completed
+            try:
+                stored = json.dumps(result, separators=(",", ":"), allow_nan=False)
+            except (TypeError, ValueError):
+                logger.warning(
+                    "job %d succeeded but its result is not JSON; keeping None",
+                    claim.id,
+                )
+        if self.store.finish(claim, stored, keep_until, now):
+            self.counters.count(completed=1)
+        else:
+            _log_stale(claim, "success")
+
+    def _failed(self, claim: Claim, exc: BaseException) -> None:
+        now = self.clock()
+        error = describe_failure(exc, now)
+        retry_at = None
+        if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
+            retry_at = now + self._retry_delay(claim, exc)
+        if not self.store.fail(claim, error, retry_at, now):
+            _log_stale(claim, "failure")
+        elif retry_at is None:
+            logger.error(
+                "job %d is dead after %d attempt(s): %s: %s",
+                claim.id,
+                claim.attempt,
+                error.type,
+                error.message,
+                exc_info=exc,
+            )
+        else:
+            self.counters.count(retried=1)
+            logger.warning(
+                "job %d attempt %d failed (%s: %s); retry in %.3g s",
+                claim.id,
+                claim.attempt,
+                error.type,
+                error.message,
+                retry_at - now,
+            )
+
+    def _retry_delay(self, claim: Claim, exc: BaseException) -> float:
+        if isinstance(exc, Retry) and exc.after is not None:
+            try:
+                return to_seconds(exc.after, "Retry(after=...)")
+            except (TypeError, ValueError):
+                logger.warning(
+                    "job %d raised Retry with a bad after=%r; using the backoff",
+                    claim.id,
+                    exc.after,
+                )
+        return self.policy.delay(claim.attempt)
+
+
+def _log_stale(claim: Claim, outcome: str) -> None:
+    logger.warning(
+        "job %d: its %s was not recorded because the claim is no longer current "
+        "(the job was recovered or claimed again)",
+        claim.id,
+        outcome,
+    )

@@ -1,0 +1,58 @@
+"""Exceptions raised by jobq, and the two a handler raises to steer retries."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+
+class JobqError(Exception):
+    """Base class of every error jobq raises on its own account."""
+
+
+class QueueClosed(JobqError):
+    """The queue was closed; create a new one to go on."""
+
+
+class QueueFull(JobqError):
+    """The queue holds its maximum number of pending jobs; nothing was added."""
+
+
+class StoreLocked(JobqError):
+    """Another process owns this single-owner store (the JSON file)."""
+
+    def __init__(self, path: str, owner_pid: int | None) -> None:
+        owner = f"process {owner_pid}" if owner_pid else "another process"
+        super().__init__(
+            f"{path} is in use by {owner}; a JSON store has one owner. "
+            "To share a queue between processes use the SQLite store "
+            "(store='sqlite:///jobs.db')."
+        )
+        self.path = path
+        self.owner_pid = owner_pid
+
+
+class StoreError(JobqError):
+    """The store could not do what was asked (a write failed, a file is unusable)."""
+
+
+class Retry(Exception):  # noqa: N818 - the name is part of the public contract
+    """Raised by a handler: this attempt failed, try again.
+
+    ``after`` (seconds or a ``timedelta``) replaces the backoff delay exactly;
+    the attempt still counts towards ``max_attempts``.
+    """
+
+    def __init__(
+        self, message: str = "", *, after: float | dt.timedelta | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.after = after
+
+
+class Fatal(Exception):  # noqa: N818 - the name is part of the public contract
+    """Raised by a handler: this job can never succeed; bury it now."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message

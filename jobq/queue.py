@@ -1,0 +1,316 @@
+"""``JobQueue``: the one object users touch.
+
+It validates what callers pass, hands jobs to its store, and runs them on its
+worker threads. Job state lives in the store; the queue only holds its
+lifecycle (opened, running, closed) and its own counters.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime as dt
+import json
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+from jobq._runner import Handler, Runner
+from jobq._time import to_epoch, to_seconds
+from jobq._workers import WorkerPool
+from jobq.errors import QueueClosed, StoreError
+from jobq.retry import RetryPolicy
+from jobq.stores import store_from
+from jobq.stores.base import NewJob, Signal
+from jobq.types import Enqueued, Job, JobRecord, JobState, Stats
+
+P = TypeVar("P")
+
+logger = logging.getLogger("jobq")
+
+Delay = float | dt.timedelta
+JobRef = int | Enqueued
+
+#: Seconds the interpreter waits at exit for running handlers of a queue that
+#: was not stopped, before it exits anyway (those jobs run again later).
+EXIT_TIMEOUT = 10.0
+
+_running_queues: weakref.WeakSet[JobQueue[Any]] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    for queue in list(_running_queues):
+        queue.stop(timeout=EXIT_TIMEOUT)
+
+
+class JobQueue(Generic[P]):
+    """An in-process job queue with retries, backoff and a dead-letter list.
+
+    Constructing one validates its arguments and opens nothing: the store's
+    files, locks and connections come with the first call that needs them,
+    so importing a module that builds a queue is always safe.
+    """
+
+    def __init__(
+        self,
+        handler: Callable[[Job[P]], Any] | None = None,
+        *,
+        store: Any = None,
+        max_attempts: int = 5,
+        base_delay: Delay = 1.0,
+        max_delay: Delay = 3600.0,
+        jitter: bool = True,
+        dead_letter_limit: int = 1000,
+        keep_completed: Delay = 0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if handler is not None and not callable(handler):
+            raise TypeError(f"handler must be callable, not {handler!r}")
+        if isinstance(dead_letter_limit, bool) or not isinstance(dead_letter_limit, int):
+            raise TypeError(f"dead_letter_limit must be an int, not {dead_letter_limit!r}")
+        if dead_letter_limit < 0:
+            raise ValueError(f"dead_letter_limit must be >= 0, not {dead_letter_limit}")
+        self.policy = RetryPolicy(
+            max_attempts=max_attempts,
+            base_delay=to_seconds(base_delay, "base_delay"),
+            max_delay=to_seconds(max_delay, "max_delay"),
+            jitter=bool(jitter),
+        )
+        self.dead_letter_limit = dead_letter_limit
+        self.store = store_from(store)
+        self._clock: Callable[[], float] = clock or (lambda: time.time())
+        self._signal = Signal()
+        self._runner = Runner(
+            self.store,
+            handler,  # type: ignore[arg-type]  # Job[P] handlers accept our jobs
+            self.policy,
+            self._clock,
+            to_seconds(keep_completed, "keep_completed"),
+        )
+        self._pool = WorkerPool(self._runner, self.store, self._signal, self._clock)
+        self._lifecycle = threading.Lock()
+        self._opened = False
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def start(self, workers: int = 4) -> JobQueue[P]:
+        """Start ``workers`` worker threads; a no-op while running."""
+        if isinstance(workers, bool) or not isinstance(workers, int):
+            raise TypeError(f"workers must be an int, not {workers!r}")
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        self._require_handler()
+        with self._lifecycle:
+            self._open_locked()
+            if not self._pool.running:
+                self.store.recover(self._clock())  # also proves we may write it
+                self._pool.start(workers)
+                _running_queues.add(self)
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Take no new jobs, wait for running ones (up to ``timeout``), save.
+
+        Idempotent. The store stays open: ``enqueue`` still works and
+        ``start`` starts again. A handler still running after ``timeout``
+        keeps its job ``running`` until it returns.
+        """
+        with self._lifecycle:
+            _running_queues.discard(self)
+            self._pool.stop(timeout)
+            if self._opened and not self._closed:
+                try:
+                    self.store.save()
+                except StoreError:
+                    logger.exception("saving the store at stop failed")
+
+    def close(self, timeout: float | None = None) -> None:
+        """``stop(timeout)``, then release the store; later calls raise ``QueueClosed``."""
+        if self._closed:
+            return
+        self.stop(timeout)
+        with self._lifecycle:
+            if not self._closed:
+                self._closed = True
+                if self._opened:
+                    self.store.close()
+
+    def __enter__(self) -> JobQueue[P]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- adding jobs ----------------------------------------------------------
+
+    def enqueue(
+        self,
+        payload: P,
+        *,
+        delay: Delay = 0,
+        at: float | dt.datetime | None = None,
+        key: str | None = None,
+        priority: int = 0,
+    ) -> Enqueued:
+        """Add a job; while a job with ``key`` is pending or running, return
+        that one with ``duplicate=True`` instead."""
+        return self.enqueue_many([payload], delay=delay, at=at, key=key, priority=priority)[0]
+
+    def enqueue_many(
+        self,
+        payloads: Iterable[P],
+        *,
+        delay: Delay = 0,
+        at: float | dt.datetime | None = None,
+        key: str | None = None,
+        priority: int = 0,
+    ) -> list[Enqueued]:
+        """Add many jobs with the same options in one write; all or nothing."""
+        now = self._clock()
+        run_at = self._run_at(now, delay, at)
+        if key is not None and not isinstance(key, str):
+            raise TypeError(f"key must be a str or None, not {key!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority must be an int, not {priority!r}")
+        jobs = [
+            NewJob(_to_json(payload), run_at, key, priority, self.policy.max_attempts)
+            for payload in payloads
+        ]
+        self._ensure_open()
+        return self.store.add(jobs, now) if jobs else []
+
+    @staticmethod
+    def _run_at(now: float, delay: Delay, at: float | dt.datetime | None) -> float:
+        seconds = to_seconds(delay, "delay")
+        if at is None:
+            return now + seconds
+        if seconds:
+            raise ValueError("pass delay or at, not both")
+        return max(to_epoch(at), now)
+
+    # -- running --------------------------------------------------------------
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is pending (delayed included) or running.
+
+        Returns ``False`` if ``timeout`` passed first. Jobs are run by this
+        queue's workers, or by other processes sharing the store.
+        """
+        self._ensure_open()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        signal = self._signal
+        with signal.lock:
+            signal.joiners += 1
+            try:
+                while True:
+                    stats = self.store.stats()
+                    if stats.pending == 0 and stats.running == 0:
+                        return True
+                    wait = 1.0
+                    if deadline is not None:
+                        wait = min(wait, deadline - time.monotonic())
+                        if wait <= 0:
+                            return False
+                    signal.settled.wait(wait)
+            finally:
+                signal.joiners -= 1
+
+    def run_pending(self, limit: int | None = None) -> int:
+        """Run due jobs in the calling thread, up to ``limit``; how many ran."""
+        self._require_handler()
+        self._ensure_open()
+        ran = 0
+        while limit is None or ran < limit:
+            claim = self.store.claim(self._clock())
+            if claim is None:
+                break
+            self._runner.run(claim)
+            ran += 1
+        return ran
+
+    # -- looking and managing -------------------------------------------------
+
+    def stats(self) -> Stats:
+        """The queue as stored, plus ``completed`` and ``retried`` of this object."""
+        self._ensure_open()
+        stored = self.store.stats()
+        counters = self._runner.counters
+        return Stats(
+            stored.pending, stored.running, stored.dead, counters.completed, counters.retried
+        )
+
+    def get(self, job: JobRef) -> JobRecord[P] | None:
+        """A pending, running, dead or kept completed job; ``None`` if none."""
+        self._ensure_open()
+        return self.store.get(_job_id(job), self._clock())
+
+    def dead_jobs(self) -> list[JobRecord[P]]:
+        """The dead-letter list, oldest first."""
+        self._ensure_open()
+        return self.store.list_jobs(JobState.DEAD)
+
+    def retry_dead(self, job: JobRef) -> bool:
+        """Make a dead job pending again with its attempts reset."""
+        self._ensure_open()
+        return self.store.revive(_job_id(job), self._clock())
+
+    def delete_dead(self, job: JobRef) -> bool:
+        """Remove a dead job for good."""
+        self._ensure_open()
+        return self.store.delete_dead(_job_id(job))
+
+    def cancel(self, job: JobRef) -> bool:
+        """Remove a pending job; ``False`` if it is not pending (e.g. running)."""
+        self._ensure_open()
+        return self.store.cancel(_job_id(job))
+
+    def save(self) -> None:
+        """Write the store now."""
+        self._ensure_open()
+        self.store.save()
+
+    # -- helpers --------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise QueueClosed("this queue was closed")
+        if not self._opened:
+            with self._lifecycle:
+                self._open_locked()
+
+    def _open_locked(self) -> None:
+        if self._closed:
+            raise QueueClosed("this queue was closed")
+        if not self._opened:
+            self.store.open(self._signal, dead_letter_limit=self.dead_letter_limit)
+            self._opened = True
+
+    def _require_handler(self) -> None:
+        if self._runner.handler is None:
+            raise TypeError("this queue has no handler: pass one to JobQueue(handler)")
+
+
+def _to_json(payload: object) -> str:
+    """``payload`` as compact JSON text; ``TypeError`` if it is not a JSON value."""
+    try:
+        return json.dumps(payload, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError(f"payload must be JSON-serializable: {exc}") from None
+
+
+def _job_id(job: JobRef) -> int:
+    if isinstance(job, Enqueued):
+        return job.id
+    if isinstance(job, bool) or not isinstance(job, int):
+        raise TypeError(f"expected a job id or an Enqueued, not {job!r}")
+    return job

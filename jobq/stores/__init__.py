@@ -1,0 +1,47 @@
+"""Stores: where jobs live. ``store_from`` turns the ``store=`` argument into one."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from jobq.stores.base import Claim, NewJob, Signal, Store, StoreStats
+from jobq.stores.jsonfile import JsonFileStore
+from jobq.stores.memory import MemoryStore
+
+__all__ = [
+    "Claim",
+    "JsonFileStore",
+    "MemoryStore",
+    "NewJob",
+    "Signal",
+    "Store",
+    "StoreStats",
+    "store_from",
+]
+
+
+def store_from(spec: Any) -> Store:
+    """The store named by ``spec``; opens nothing.
+
+    ``None`` is memory; a path is the JSON file; ``sqlite:///relative.db`` and
+    ``sqlite:////absolute.db`` follow SQLAlchemy's convention; a ``Store``
+    object is used as it is. A malformed URL raises ``ValueError``.
+    """
+    if spec is None:
+        return MemoryStore()
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if isinstance(spec, str):
+        if not spec.strip():
+            raise ValueError("store must not be an empty string")
+        if "://" in spec or spec.startswith("sqlite:"):
+            scheme = spec.split(":", 1)[0].lower()
+            raise ValueError(
+                f"unsupported store URL scheme {scheme!r} in {spec!r}: use a file "
+                "path for the JSON store, or a Store object"
+            )
+        return JsonFileStore(spec)
+    if isinstance(spec, Store):
+        return spec
+    raise TypeError(f"store must be None, a path, a store URL or a Store, not {spec!r}")

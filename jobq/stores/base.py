@@ -1,0 +1,177 @@
+"""The store protocol: everything the queue asks of the place where jobs live.
+
+The queue never touches job state itself; it asks the store. Memory and JSON
+keep the state in this process, guarded by the queue's lock (``Signal.lock``);
+SQLite and PostgreSQL keep it in the database and use ``Signal`` only to wake
+this process's idle workers. Payloads and results cross this boundary as JSON
+text, so every store holds exactly what it was given and no caller can mutate
+a stored job through a shared object.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+
+
+def process_died(at: float) -> AttemptError:
+    """The failed attempt recorded for a job whose process died while it ran."""
+    return AttemptError(
+        type="ProcessDied",
+        message="the process died while the job was running",
+        traceback="",
+        at=at,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to add, already validated and serialized by the queue."""
+
+    payload: str
+    run_at: float
+    key: str | None
+    priority: int
+    max_attempts: int
+    task: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A running job, fenced by ``token``: only the current claim may end it."""
+
+    id: int
+    token: int
+    payload: str
+    attempt: int
+    max_attempts: int
+    key: str | None
+    task: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """The counts a store can answer in O(1) (memory, JSON) or one query."""
+
+    pending: int
+    running: int
+    dead: int
+
+
+class Signal:
+    """Wakes this process's idle workers and ``join`` callers.
+
+    Two conditions share one lock so that a new job wakes a worker, never a
+    ``join`` caller, and a finished job wakes ``join`` callers, never a worker.
+    ``generation`` grows with every new claimable job, so a worker that found
+    nothing can tell whether something arrived before it went to sleep.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.work = threading.Condition(self.lock)
+        self.settled = threading.Condition(self.lock)
+        self.generation = 0
+        self.idle_workers = 0
+        self.joiners = 0
+
+    def jobs_added_locked(self, count: int = 1) -> None:
+        """New claimable jobs exist; call with ``lock`` held."""
+        self.generation += 1
+        if self.idle_workers:
+            self.work.notify(count)
+
+    def jobs_added(self, count: int = 1) -> None:
+        """As ``jobs_added_locked``, for stores that do not hold ``lock``."""
+        with self.lock:
+            self.jobs_added_locked(count)
+
+    def job_settled_locked(self) -> None:
+        """A job left the pending or running state; call with ``lock`` held."""
+        if self.joiners:
+            self.settled.notify_all()
+
+    def job_settled(self) -> None:
+        """As ``job_settled_locked``, for stores that do not hold ``lock``."""
+        with self.lock:
+            self.job_settled_locked()
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where jobs live. Every method is thread-safe.
+
+    ``now`` arguments are the queue's clock (epoch seconds); a store with a
+    clock of its own (a database server) may use that instead, consistently.
+    Methods that end a claim take the ``Claim`` and change nothing (returning
+    ``False``) when its token is no longer current.
+    """
+
+    #: Seconds a claim lasts without renewal; ``None`` where claims live as
+    #: long as this process (memory, JSON), so no renewal is needed.
+    lease_seconds: float | None
+
+    def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
+        """Acquire files, locks or connections; idempotent.
+
+        Called on first use, never at construction. Recovers the claims of a
+        process that died (a failed attempt each, see ``process_died``).
+        """
+
+    def close(self) -> None:
+        """Save what is unsaved and release everything ``open`` took; idempotent."""
+
+    def add(self, jobs: Sequence[NewJob], now: float) -> list[Enqueued]:
+        """Add jobs in one write; a key held by a pending or running job (or by
+        an earlier job of the same batch) yields that job's id as a duplicate."""
+
+    def claim(self, now: float) -> Claim | None:
+        """Take the due job that runs next (highest priority, earliest due,
+        lowest id) and mark it running under a new token; ``None`` if none."""
+
+    def finish(
+        self, claim: Claim, result: str | None, keep_until: float | None, now: float
+    ) -> bool:
+        """Record success: remove the job, or keep it ``completed`` with its
+        ``result`` (JSON text) until ``keep_until``. Frees the key."""
+
+    def fail(
+        self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
+    ) -> bool:
+        """Record a failed attempt: pending again at ``retry_at``, or dead when
+        ``retry_at`` is ``None`` (which frees the key)."""
+
+    def renew(self, claims: Sequence[Claim], now: float) -> None:
+        """Extend the lease of running claims (no-op without leases)."""
+
+    def recover(self, now: float) -> int:
+        """Turn expired claims into failed attempts; how many were recovered."""
+
+    def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
+        """The job in any state, or ``None`` (expired completed jobs are gone)."""
+
+    def list_jobs(self, state: JobState, limit: int | None = None) -> list[JobRecord[Any]]:
+        """Jobs in one state: dead oldest-buried first, pending in run order."""
+
+    def revive(self, job_id: int, now: float) -> bool:
+        """Make a dead job pending now with no attempts; ``False`` if it is not
+        dead or its key is held by another live job."""
+
+    def delete_dead(self, job_id: int) -> bool:
+        """Remove a dead job."""
+
+    def cancel(self, job_id: int) -> bool:
+        """Remove a pending job (not a running one), freeing its key."""
+
+    def stats(self) -> StoreStats:
+        """Pending (delayed included), running and dead counts."""
+
+    def next_due(self) -> float | None:
+        """When the earliest pending job becomes due; ``None`` if none is pending."""
+
+    def save(self) -> None:
+        """Make everything durable now; raise ``StoreError`` if it cannot."""

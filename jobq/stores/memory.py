@@ -1,0 +1,416 @@
+"""The memory store: the whole queue in this process, gone when it exits.
+
+Every operation is O(log n) or better: due jobs sit in a heap ordered by
+(priority, due time, id), delayed jobs in a heap ordered by due time, and a
+claim moves the jobs that became due from one to the other. Cancelled jobs are
+left in the heaps and skipped when they surface, so nothing scans the queue.
+
+Stored jobs are never changed in place: each change stores a new ``_Entry``.
+That lets the JSON store take a consistent snapshot by copying references
+under the lock and serialize it after releasing the lock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jobq.stores.base import Claim, NewJob, Signal, StoreStats, process_died
+from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+
+logger = logging.getLogger(__name__)
+
+#: Failed attempts kept per job in ``errors``.
+ERRORS_KEPT = 20
+
+PENDING, RUNNING, DEAD, COMPLETED = (
+    JobState.PENDING,
+    JobState.RUNNING,
+    JobState.DEAD,
+    JobState.COMPLETED,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One stored job; payload and result are JSON text."""
+
+    id: int
+    payload: str
+    key: str | None
+    priority: int
+    run_at: float
+    created_at: float
+    max_attempts: int
+    task: str | None
+    state: JobState = PENDING
+    attempts: int = 0
+    token: int = 0
+    last_error: str | None = None
+    errors: tuple[AttemptError, ...] = ()
+    result: str | None = None
+    expires_at: float | None = None
+
+    def record(self) -> JobRecord[Any]:
+        return JobRecord(
+            id=self.id,
+            payload=json.loads(self.payload),
+            attempts=self.attempts,
+            state=self.state,
+            run_at=self.run_at,
+            created_at=self.created_at,
+            last_error=self.last_error,
+            key=self.key,
+            priority=self.priority,
+            result=None if self.result is None else json.loads(self.result),
+            task=self.task,
+            errors=self.errors,
+            max_attempts=self.max_attempts,
+        )
+
+    def failed(self, error: AttemptError, **changes: Any) -> _Entry:
+        """This entry with one more failed attempt recorded."""
+        last = f"{error.type}: {error.message}" if error.message else error.type
+        return replace(
+            self,
+            attempts=self.attempts + 1,
+            last_error=last,
+            errors=(*self.errors, error)[-ERRORS_KEPT:],
+            token=0,
+            **changes,
+        )
+
+
+class MemoryStore:
+    """Jobs in this process's memory, guarded by the queue's lock."""
+
+    lease_seconds: float | None = None
+
+    def __init__(self) -> None:
+        self._signal = Signal()
+        self._lock = self._signal.lock
+        self._dead_letter_limit = 1000
+        self._tokens = itertools.count(1)
+        self._clear()
+
+    def _clear(self) -> None:
+        self._jobs: dict[int, _Entry] = {}
+        self._due: list[tuple[int, float, int]] = []  # (-priority, run_at, id)
+        self._delayed: list[tuple[float, int]] = []  # (run_at, id)
+        self._keys: dict[str, int] = {}
+        self._dead: OrderedDict[int, None] = OrderedDict()  # burial order
+        self._completed: deque[tuple[float, int]] = deque()  # (expires_at, id)
+        self._pending = 0
+        self._running = 0
+        self._next_id = 1
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
+        self._signal = signal
+        self._lock = signal.lock
+        self._dead_letter_limit = dead_letter_limit
+
+    def close(self) -> None:
+        """Nothing to release: the jobs live as long as this object."""
+
+    def save(self) -> None:
+        """Nothing to save: memory keeps nothing beyond the process."""
+
+    # -- the job's path: add, claim, finish or fail ---------------------------
+
+    def add(self, jobs: Sequence[NewJob], now: float) -> list[Enqueued]:
+        results: list[Enqueued] = []
+        with self._lock:
+            due = 0
+            for new in jobs:
+                if new.key is not None and new.key in self._keys:
+                    results.append(Enqueued(self._keys[new.key], True))
+                    continue
+                entry = _Entry(
+                    id=self._next_id,
+                    payload=new.payload,
+                    key=new.key,
+                    priority=new.priority,
+                    run_at=new.run_at,
+                    created_at=now,
+                    max_attempts=new.max_attempts,
+                    task=new.task,
+                )
+                self._next_id += 1
+                self._jobs[entry.id] = entry
+                if entry.key is not None:
+                    self._keys[entry.key] = entry.id
+                self._pending += 1
+                due += self._schedule(entry, now)
+                self._changed(entry)
+                results.append(Enqueued(entry.id, False))
+            if due:
+                self._signal.jobs_added_locked(due)
+        return results
+
+    def claim(self, now: float) -> Claim | None:
+        with self._lock:
+            delayed, due, jobs = self._delayed, self._due, self._jobs
+            while delayed and delayed[0][0] <= now:
+                run_at, job_id = heapq.heappop(delayed)
+                entry = jobs.get(job_id)
+                if entry is not None and entry.state is PENDING and entry.run_at == run_at:
+                    heapq.heappush(due, (-entry.priority, run_at, job_id))
+            while due:
+                _, run_at, job_id = heapq.heappop(due)
+                entry = jobs.get(job_id)
+                if entry is None or entry.state is not PENDING or entry.run_at != run_at:
+                    continue  # cancelled or rescheduled since it was pushed
+                entry = replace(entry, state=RUNNING, token=next(self._tokens))
+                jobs[job_id] = entry
+                self._pending -= 1
+                self._running += 1
+                self._changed(entry)
+                return Claim(
+                    id=job_id,
+                    token=entry.token,
+                    payload=entry.payload,
+                    attempt=entry.attempts + 1,
+                    max_attempts=entry.max_attempts,
+                    key=entry.key,
+                    task=entry.task,
+                )
+            return None
+
+    def finish(
+        self, claim: Claim, result: str | None, keep_until: float | None, now: float
+    ) -> bool:
+        with self._lock:
+            entry = self._current(claim)
+            if entry is None:
+                return False
+            self._running -= 1
+            self._release_key(entry)
+            self._expire_completed(now)
+            if keep_until is None:
+                del self._jobs[entry.id]
+                self._changed(entry.id)
+            else:
+                entry = replace(
+                    entry, state=COMPLETED, token=0, result=result, expires_at=keep_until
+                )
+                self._jobs[entry.id] = entry
+                self._completed.append((keep_until, entry.id))
+                self._changed(entry)
+            self._signal.job_settled_locked()
+            return True
+
+    def fail(
+        self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
+    ) -> bool:
+        with self._lock:
+            entry = self._current(claim)
+            if entry is None:
+                return False
+            self._running -= 1
+            if retry_at is None:
+                self._bury(entry.failed(error, state=DEAD))
+                self._signal.job_settled_locked()
+            else:
+                entry = entry.failed(error, state=PENDING, run_at=retry_at)
+                self._jobs[entry.id] = entry
+                self._pending += 1
+                if self._schedule(entry, now):
+                    self._signal.jobs_added_locked()
+                self._changed(entry)
+            return True
+
+    def renew(self, claims: Sequence[Claim], now: float) -> None:
+        """Claims live as long as this process: nothing to renew."""
+
+    def recover(self, now: float) -> int:
+        """Claims live as long as this process: none can expire."""
+        return 0
+
+    # -- looking and managing --------------------------------------------------
+
+    def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
+        with self._lock:
+            entry = self._jobs.get(job_id)
+            if entry is None or (
+                entry.expires_at is not None and entry.expires_at <= now
+            ):
+                return None
+            return entry.record()
+
+    def list_jobs(self, state: JobState, limit: int | None = None) -> list[JobRecord[Any]]:
+        with self._lock:
+            if state is DEAD:
+                entries = [self._jobs[i] for i in itertools.islice(self._dead, limit)]
+            else:
+                entries = [e for e in self._jobs.values() if e.state is state]
+                entries.sort(key=lambda e: (e.run_at, -e.priority, e.id))
+                entries = entries[:limit]
+        return [entry.record() for entry in entries]
+
+    def revive(self, job_id: int, now: float) -> bool:
+        with self._lock:
+            entry = self._jobs.get(job_id)
+            if entry is None or entry.state is not DEAD:
+                return False
+            if entry.key is not None:
+                if entry.key in self._keys:
+                    return False
+                self._keys[entry.key] = job_id
+            del self._dead[job_id]
+            entry = replace(entry, state=PENDING, attempts=0, run_at=now)
+            self._jobs[job_id] = entry
+            self._pending += 1
+            self._schedule(entry, now)
+            self._signal.jobs_added_locked()
+            self._changed(entry)
+            return True
+
+    def delete_dead(self, job_id: int) -> bool:
+        with self._lock:
+            if job_id not in self._dead:
+                return False
+            del self._dead[job_id]
+            del self._jobs[job_id]
+            self._changed(job_id)
+            return True
+
+    def cancel(self, job_id: int) -> bool:
+        with self._lock:
+            entry = self._jobs.get(job_id)
+            if entry is None or entry.state is not PENDING:
+                return False
+            del self._jobs[job_id]  # its heap item is skipped when it surfaces
+            self._pending -= 1
+            self._release_key(entry)
+            self._changed(job_id)
+            self._signal.job_settled_locked()
+            return True
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            return StoreStats(self._pending, self._running, len(self._dead))
+
+    def next_due(self) -> float | None:
+        with self._lock:
+            for heap in (self._due, self._delayed):
+                self._drop_stale_top(heap)
+            if self._due:
+                return self._due[0][1]
+            if self._delayed:
+                return self._delayed[0][0]
+            return None
+
+    # -- helpers (call with the lock held) -------------------------------------
+
+    def _changed(self, change: _Entry | int) -> None:
+        """Hook for persistent subclasses: an entry was stored, or an id removed."""
+
+    def _schedule(self, entry: _Entry, now: float) -> int:
+        """Put a pending entry in the right heap; 1 if it is due now, else 0.
+
+        A delayed job that becomes the earliest one also wakes an idle worker,
+        so that worker shortens its wait to the new due time.
+        """
+        if entry.run_at <= now:
+            heapq.heappush(self._due, (-entry.priority, entry.run_at, entry.id))
+            return 1
+        if not self._delayed or entry.run_at < self._delayed[0][0]:
+            self._signal.jobs_added_locked()
+        heapq.heappush(self._delayed, (entry.run_at, entry.id))
+        return 0
+
+    def _drop_stale_top(self, heap: list[Any]) -> None:
+        while heap:
+            job_id, run_at = heap[0][-1], heap[0][-2]
+            entry = self._jobs.get(job_id)
+            if entry is not None and entry.state is PENDING and entry.run_at == run_at:
+                return
+            heapq.heappop(heap)
+
+    def _current(self, claim: Claim) -> _Entry | None:
+        entry = self._jobs.get(claim.id)
+        if entry is None or entry.state is not RUNNING or entry.token != claim.token:
+            return None
+        return entry
+
+    def _release_key(self, entry: _Entry) -> None:
+        if entry.key is not None and self._keys.get(entry.key) == entry.id:
+            del self._keys[entry.key]
+
+    def _bury(self, entry: _Entry) -> None:
+        """Store a dead entry and drop the oldest dead beyond the limit."""
+        self._release_key(entry)
+        self._jobs[entry.id] = entry
+        self._dead[entry.id] = None
+        self._changed(entry)
+        self._trim_dead()
+
+    def _trim_dead(self) -> None:
+        while len(self._dead) > self._dead_letter_limit:
+            dropped, _ = self._dead.popitem(last=False)
+            gone = self._jobs.pop(dropped)
+            self._changed(dropped)
+            logger.warning(
+                "dead-letter limit %d reached: dropped dead job %d (%s)",
+                self._dead_letter_limit,
+                dropped,
+                gone.last_error,
+            )
+
+    def _expire_completed(self, now: float) -> None:
+        completed = self._completed
+        while completed and completed[0][0] <= now:
+            _, job_id = completed.popleft()
+            entry = self._jobs.get(job_id)
+            if entry is not None and entry.state is COMPLETED:
+                del self._jobs[job_id]
+                self._changed(job_id)
+
+    def _restore(
+        self, entries: Sequence[_Entry], next_id: int, now: float, *, recover: bool
+    ) -> None:
+        """Rebuild the indexes from loaded entries (dead ones in burial order).
+
+        For stores loaded from disk. With ``recover``, a job that was running
+        when its process died becomes a failed attempt, so a job that kills
+        its process ends in the dead letters instead of killing every restart.
+        """
+        self._clear()
+        error = process_died(now)
+        self._next_id = max(next_id, *(e.id + 1 for e in entries), 1)
+        buried: list[int] = []
+        for entry in entries:
+            if entry.state is RUNNING and recover:
+                if entry.attempts + 1 >= entry.max_attempts:
+                    entry = entry.failed(error, state=DEAD)
+                    buried.append(entry.id)
+                else:
+                    entry = entry.failed(error, state=PENDING, run_at=now)
+                self._changed(entry)
+            elif entry.state is DEAD:
+                self._dead[entry.id] = None
+            self._jobs[entry.id] = entry
+            if entry.state is RUNNING:
+                self._running += 1
+            elif entry.state is PENDING:
+                self._pending += 1
+                self._schedule(entry, now)
+            if entry.key is not None and entry.state in (PENDING, RUNNING):
+                self._keys[entry.key] = entry.id
+        self._dead.update(dict.fromkeys(buried))
+        self._completed.extend(
+            sorted(
+                (e.expires_at, e.id)
+                for e in entries
+                if e.state is COMPLETED and e.expires_at is not None
+            )
+        )
+        self._trim_dead()
