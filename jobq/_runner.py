@@ -41,7 +41,9 @@ def describe_failure(exc: BaseException, at: float) -> AttemptError:
     """An ``AttemptError`` for ``exc``; the traceback keeps its innermost frames."""
     message = exc.message if isinstance(exc, Retry | Fatal) else str(exc)
     trace = "".join(traceback.format_exception(exc))
-    return AttemptError(type(exc).__name__, _cut(message, "head"), _cut(trace, "tail"), at)
+    return AttemptError(
+        type(exc).__name__, _cut(message, "head"), _cut(trace, "tail"), at
+    )
 
 
 class Counters:

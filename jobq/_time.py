@@ -6,8 +6,8 @@ import datetime as dt
 import math
 
 
-def to_seconds(value: float | dt.timedelta, name: str) -> float:
-    """Seconds from a number or ``timedelta``; ``ValueError`` if negative or not finite."""
+def to_seconds(value: object, name: str) -> float:
+    """Seconds from a number or ``timedelta``; ``ValueError`` if < 0 or infinite."""
     if isinstance(value, dt.timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -15,11 +15,13 @@ def to_seconds(value: float | dt.timedelta, name: str) -> float:
     else:
         raise TypeError(f"{name} must be seconds or a timedelta, not {value!r}")
     if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
+        raise ValueError(
+            f"{name} must be a finite number of seconds >= 0, not {value!r}"
+        )
     return seconds
 
 
-def to_epoch(at: float | dt.datetime, name: str = "at") -> float:
+def to_epoch(at: object, name: str = "at") -> float:
     """Epoch seconds from an aware ``datetime`` or a number of epoch seconds."""
     if isinstance(at, dt.datetime):
         if at.tzinfo is None or at.utcoffset() is None:

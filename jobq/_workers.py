@@ -72,7 +72,9 @@ class WorkerPool:
         for thread in threads:
             if thread is threading.current_thread():
                 continue  # stop() called from a handler: this thread ends after it
-            remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+            remaining = (
+                None if deadline is None else max(deadline - time.monotonic(), 0)
+            )
             thread.join(remaining)
         with self._signal.lock:
             return not (self._threads - {threading.current_thread()})

@@ -35,7 +35,7 @@ class StoreError(JobqError):
     """The store could not do what was asked (a write failed, a file is unusable)."""
 
 
-class Retry(Exception):  # noqa: N818 - the name is part of the public contract
+class Retry(Exception):
     """Raised by a handler: this attempt failed, try again.
 
     ``after`` (seconds or a ``timedelta``) replaces the backoff delay exactly;
@@ -50,7 +50,7 @@ class Retry(Exception):  # noqa: N818 - the name is part of the public contract
         self.after = after
 
 
-class Fatal(Exception):  # noqa: N818 - the name is part of the public contract
+class Fatal(Exception):
     """Raised by a handler: this job can never succeed; bury it now."""
 
     def __init__(self, message: str = "") -> None:

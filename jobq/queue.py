@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from jobq._runner import Handler, Runner
+from jobq._runner import Runner
 from jobq._time import to_epoch, to_seconds
 from jobq._workers import WorkerPool
 from jobq.errors import QueueClosed, StoreError
@@ -70,8 +70,12 @@ class JobQueue(Generic[P]):
     ) -> None:
         if handler is not None and not callable(handler):
             raise TypeError(f"handler must be callable, not {handler!r}")
-        if isinstance(dead_letter_limit, bool) or not isinstance(dead_letter_limit, int):
-            raise TypeError(f"dead_letter_limit must be an int, not {dead_letter_limit!r}")
+        if isinstance(dead_letter_limit, bool) or not isinstance(
+            dead_letter_limit, int
+        ):
+            raise TypeError(
+                f"dead_letter_limit must be an int, not {dead_letter_limit!r}"
+            )
         if dead_letter_limit < 0:
             raise ValueError(f"dead_letter_limit must be >= 0, not {dead_letter_limit}")
         self.policy = RetryPolicy(
@@ -86,7 +90,7 @@ class JobQueue(Generic[P]):
         self._signal = Signal()
         self._runner = Runner(
             self.store,
-            handler,  # type: ignore[arg-type]  # Job[P] handlers accept our jobs
+            handler,
             self.policy,
             self._clock,
             to_seconds(keep_completed, "keep_completed"),
@@ -130,7 +134,8 @@ class JobQueue(Generic[P]):
                     logger.exception("saving the store at stop failed")
 
     def close(self, timeout: float | None = None) -> None:
-        """``stop(timeout)``, then release the store; later calls raise ``QueueClosed``."""
+        """``stop(timeout)``, then release the store; later calls raise
+        ``QueueClosed``."""
         if self._closed:
             return
         self.stop(timeout)
@@ -164,7 +169,9 @@ class JobQueue(Generic[P]):
     ) -> Enqueued:
         """Add a job; while a job with ``key`` is pending or running, return
         that one with ``duplicate=True`` instead."""
-        return self.enqueue_many([payload], delay=delay, at=at, key=key, priority=priority)[0]
+        return self.enqueue_many(
+            [payload], delay=delay, at=at, key=key, priority=priority
+        )[0]
 
     def enqueue_many(
         self,
@@ -246,7 +253,11 @@ class JobQueue(Generic[P]):
         stored = self.store.stats()
         counters = self._runner.counters
         return Stats(
-            stored.pending, stored.running, stored.dead, counters.completed, counters.retried
+            stored.pending,
+            stored.running,
+            stored.dead,
+            counters.completed,
+            counters.retried,
         )
 
     def get(self, job: JobRef) -> JobRecord[P] | None:

@@ -29,10 +29,14 @@ class RetryPolicy:
     jitter: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
+        if isinstance(self.max_attempts, bool) or not isinstance(
+            self.max_attempts, int
+        ):
             raise TypeError(f"max_attempts must be an int, not {self.max_attempts!r}")
         if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, not {self.max_attempts}")
+            raise ValueError(
+                f"max_attempts must be at least 1, not {self.max_attempts}"
+            )
 
     def delay(self, retry: int, draw: Callable[[], float] = random.random) -> float:
         """Seconds to wait before retry number ``retry`` (``draw`` gives [0, 1))."""

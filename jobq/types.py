@@ -20,7 +20,7 @@ class JobState(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
-    """What ``enqueue`` returns: the job's id, and whether a keyed job already held it."""
+    """What ``enqueue`` returns: the job's id, and whether a keyed job held it."""
 
     id: int
     duplicate: bool

@@ -154,7 +154,9 @@ class Store(Protocol):
     def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
         """The job in any state, or ``None`` (expired completed jobs are gone)."""
 
-    def list_jobs(self, state: JobState, limit: int | None = None) -> list[JobRecord[Any]]:
+    def list_jobs(
+        self, state: JobState, limit: int | None = None
+    ) -> list[JobRecord[Any]]:
         """Jobs in one state: dead oldest-buried first, pending in run order."""
 
     def revive(self, job_id: int, now: float) -> bool:

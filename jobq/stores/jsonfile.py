@@ -45,7 +45,11 @@ class JsonFileStore(MemoryStore):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, save_interval: float = 0.05, io: FileIO = DEFAULT_IO
+        self,
+        path: str | os.PathLike[str],
+        *,
+        save_interval: float = 0.05,
+        io: FileIO = DEFAULT_IO,
     ) -> None:
         super().__init__()
         self.path = os.path.abspath(os.fspath(path))
@@ -138,7 +142,9 @@ class JsonFileStore(MemoryStore):
         self._refresh()
         return super().get(job_id, now)
 
-    def list_jobs(self, state: JobState, limit: int | None = None) -> list[JobRecord[Any]]:
+    def list_jobs(
+        self, state: JobState, limit: int | None = None
+    ) -> list[JobRecord[Any]]:
         self._refresh()
         return super().list_jobs(state, limit)
 
@@ -149,14 +155,15 @@ class JsonFileStore(MemoryStore):
     # -- ownership and loading ------------------------------------------------
 
     def _require_owner(self) -> None:
-        """Take the owner's lock if this process has not (it may be free by now)."""
-        if self._owner.held:
-            return
+        if not self._owner.held:
+            self._take_ownership()
+
+    def _take_ownership(self) -> None:
+        """Take the owner's lock now: the owner may have gone since ``open``."""
         with self._lock:
-            if self._owner.held:
-                return
-            self._owner.acquire()  # raises StoreLocked while another process owns it
-            self._load(recover=True)
+            if not self._owner.held:
+                self._owner.acquire()  # StoreLocked while another process owns it
+                self._load(recover=True)
 
     def _refresh(self) -> None:
         """For a reader: reload the file if the owner has written it since."""
@@ -195,7 +202,9 @@ class JsonFileStore(MemoryStore):
                 except (ValueError, TypeError, KeyError) as exc:
                     if not recover:
                         raise StoreError(f"cannot read {self.path}: {exc}") from exc
-                    next_id = max((int(m) + 1 for m in _ID_PATTERN.findall(data)), default=1)
+                    next_id = max(
+                        (int(m) + 1 for m in _ID_PATTERN.findall(data)), default=1
+                    )
                     aside = move_aside(self.path, "corrupt", io=self._io)
                     logger.error(
                         "%s could not be read (%s); moved it to %s and started empty",
@@ -236,7 +245,9 @@ class JsonFileStore(MemoryStore):
             except StoreError:
                 failures += 1
                 pause = min(2.0**failures, 30.0)
-                logger.exception("writing %s failed; trying again in %g s", self.path, pause)
+                logger.exception(
+                    "writing %s failed; trying again in %g s", self.path, pause
+                )
                 self._closing.wait(pause)
                 self._wake.set()
             else:
@@ -262,7 +273,12 @@ class _NewerFormat(Exception):
 
 def _serialize(entries: list[_Entry], next_id: int) -> bytes:
     head = json.dumps(
-        {"format": FORMAT, "version": VERSION, "next_id": next_id, "count": len(entries)}
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "next_id": next_id,
+            "count": len(entries),
+        }
     )
     rows = ",\n".join(_row(e) for e in entries)
     return f'{head[:-1]}, "jobs": [\n{rows}\n]}}\n'.encode()
@@ -324,7 +340,10 @@ def _entry(row: dict[str, Any]) -> _Entry:
         state=JobState(row["state"]),
         attempts=int(row["attempts"]),
         last_error=row["last_error"],
-        errors=tuple(AttemptError(str(t), str(m), str(tb), float(at)) for t, m, tb, at in row["errors"]),
+        errors=tuple(
+            AttemptError(str(t), str(m), str(tb), float(at))
+            for t, m, tb, at in row["errors"]
+        ),
         result=None if result is None else json.dumps(result, separators=(",", ":")),
         expires_at=None if row["expires_at"] is None else float(row["expires_at"]),
     )

@@ -161,12 +161,20 @@ class MemoryStore:
             while delayed and delayed[0][0] <= now:
                 run_at, job_id = heapq.heappop(delayed)
                 entry = jobs.get(job_id)
-                if entry is not None and entry.state is PENDING and entry.run_at == run_at:
+                if (
+                    entry is not None
+                    and entry.state is PENDING
+                    and entry.run_at == run_at
+                ):
                     heapq.heappush(due, (-entry.priority, run_at, job_id))
             while due:
                 _, run_at, job_id = heapq.heappop(due)
                 entry = jobs.get(job_id)
-                if entry is None or entry.state is not PENDING or entry.run_at != run_at:
+                if (
+                    entry is None
+                    or entry.state is not PENDING
+                    or entry.run_at != run_at
+                ):
                     continue  # cancelled or rescheduled since it was pushed
                 entry = replace(entry, state=RUNNING, token=next(self._tokens))
                 jobs[job_id] = entry
@@ -199,7 +207,11 @@ class MemoryStore:
                 self._changed(entry.id)
             else:
                 entry = replace(
-                    entry, state=COMPLETED, token=0, result=result, expires_at=keep_until
+                    entry,
+                    state=COMPLETED,
+                    token=0,
+                    result=result,
+                    expires_at=keep_until,
                 )
                 self._jobs[entry.id] = entry
                 self._completed.append((keep_until, entry.id))
@@ -245,7 +257,9 @@ class MemoryStore:
                 return None
             return entry.record()
 
-    def list_jobs(self, state: JobState, limit: int | None = None) -> list[JobRecord[Any]]:
+    def list_jobs(
+        self, state: JobState, limit: int | None = None
+    ) -> list[JobRecord[Any]]:
         with self._lock:
             if state is DEAD:
                 entries = [self._jobs[i] for i in itertools.islice(self._dead, limit)]
