@@ -7,13 +7,13 @@ subclasses included, is a failed attempt; nothing it does can kill the caller.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+from jobq._json import decode, encode
 from jobq._time import to_seconds
 from jobq.errors import Fatal, Retry
 from jobq.retry import RetryPolicy
@@ -83,7 +83,7 @@ class Runner:
         try:
             if self.handler is None:
                 raise Fatal("this queue has no handler for the job")
-            job = Job(claim.id, json.loads(claim.payload), claim.attempt, claim.key)
+            job = Job(claim.id, decode(claim.payload), claim.attempt, claim.key)
             result = self.handler(job)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
             self._failed(claim, exc)
@@ -96,8 +96,8 @@ class Runner:
         if self.keep_completed > 0:
             keep_until = now + self.keep_completed
             try:
-                stored = json.dumps(result, separators=(",", ":"), allow_nan=False)
-            except (TypeError, ValueError):
+                stored = encode(result, "result")
+            except TypeError:
                 logger.warning(
                     "job %d succeeded but its result is not JSON; keeping None",
                     claim.id,

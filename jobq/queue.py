@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import datetime as dt
-import json
 import logging
 import threading
 import time
@@ -18,6 +17,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from jobq._json import encode
 from jobq._runner import Runner
 from jobq._time import to_epoch, to_seconds
 from jobq._workers import WorkerPool
@@ -190,7 +190,7 @@ class JobQueue(Generic[P]):
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, not {priority!r}")
         jobs = [
-            NewJob(_to_json(payload), run_at, key, priority, self.policy.max_attempts)
+            NewJob(encode(payload), run_at, key, priority, self.policy.max_attempts)
             for payload in payloads
         ]
         self._ensure_open()
@@ -309,14 +309,6 @@ class JobQueue(Generic[P]):
     def _require_handler(self) -> None:
         if self._runner.handler is None:
             raise TypeError("this queue has no handler: pass one to JobQueue(handler)")
-
-
-def _to_json(payload: object) -> str:
-    """``payload`` as compact JSON text; ``TypeError`` if it is not a JSON value."""
-    try:
-        return json.dumps(payload, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise TypeError(f"payload must be JSON-serializable: {exc}") from None
 
 
 def _job_id(job: JobRef) -> int:

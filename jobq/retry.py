@@ -10,6 +10,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jobq._time import to_seconds
+
 #: Jitter spreads a delay uniformly within this fraction either way.
 JITTER = 0.2
 
@@ -37,6 +39,8 @@ class RetryPolicy:
             raise ValueError(
                 f"max_attempts must be at least 1, not {self.max_attempts}"
             )
+        to_seconds(self.base_delay, "base_delay")  # ValueError if < 0 or not finite
+        to_seconds(self.max_delay, "max_delay")
 
     def delay(self, retry: int, draw: Callable[[], float] = random.random) -> float:
         """Seconds to wait before retry number ``retry`` (``draw`` gives [0, 1))."""

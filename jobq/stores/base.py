@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
@@ -28,8 +28,7 @@ def process_died(at: float) -> AttemptError:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class NewJob:
+class NewJob(NamedTuple):
     """A job to add, already validated and serialized by the queue."""
 
     payload: str
@@ -40,9 +39,12 @@ class NewJob:
     task: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A running job, fenced by ``token``: only the current claim may end it."""
+class Claim(NamedTuple):
+    """A running job, fenced by ``token``: only the current claim may end it.
+
+    (Named tuples here, not dataclasses: these are built once per job on the
+    hot path, and a tuple is built several times faster.)
+    """
 
     id: int
     token: int

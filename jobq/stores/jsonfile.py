@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobq._fileio import DEFAULT_IO, FileIO, OwnerLock, durable_replace, move_aside
+from jobq._json import encode
 from jobq.errors import StoreError, StoreLocked
 from jobq.stores.base import Claim, NewJob, Signal, StoreStats
-from jobq.stores.memory import DEAD, MemoryStore, _Entry
+from jobq.stores.memory import DEAD, PENDING, MemoryStore, _Entry
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
 logger = logging.getLogger(__name__)
@@ -187,6 +188,7 @@ class JsonFileStore(MemoryStore):
             now = time.time()
             self._loaded_signature = self._signature()
             entries: list[_Entry] = []
+            running: list[int] = []
             next_id = 1
             try:
                 data = self._io.read(self.path)
@@ -196,7 +198,7 @@ class JsonFileStore(MemoryStore):
                 raise StoreError(f"cannot read {self.path}: {exc.strerror}") from exc
             if data is not None:
                 try:
-                    entries, next_id = _parse(data)
+                    entries, running, next_id = _parse(data)
                 except _NewerFormat as exc:
                     raise StoreError(str(exc)) from None
                 except (ValueError, TypeError, KeyError) as exc:
@@ -214,7 +216,7 @@ class JsonFileStore(MemoryStore):
                     )
                     self._loaded_signature = None
             before = self._changes
-            self._restore(entries, next_id, now, recover=recover)
+            self._restore(entries, running, next_id, now, recover=recover)
             self._saved = before
         if recover and self._owner.held:
             self._start_writer()
@@ -262,8 +264,10 @@ class JsonFileStore(MemoryStore):
                     return
                 entries = [e for e in self._jobs.values() if e.state is not DEAD]
                 entries.extend(self._jobs[i] for i in self._dead)
+                running = set(self._claims)
                 next_id = self._next_id
-            durable_replace(self.path, _serialize(entries, next_id), io=self._io)
+            data = _serialize(entries, running, next_id)
+            durable_replace(self.path, data, io=self._io)
             self._saved = changes
 
 
@@ -271,7 +275,7 @@ class _NewerFormat(Exception):
     """The file was written by a newer jobq; refusing it beats misreading it."""
 
 
-def _serialize(entries: list[_Entry], next_id: int) -> bytes:
+def _serialize(entries: list[_Entry], running: set[int], next_id: int) -> bytes:
     head = json.dumps(
         {
             "format": FORMAT,
@@ -280,16 +284,16 @@ def _serialize(entries: list[_Entry], next_id: int) -> bytes:
             "count": len(entries),
         }
     )
-    rows = ",\n".join(_row(e) for e in entries)
+    rows = ",\n".join(_row(e, e.id in running) for e in entries)
     return f'{head[:-1]}, "jobs": [\n{rows}\n]}}\n'.encode()
 
 
-def _row(entry: _Entry) -> str:
+def _row(entry: _Entry, running: bool) -> str:
     """One job as JSON; payload and result are spliced in as the text they are."""
     meta = json.dumps(
         {
             "id": entry.id,
-            "state": entry.state.value,
+            "state": "running" if running else entry.state.value,
             "key": entry.key,
             "priority": entry.priority,
             "run_at": entry.run_at,
@@ -307,7 +311,8 @@ def _row(entry: _Entry) -> str:
     return f'{meta[:-1]},"payload":{entry.payload},"result":{result}}}'
 
 
-def _parse(data: bytes) -> tuple[list[_Entry], int]:
+def _parse(data: bytes) -> tuple[list[_Entry], list[int], int]:
+    """Entries, the ids of those that were running, and the next id."""
     document = json.loads(data)
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ValueError("not a jobq file")
@@ -323,27 +328,28 @@ def _parse(data: bytes) -> tuple[list[_Entry], int]:
     if len(rows) != document["count"]:
         raise ValueError("job count does not match")
     entries = [_entry(row) for row in rows]
-    return entries, int(document["next_id"])
+    running = [row["id"] for row in rows if row["state"] == "running"]
+    return entries, running, int(document["next_id"])
 
 
 def _entry(row: dict[str, Any]) -> _Entry:
     result = row["result"]
     return _Entry(
         id=int(row["id"]),
-        payload=json.dumps(row["payload"], separators=(",", ":")),
+        payload=encode(row["payload"]),
         key=row["key"],
         priority=int(row["priority"]),
         run_at=float(row["run_at"]),
         created_at=float(row["created_at"]),
         max_attempts=int(row["max_attempts"]),
         task=row["task"],
-        state=JobState(row["state"]),
+        state=PENDING if row["state"] == "running" else JobState(row["state"]),
         attempts=int(row["attempts"]),
         last_error=row["last_error"],
         errors=tuple(
             AttemptError(str(t), str(m), str(tb), float(at))
             for t, m, tb, at in row["errors"]
         ),
-        result=None if result is None else json.dumps(result, separators=(",", ":")),
+        result=None if result is None else encode(result, "result"),
         expires_at=None if row["expires_at"] is None else float(row["expires_at"]),
     )

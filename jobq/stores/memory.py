@@ -5,22 +5,23 @@ Every operation is O(log n) or better: due jobs sit in a heap ordered by
 claim moves the jobs that became due from one to the other. Cancelled jobs are
 left in the heaps and skipped when they surface, so nothing scans the queue.
 
-Stored jobs are never changed in place: each change stores a new ``_Entry``.
-That lets the JSON store take a consistent snapshot by copying references
-under the lock and serialize it after releasing the lock.
+Stored jobs are never changed in place: each change stores a new ``_Entry``,
+and which jobs run is kept beside them in ``_claims`` (id -> token). That lets
+the JSON store take a consistent snapshot by copying references under the lock
+and serialize it after releasing the lock, and it keeps a claim cheap: taking
+a job touches no entry at all.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
+from jobq._json import decode
 from jobq.stores.base import Claim, NewJob, Signal, StoreStats, process_died
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
@@ -37,9 +38,12 @@ PENDING, RUNNING, DEAD, COMPLETED = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One stored job; payload and result are JSON text."""
+class _Entry(NamedTuple):
+    """One stored job; payload and result are JSON text.
+
+    ``state`` is pending, dead or completed: whether a pending job is running
+    is kept in the store's ``_claims``.
+    """
 
     id: int
     payload: str
@@ -51,24 +55,23 @@ class _Entry:
     task: str | None
     state: JobState = PENDING
     attempts: int = 0
-    token: int = 0
     last_error: str | None = None
     errors: tuple[AttemptError, ...] = ()
     result: str | None = None
     expires_at: float | None = None
 
-    def record(self) -> JobRecord[Any]:
+    def record(self, running: bool) -> JobRecord[Any]:
         return JobRecord(
             id=self.id,
-            payload=json.loads(self.payload),
+            payload=decode(self.payload),
             attempts=self.attempts,
-            state=self.state,
+            state=RUNNING if running else self.state,
             run_at=self.run_at,
             created_at=self.created_at,
             last_error=self.last_error,
             key=self.key,
             priority=self.priority,
-            result=None if self.result is None else json.loads(self.result),
+            result=None if self.result is None else decode(self.result),
             task=self.task,
             errors=self.errors,
             max_attempts=self.max_attempts,
@@ -77,12 +80,10 @@ class _Entry:
     def failed(self, error: AttemptError, **changes: Any) -> _Entry:
         """This entry with one more failed attempt recorded."""
         last = f"{error.type}: {error.message}" if error.message else error.type
-        return replace(
-            self,
+        return self._replace(
             attempts=self.attempts + 1,
             last_error=last,
             errors=(*self.errors, error)[-ERRORS_KEPT:],
-            token=0,
             **changes,
         )
 
@@ -101,13 +102,13 @@ class MemoryStore:
 
     def _clear(self) -> None:
         self._jobs: dict[int, _Entry] = {}
+        self._claims: dict[int, int] = {}  # running job id -> its claim's token
         self._due: list[tuple[int, float, int]] = []  # (-priority, run_at, id)
         self._delayed: list[tuple[float, int]] = []  # (run_at, id)
         self._keys: dict[str, int] = {}
         self._dead: OrderedDict[int, None] = OrderedDict()  # burial order
         self._completed: deque[tuple[float, int]] = deque()  # (expires_at, id)
-        self._pending = 0
-        self._running = 0
+        self._pending = 0  # waiting, not running
         self._next_id = 1
 
     # -- lifecycle -----------------------------------------------------------
@@ -129,28 +130,23 @@ class MemoryStore:
         results: list[Enqueued] = []
         with self._lock:
             due = 0
+            keys = self._keys
             for new in jobs:
-                if new.key is not None and new.key in self._keys:
-                    results.append(Enqueued(self._keys[new.key], True))
+                key = new.key
+                if key is not None and key in keys:
+                    results.append(Enqueued(keys[key], True))
                     continue
-                entry = _Entry(
-                    id=self._next_id,
-                    payload=new.payload,
-                    key=new.key,
-                    priority=new.priority,
-                    run_at=new.run_at,
-                    created_at=now,
-                    max_attempts=new.max_attempts,
-                    task=new.task,
-                )
-                self._next_id += 1
-                self._jobs[entry.id] = entry
-                if entry.key is not None:
-                    self._keys[entry.key] = entry.id
+                job_id = self._next_id
+                self._next_id = job_id + 1
+                entry = _Entry(job_id, new.payload, key, new.priority, new.run_at, now,
+                               new.max_attempts, new.task)  # fmt: skip
+                self._jobs[job_id] = entry
+                if key is not None:
+                    keys[key] = job_id
                 self._pending += 1
                 due += self._schedule(entry, now)
                 self._changed(entry)
-                results.append(Enqueued(entry.id, False))
+                results.append(Enqueued(job_id, False))
             if due:
                 self._signal.jobs_added_locked(due)
         return results
@@ -161,77 +157,61 @@ class MemoryStore:
             while delayed and delayed[0][0] <= now:
                 run_at, job_id = heapq.heappop(delayed)
                 entry = jobs.get(job_id)
-                if (
-                    entry is not None
-                    and entry.state is PENDING
-                    and entry.run_at == run_at
-                ):
+                if entry is not None and entry.run_at == run_at:
                     heapq.heappush(due, (-entry.priority, run_at, job_id))
             while due:
                 _, run_at, job_id = heapq.heappop(due)
                 entry = jobs.get(job_id)
                 if (
                     entry is None
-                    or entry.state is not PENDING
                     or entry.run_at != run_at
+                    or entry.state is not PENDING
                 ):
                     continue  # cancelled or rescheduled since it was pushed
-                entry = replace(entry, state=RUNNING, token=next(self._tokens))
-                jobs[job_id] = entry
+                token = next(self._tokens)
+                self._claims[job_id] = token
                 self._pending -= 1
-                self._running += 1
-                self._changed(entry)
-                return Claim(
-                    id=job_id,
-                    token=entry.token,
-                    payload=entry.payload,
-                    attempt=entry.attempts + 1,
-                    max_attempts=entry.max_attempts,
-                    key=entry.key,
-                    task=entry.task,
-                )
+                self._claimed(job_id, token)
+                return Claim(job_id, token, entry.payload, entry.attempts + 1,
+                             entry.max_attempts, entry.key, entry.task)  # fmt: skip
             return None
 
     def finish(
         self, claim: Claim, result: str | None, keep_until: float | None, now: float
     ) -> bool:
         with self._lock:
-            entry = self._current(claim)
+            entry = self._end_claim(claim)
             if entry is None:
                 return False
-            self._running -= 1
             self._release_key(entry)
-            self._expire_completed(now)
+            if self._completed:
+                self._expire_completed(now)
             if keep_until is None:
                 del self._jobs[entry.id]
                 self._changed(entry.id)
             else:
-                entry = replace(
-                    entry,
-                    state=COMPLETED,
-                    token=0,
-                    result=result,
-                    expires_at=keep_until,
+                entry = entry._replace(
+                    state=COMPLETED, result=result, expires_at=keep_until
                 )
                 self._jobs[entry.id] = entry
                 self._completed.append((keep_until, entry.id))
                 self._changed(entry)
-            self._signal.job_settled_locked()
+            if self._signal.joiners:
+                self._signal.job_settled_locked()
             return True
 
     def fail(
         self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
     ) -> bool:
         with self._lock:
-            entry = self._current(claim)
+            entry = self._end_claim(claim)
             if entry is None:
                 return False
-            self._running -= 1
             if retry_at is None:
                 self._bury(entry.failed(error, state=DEAD))
                 self._signal.job_settled_locked()
             else:
-                entry = entry.failed(error, state=PENDING, run_at=retry_at)
+                entry = entry.failed(error, run_at=retry_at)
                 self._jobs[entry.id] = entry
                 self._pending += 1
                 if self._schedule(entry, now):
@@ -255,19 +235,24 @@ class MemoryStore:
                 entry.expires_at is not None and entry.expires_at <= now
             ):
                 return None
-            return entry.record()
+            return entry.record(job_id in self._claims)
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
     ) -> list[JobRecord[Any]]:
         with self._lock:
             if state is DEAD:
-                entries = [self._jobs[i] for i in itertools.islice(self._dead, limit)]
-            else:
-                entries = [e for e in self._jobs.values() if e.state is state]
-                entries.sort(key=lambda e: (e.run_at, -e.priority, e.id))
-                entries = entries[:limit]
-        return [entry.record() for entry in entries]
+                ids = list(itertools.islice(self._dead, limit))
+                return [self._jobs[i].record(False) for i in ids]
+            running = state is RUNNING
+            entries = [
+                e
+                for e in self._jobs.values()
+                if (e.id in self._claims) == running
+                and e.state is (PENDING if running else state)
+            ]
+        entries.sort(key=lambda e: (e.run_at, -e.priority, e.id))
+        return [entry.record(running) for entry in entries[:limit]]
 
     def revive(self, job_id: int, now: float) -> bool:
         with self._lock:
@@ -279,7 +264,7 @@ class MemoryStore:
                     return False
                 self._keys[entry.key] = job_id
             del self._dead[job_id]
-            entry = replace(entry, state=PENDING, attempts=0, run_at=now)
+            entry = entry._replace(state=PENDING, attempts=0, run_at=now)
             self._jobs[job_id] = entry
             self._pending += 1
             self._schedule(entry, now)
@@ -299,7 +284,7 @@ class MemoryStore:
     def cancel(self, job_id: int) -> bool:
         with self._lock:
             entry = self._jobs.get(job_id)
-            if entry is None or entry.state is not PENDING:
+            if entry is None or entry.state is not PENDING or job_id in self._claims:
                 return False
             del self._jobs[job_id]  # its heap item is skipped when it surfaces
             self._pending -= 1
@@ -310,7 +295,7 @@ class MemoryStore:
 
     def stats(self) -> StoreStats:
         with self._lock:
-            return StoreStats(self._pending, self._running, len(self._dead))
+            return StoreStats(self._pending, len(self._claims), len(self._dead))
 
     def next_due(self) -> float | None:
         with self._lock:
@@ -322,10 +307,15 @@ class MemoryStore:
                 return self._delayed[0][0]
             return None
 
-    # -- helpers (call with the lock held) -------------------------------------
+    # -- hooks for persistent subclasses (called with the lock held) ---------
 
     def _changed(self, change: _Entry | int) -> None:
-        """Hook for persistent subclasses: an entry was stored, or an id removed."""
+        """An entry was stored, or the job with this id removed."""
+
+    def _claimed(self, job_id: int, token: int) -> None:
+        """A job was claimed (it runs under ``token``) or, with token 0, released."""
+
+    # -- helpers (call with the lock held) -------------------------------------
 
     def _schedule(self, entry: _Entry, now: float) -> int:
         """Put a pending entry in the right heap; 1 if it is due now, else 0.
@@ -343,17 +333,19 @@ class MemoryStore:
 
     def _drop_stale_top(self, heap: list[Any]) -> None:
         while heap:
-            job_id, run_at = heap[0][-1], heap[0][-2]
+            run_at, job_id = heap[0][-2], heap[0][-1]
             entry = self._jobs.get(job_id)
             if entry is not None and entry.state is PENDING and entry.run_at == run_at:
                 return
             heapq.heappop(heap)
 
-    def _current(self, claim: Claim) -> _Entry | None:
-        entry = self._jobs.get(claim.id)
-        if entry is None or entry.state is not RUNNING or entry.token != claim.token:
+    def _end_claim(self, claim: Claim) -> _Entry | None:
+        """The claimed entry, its claim ended; ``None`` if the token is stale."""
+        if self._claims.get(claim.id) != claim.token:
             return None
-        return entry
+        del self._claims[claim.id]
+        self._claimed(claim.id, 0)
+        return self._jobs[claim.id]
 
     def _release_key(self, entry: _Entry) -> None:
         if entry.key is not None and self._keys.get(entry.key) == entry.id:
@@ -389,20 +381,31 @@ class MemoryStore:
                 self._changed(job_id)
 
     def _restore(
-        self, entries: Sequence[_Entry], next_id: int, now: float, *, recover: bool
+        self,
+        entries: Sequence[_Entry],
+        running: Sequence[int],
+        next_id: int,
+        now: float,
+        *,
+        recover: bool,
     ) -> None:
         """Rebuild the indexes from loaded entries (dead ones in burial order).
 
-        For stores loaded from disk. With ``recover``, a job that was running
-        when its process died becomes a failed attempt, so a job that kills
-        its process ends in the dead letters instead of killing every restart.
+        For stores loaded from disk. With ``recover``, the jobs in ``running``
+        were running when their process died: each becomes a failed attempt
+        (reported through ``_changed``), so a job that kills its process ends
+        in the dead letters instead of killing every restart. Without it (a
+        reader beside a live owner) they are shown as running, and no claim
+        of this process can end them.
         """
         self._clear()
         error = process_died(now)
         self._next_id = max(next_id, *(e.id + 1 for e in entries), 1)
+        died = set(running) if recover else set()
+        self._claims = dict.fromkeys(set(running) - died, 0)  # tokens start at 1
         buried: list[int] = []
         for entry in entries:
-            if entry.state is RUNNING and recover:
+            if entry.id in died:
                 if entry.attempts + 1 >= entry.max_attempts:
                     entry = entry.failed(error, state=DEAD)
                     buried.append(entry.id)
@@ -412,13 +415,12 @@ class MemoryStore:
             elif entry.state is DEAD:
                 self._dead[entry.id] = None
             self._jobs[entry.id] = entry
-            if entry.state is RUNNING:
-                self._running += 1
-            elif entry.state is PENDING:
-                self._pending += 1
-                self._schedule(entry, now)
-            if entry.key is not None and entry.state in (PENDING, RUNNING):
-                self._keys[entry.key] = entry.id
+            if entry.state is PENDING:
+                if entry.id not in self._claims:
+                    self._pending += 1
+                    self._schedule(entry, now)
+                if entry.key is not None:
+                    self._keys[entry.key] = entry.id
         self._dead.update(dict.fromkeys(buried))
         self._completed.extend(
             sorted(
