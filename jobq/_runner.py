@@ -77,9 +77,13 @@ class Runner:
         self.clock = clock
         self.keep_completed = keep_completed
         self.counters = Counters()
+        #: The claims whose handlers run now, by job id, for lease renewal.
+        #: Changed and copied only by single dict operations, which are atomic.
+        self.active: dict[int, Claim] = {}
 
     def run(self, claim: Claim) -> None:
         """Run the handler for ``claim`` and record what happened."""
+        self.active[claim.id] = claim
         try:
             if self.handler is None:
                 raise Fatal("this queue has no handler for the job")
@@ -89,6 +93,8 @@ class Runner:
             self._failed(claim, exc)
         else:
             self._succeeded(claim, result)
+        finally:
+            del self.active[claim.id]
 
     def _succeeded(self, claim: Claim, result: Any) -> None:
         now = self.clock()

@@ -40,6 +40,8 @@ class WorkerPool:
         self._threads: set[threading.Thread] = set()
         self._stopping = True
         self._started = 0
+        self._lease_keeper: threading.Thread | None = None
+        self._lease_wake = threading.Condition(signal.lock)
 
     @property
     def running(self) -> bool:
@@ -57,6 +59,11 @@ class WorkerPool:
                 )
                 self._threads.add(thread)
                 thread.start()
+            if self._store.lease_seconds is not None and self._lease_keeper is None:
+                self._lease_keeper = threading.Thread(
+                    target=self._keep_leases, name="jobq-leases", daemon=True
+                )
+                self._lease_keeper.start()
 
     def stop(self, timeout: float | None) -> bool:
         """Take no new jobs; wait up to ``timeout`` for running ones.
@@ -68,6 +75,7 @@ class WorkerPool:
         with self._signal.lock:
             self._stopping = True
             self._signal.work.notify_all()
+            self._lease_wake.notify_all()
             threads = list(self._threads)
         for thread in threads:
             if thread is threading.current_thread():
@@ -114,6 +122,31 @@ class WorkerPool:
                 signal.work.wait(timeout)
             finally:
                 signal.idle_workers -= 1
+
+    def _keep_leases(self) -> None:
+        """Renew the leases of running jobs; recover the expired claims of others.
+
+        Runs while the pool runs, and after a ``stop`` as long as a handler
+        still runs here, so its job is never started a second time elsewhere.
+        """
+        lease = self._store.lease_seconds
+        assert lease is not None  # noqa: S101 - only started for leasing stores
+        interval = lease / 3
+        while True:
+            with self._signal.lock:
+                if self._stopping and not self._runner.active:
+                    self._lease_keeper = None
+                    return
+                self._lease_wake.wait(interval)
+            try:
+                now = self._clock()
+                running = list(self._runner.active.copy().values())
+                if running:
+                    self._store.renew(running, now)
+                if not self._stopping:
+                    self._store.recover(now)
+            except Exception:
+                logger.exception("renewing leases failed; trying again shortly")
 
     def _leave(self) -> bool:
         """End this thread if the pool is still stopping (it may have restarted)."""
