@@ -40,6 +40,7 @@ class WorkerPool:
         self._threads: set[threading.Thread] = set()
         self._stopping = True
         self._started = 0
+        self.workers = 0
         self._lease_keeper: threading.Thread | None = None
         self._lease_wake = threading.Condition(signal.lock)
 
@@ -52,6 +53,7 @@ class WorkerPool:
         from before a ``stop`` count towards that number."""
         with self._signal.lock:
             self._stopping = False
+            self.workers = workers
             for _ in range(workers - len(self._threads)):
                 self._started += 1
                 thread = threading.Thread(

@@ -12,11 +12,11 @@ import datetime as dt
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from jobq._fork import reset_after_fork
 from jobq._json import encode
 from jobq._runner import Runner
 from jobq._time import to_epoch, to_seconds
@@ -38,7 +38,8 @@ JobRef = int | Enqueued
 #: was not stopped, before it exits anyway (those jobs run again later).
 EXIT_TIMEOUT = 10.0
 
-_running_queues: weakref.WeakSet[JobQueue[Any]] = weakref.WeakSet()
+#: Started queues stay alive (like a started thread pool) until stopped.
+_running_queues: set[JobQueue[Any]] = set()
 
 
 @atexit.register
@@ -87,18 +88,30 @@ class JobQueue(Generic[P]):
         self.dead_letter_limit = dead_letter_limit
         self.store = store_from(store)
         self._clock: Callable[[], float] = clock or (lambda: time.time())
+        self._handler = handler
+        self._keep_completed = to_seconds(keep_completed, "keep_completed")
+        self._closed = False
+        self._build_runtime()
+        reset_after_fork(self)
+
+    def _build_runtime(self, start_workers: int = 0) -> None:
+        """The parts that belong to one process: lock, signal, workers, counters."""
+        self._lifecycle = threading.Lock()
         self._signal = Signal()
         self._runner = Runner(
-            self.store,
-            handler,
-            self.policy,
-            self._clock,
-            to_seconds(keep_completed, "keep_completed"),
+            self.store, self._handler, self.policy, self._clock, self._keep_completed
         )
         self._pool = WorkerPool(self._runner, self.store, self._signal, self._clock)
-        self._lifecycle = threading.Lock()
         self._opened = False
-        self._closed = False
+        self._start_on_open = start_workers
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child gets workers of its own on first use, never the
+        parent's threads, locks or store handles."""
+        _running_queues.discard(self)
+        self._build_runtime(
+            start_workers=self._pool.workers if self._pool.running else 0
+        )
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -110,12 +123,17 @@ class JobQueue(Generic[P]):
             raise ValueError(f"workers must be at least 1, not {workers}")
         self._require_handler()
         with self._lifecycle:
+            self._start_on_open = 0
             self._open_locked()
-            if not self._pool.running:
-                self.store.recover(self._clock())  # also proves we may write it
-                self._pool.start(workers)
-                _running_queues.add(self)
+            self._start_locked(workers)
         return self
+
+    def _start_locked(self, workers: int) -> None:
+        self._start_on_open = 0
+        if not self._pool.running:
+            self.store.recover(self._clock())  # also proves we may write it
+            self._pool.start(workers)
+            _running_queues.add(self)
 
     def stop(self, timeout: float | None = None) -> None:
         """Take no new jobs, wait for running ones (up to ``timeout``), save.
@@ -126,6 +144,7 @@ class JobQueue(Generic[P]):
         """
         with self._lifecycle:
             _running_queues.discard(self)
+            self._start_on_open = 0
             self._pool.stop(timeout)
             if self._opened and not self._closed:
                 try:
@@ -305,9 +324,11 @@ class JobQueue(Generic[P]):
         if not self._opened:
             self.store.open(self._signal, dead_letter_limit=self.dead_letter_limit)
             self._opened = True
+            if self._start_on_open:  # the parent of this forked child had started
+                self._start_locked(self._start_on_open)
 
     def _require_handler(self) -> None:
-        if self._runner.handler is None:
+        if self._handler is None:
             raise TypeError("this queue has no handler: pass one to JobQueue(handler)")
 
 

@@ -21,6 +21,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from jobq._fork import reset_after_fork
 from jobq._json import decode
 from jobq.stores.base import Claim, NewJob, Signal, StoreStats, process_died
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
@@ -99,6 +100,18 @@ class MemoryStore:
         self._dead_letter_limit = 1000
         self._tokens = itertools.count(1)
         self._clear()
+        reset_after_fork(self)
+
+    def _after_fork_in_child(self) -> None:
+        """This child holds a copy of the queue, not the parent's threads: the
+        jobs the parent was running are pending again here (at least once)."""
+        self._signal = Signal()  # the parent's lock may be held by a thread now gone
+        self._lock = self._signal.lock
+        for job_id in self._claims:
+            entry = self._jobs[job_id]
+            self._pending += 1
+            heapq.heappush(self._due, (-entry.priority, entry.run_at, job_id))
+        self._claims.clear()
 
     def _clear(self) -> None:
         self._jobs: dict[int, _Entry] = {}
