@@ -108,7 +108,12 @@ class Runner:
                     "job %d succeeded but its result is not JSON; keeping None",
                     claim.id,
                 )
-        if self.store.finish(claim, stored, keep_until, now):
+        try:
+            recorded = self.store.finish(claim, stored, keep_until, now)
+        except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
+            _log_unrecorded(claim, "success", store_error)
+            return
+        if recorded:
             self.counters.count(completed=1)
         else:
             _log_stale(claim, "success")
@@ -119,7 +124,12 @@ class Runner:
         retry_at = None
         if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
             retry_at = now + self._retry_delay(claim, exc)
-        if not self.store.fail(claim, error, retry_at, now):
+        try:
+            recorded = self.store.fail(claim, error, retry_at, now)
+        except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
+            _log_unrecorded(claim, "failure", store_error)
+            return
+        if not recorded:
             _log_stale(claim, "failure")
         elif retry_at is None:
             logger.error(
@@ -152,6 +162,18 @@ class Runner:
                     exc.after,
                 )
         return self.policy.delay(claim.attempt)
+
+
+def _log_unrecorded(claim: Claim, outcome: str, exc: Exception) -> None:
+    """The store failed to record an outcome (closed, unreachable): the worker
+    goes on, and the job runs again once the store recovers its claim."""
+    logger.error(
+        "job %d: its %s could not be recorded; it runs again once its claim is "
+        "recovered",
+        claim.id,
+        outcome,
+        exc_info=exc,
+    )
 
 
 def _log_stale(claim: Claim, outcome: str) -> None:

@@ -12,6 +12,7 @@ import datetime as dt
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -41,10 +42,14 @@ EXIT_TIMEOUT = 10.0
 #: Started queues stay alive (like a started thread pool) until stopped.
 _running_queues: set[JobQueue[Any]] = set()
 
+#: Queues with an open store, started or not: stopping them at exit saves
+#: their store, so a script that only enqueues does not lose its jobs.
+_open_queues: weakref.WeakSet[JobQueue[Any]] = weakref.WeakSet()
+
 
 @atexit.register
 def _stop_at_exit() -> None:
-    for queue in list(_running_queues):
+    for queue in dict.fromkeys([*_running_queues, *_open_queues]):
         queue.stop(timeout=EXIT_TIMEOUT)
 
 
@@ -161,6 +166,7 @@ class JobQueue(Generic[P]):
         with self._lifecycle:
             if not self._closed:
                 self._closed = True
+                _open_queues.discard(self)
                 if self._opened:
                     self.store.close()
 
@@ -324,6 +330,7 @@ class JobQueue(Generic[P]):
         if not self._opened:
             self.store.open(self._signal, dead_letter_limit=self.dead_letter_limit)
             self._opened = True
+            _open_queues.add(self)
             if self._start_on_open:  # the parent of this forked child had started
                 self._start_locked(self._start_on_open)
 

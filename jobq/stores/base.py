@@ -10,12 +10,41 @@ a stored job through a shared object.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+
+logger = logging.getLogger(__name__)
+
+
+#: Failed attempts kept per job in ``errors``.
+ERRORS_KEPT = 20
+
+
+def describe_error(error: AttemptError) -> str:
+    """A job's ``last_error`` for a failed attempt: "Type: message" or "Type"."""
+    return f"{error.type}: {error.message}" if error.message else error.type
+
+
+def add_error(
+    errors: tuple[AttemptError, ...], error: AttemptError
+) -> tuple[AttemptError, ...]:
+    """``errors`` with ``error`` appended, keeping the newest ``ERRORS_KEPT``."""
+    return (*errors, error)[-ERRORS_KEPT:]
+
+
+def log_dropped_dead(limit: int, job_id: int, last_error: str | None) -> None:
+    """Say that the dead-letter limit dropped a job: nothing disappears silently."""
+    logger.warning(
+        "dead-letter limit %d reached: dropped dead job %d (%s)",
+        limit,
+        job_id,
+        last_error,
+    )
 
 
 def process_died(at: float) -> AttemptError:

@@ -36,6 +36,9 @@ VERSION = 1
 
 _ID_PATTERN = re.compile(rb'"(?:id|next_id)"\s*:\s*(\d+)')
 
+#: What reading a malformed file raises (RecursionError: absurdly deep nesting).
+_MALFORMED = (ValueError, TypeError, KeyError, OverflowError, RecursionError)
+
 
 class JsonFileStore(MemoryStore):
     """Jobs in memory, saved to a JSON file by a background thread.
@@ -73,11 +76,9 @@ class JsonFileStore(MemoryStore):
             return
         super().open(signal, dead_letter_limit=dead_letter_limit)
         try:
-            self._owner.acquire()
+            self._own()
         except StoreLocked:
             self._refresh()  # a reader: load what the owner saved
-        else:
-            self._load(recover=True)
         self._opened = True
 
     def close(self) -> None:
@@ -92,8 +93,9 @@ class JsonFileStore(MemoryStore):
             if self._owner.held:
                 self._write_snapshot()
         finally:
-            self._owner.release()
-            self._opened = False
+            with self._lock:  # so that _take_ownership sees either state whole
+                self._opened = False
+                self._owner.release()
 
     def save(self) -> None:
         if self._owner.held:
@@ -162,9 +164,20 @@ class JsonFileStore(MemoryStore):
     def _take_ownership(self) -> None:
         """Take the owner's lock now: the owner may have gone since ``open``."""
         with self._lock:
+            if not self._opened:  # closed: a late handler must not take the file back
+                raise StoreError(f"{self.path}: the store is closed")
             if not self._owner.held:
-                self._owner.acquire()  # StoreLocked while another process owns it
-                self._load(recover=True)
+                self._own()
+
+    def _own(self) -> None:
+        """Take the lock (``StoreLocked`` while another process owns the file)
+        and load the file; a file we refuse must not stay locked by us."""
+        self._owner.acquire()
+        try:
+            self._load(recover=True)
+        except BaseException:
+            self._owner.release()
+            raise
 
     def _refresh(self) -> None:
         """For a reader: reload the file if the owner has written it since."""
@@ -201,7 +214,7 @@ class JsonFileStore(MemoryStore):
                     entries, running, next_id = _parse(data)
                 except _NewerFormat as exc:
                     raise StoreError(str(exc)) from None
-                except (ValueError, TypeError, KeyError) as exc:
+                except _MALFORMED as exc:
                     if not recover:
                         raise StoreError(f"cannot read {self.path}: {exc}") from exc
                     next_id = max(
@@ -227,6 +240,11 @@ class JsonFileStore(MemoryStore):
         self._changes += 1
         if not self._wake.is_set():
             self._wake.set()
+
+    def _claimed(self, job_id: int, token: int) -> None:
+        # Which jobs run is part of the file: a job running when the process
+        # dies must come back as a failed attempt, not as untouched pending.
+        self._changed(job_id)
 
     def _start_writer(self) -> None:
         if self._writer is None:

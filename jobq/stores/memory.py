@@ -16,20 +16,23 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import logging
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from jobq._fork import reset_after_fork
 from jobq._json import decode
-from jobq.stores.base import Claim, NewJob, Signal, StoreStats, process_died
+from jobq.stores.base import (
+    Claim,
+    NewJob,
+    Signal,
+    StoreStats,
+    add_error,
+    describe_error,
+    log_dropped_dead,
+    process_died,
+)
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
-
-logger = logging.getLogger(__name__)
-
-#: Failed attempts kept per job in ``errors``.
-ERRORS_KEPT = 20
 
 PENDING, RUNNING, DEAD, COMPLETED = (
     JobState.PENDING,
@@ -80,11 +83,10 @@ class _Entry(NamedTuple):
 
     def failed(self, error: AttemptError, **changes: Any) -> _Entry:
         """This entry with one more failed attempt recorded."""
-        last = f"{error.type}: {error.message}" if error.message else error.type
         return self._replace(
             attempts=self.attempts + 1,
-            last_error=last,
-            errors=(*self.errors, error)[-ERRORS_KEPT:],
+            last_error=describe_error(error),
+            errors=add_error(self.errors, error),
             **changes,
         )
 
@@ -377,12 +379,7 @@ class MemoryStore:
             dropped, _ = self._dead.popitem(last=False)
             gone = self._jobs.pop(dropped)
             self._changed(dropped)
-            logger.warning(
-                "dead-letter limit %d reached: dropped dead job %d (%s)",
-                self._dead_letter_limit,
-                dropped,
-                gone.last_error,
-            )
+            log_dropped_dead(self._dead_letter_limit, dropped, gone.last_error)
 
     def _expire_completed(self, now: float) -> None:
         completed = self._completed
