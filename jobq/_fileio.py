@@ -100,6 +100,10 @@ class FileIO:
         with open(path, "rb") as f:
             return f.read()
 
+    def listdir(self, directory: str) -> list[str]:
+        """The names in ``directory`` (to find journal segments)."""
+        return os.listdir(directory)
+
     def unlink(self, path: str) -> None:
         """Remove ``path``."""
         os.unlink(path)

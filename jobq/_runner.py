@@ -108,15 +108,19 @@ class Runner:
                     "job %d succeeded but its result is not JSON; keeping None",
                     claim.id,
                 )
+        # Counted first, so that whoever the store's settling wakes (join)
+        # already sees it; taken back if the store did not record it.
+        self.counters.count(completed=1)
         try:
             recorded = self.store.finish(claim, stored, keep_until, now)
         except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
+            recorded = False
             _log_unrecorded(claim, "success", store_error)
-            return
-        if recorded:
-            self.counters.count(completed=1)
         else:
-            _log_stale(claim, "success")
+            if not recorded:
+                _log_stale(claim, "success")
+        if not recorded:
+            self.counters.count(completed=-1)
 
     def _failed(self, claim: Claim, exc: BaseException) -> None:
         now = self.clock()
@@ -124,13 +128,18 @@ class Runner:
         retry_at = None
         if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
             retry_at = now + self._retry_delay(claim, exc)
+        retried = int(retry_at is not None)
+        self.counters.count(retried=retried)  # first: see _succeeded
         try:
             recorded = self.store.fail(claim, error, retry_at, now)
         except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
+            recorded = False
             _log_unrecorded(claim, "failure", store_error)
-            return
+        else:
+            if not recorded:
+                _log_stale(claim, "failure")
         if not recorded:
-            _log_stale(claim, "failure")
+            self.counters.count(retried=-retried)
         elif retry_at is None:
             logger.error(
                 "job %d is dead after %d attempt(s): %s: %s",
@@ -141,7 +150,6 @@ class Runner:
                 exc_info=exc,
             )
         else:
-            self.counters.count(retried=1)
             logger.warning(
                 "job %d attempt %d failed (%s: %s); retry in %.3g s",
                 claim.id,

@@ -1,19 +1,29 @@
-"""The JSON-file store: the memory store, kept in a file that survives restarts.
+"""The JSON-file store: the memory store, kept on disk so it survives crashes.
 
 One process owns the file, enforced by an ``flock`` on the sibling
 ``<file>.lock`` taken on first use; other processes may read it. The owner
-keeps the queue in memory (see ``MemoryStore``) and a daemon thread writes a
-snapshot after changes, coalescing bursts: it copies references to the
-immutable entries under the lock, then serializes and writes outside it
-(temp file + fsync + ``os.replace`` + directory fsync, mode 0600).
+keeps the queue in memory (see ``MemoryStore``) and appends every change to a
+journal before the call that made it returns (see ``_journal``): a crash of
+the process loses nothing that returned. With ``fsync=True`` each change is
+also fsynced before returning (concurrent callers share one fsync), which
+survives a power loss too.
 
-A file that cannot be read is moved aside with a timestamped name and logged;
-it is never overwritten or dropped. A file written by a newer format is refused.
+A daemon thread compacts the journal into a snapshot when the journal has
+grown as large as the last snapshot (so each change costs O(1) amortized):
+it starts a new journal segment, copies references to the immutable entries
+under the lock, serializes and writes outside it (temp file + fsync +
+``os.replace`` + directory fsync, mode 0600), then deletes the old segments.
+
+Files that cannot be read are moved aside with a timestamped name and
+logged; they are never overwritten or deleted. A write that fails marks the
+journal broken: changes stay in memory, callers that add or remove jobs get
+``StoreError``, and the compactor rewrites everything from memory (never
+trusting a retried fsync) until it succeeds.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
 import re
@@ -23,51 +33,70 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobq._fileio import DEFAULT_IO, FileIO, OwnerLock, durable_replace, move_aside
-from jobq._json import encode
 from jobq.errors import StoreError, StoreLocked
+from jobq.stores import _jsonformat as fmt
+from jobq.stores._journal import Segments, encode_record, scan
 from jobq.stores.base import Claim, NewJob, Signal, StoreStats
-from jobq.stores.memory import DEAD, PENDING, MemoryStore, _Entry
+from jobq.stores.memory import DEAD, MemoryStore, _Entry
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "jobq"
-VERSION = 1
-
 _ID_PATTERN = re.compile(rb'"(?:id|next_id)"\s*:\s*(\d+)')
-
-#: What reading a malformed file raises (RecursionError: absurdly deep nesting).
-_MALFORMED = (ValueError, TypeError, KeyError, OverflowError, RecursionError)
 
 
 class JsonFileStore(MemoryStore):
-    """Jobs in memory, saved to a JSON file by a background thread.
+    """Jobs in memory, kept in a JSON snapshot plus a journal of changes.
 
-    ``save_interval``: seconds the writer waits after a change so that a burst
-    of changes becomes one snapshot. ``io``: the file-system layer (tests swap
-    in one that injects faults).
+    ``fsync``: fsync every change before it returns (survives power loss).
+    ``save_interval``: seconds the compactor waits once woken, so a burst
+    becomes one snapshot. ``compact_bytes``: the journal size that triggers
+    compaction when the snapshot is smaller. ``io``: the file-system layer
+    (tests swap in one that injects faults or forgets unsynced writes).
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
+        fsync: bool = False,
         save_interval: float = 0.05,
+        compact_bytes: int = 1 << 20,
         io: FileIO = DEFAULT_IO,
     ) -> None:
         super().__init__()
         self.path = os.path.abspath(os.fspath(path))
+        self.fsync = bool(fsync)
         self.save_interval = save_interval
+        self.compact_bytes = compact_bytes
         self._io = io
         self._owner = OwnerLock(self.path)
+        self._segments = Segments(self.path, io)
         self._opened = False
-        self._changes = 0  # grows with every change, under the lock
-        self._saved = 0  # the value of _changes that the file holds
-        self._loaded_signature: tuple[int, int, int] | None = None
-        self._write_lock = threading.Lock()
+        self._loaded_signature: object = None
+        self._init_writing()
+
+    def _init_writing(self) -> None:
+        """State of the journal and its threads: new in a forked child too."""
+        self._seq = 0  # the newest change's sequence number (under _lock)
+        self._buffer: list[bytes] = []  # records not yet appended (under _lock)
+        self._written = 0  # newest seq appended to the journal (_journal_lock)
+        self._synced = 0  # newest seq fsynced (_sync_lock)
+        self._snapshot_size = 0
+        self._broken: StoreError | None = None
+        self._journal_lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._compact_lock = threading.Lock()
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._writer: threading.Thread | None = None
+
+    def _after_fork_in_child(self) -> None:
+        """The parent owns the file and its threads: reload it on next use."""
+        super()._after_fork_in_child()
+        self._segments = Segments(self.path, self._io)  # the parent's fd is not ours
+        self._init_writing()
+        self._opened = False
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -78,7 +107,7 @@ class JsonFileStore(MemoryStore):
         try:
             self._own()
         except StoreLocked:
-            self._refresh()  # a reader: load what the owner saved
+            self._refresh()  # a reader: load what the owner wrote
         self._opened = True
 
     def close(self) -> None:
@@ -91,55 +120,72 @@ class JsonFileStore(MemoryStore):
             self._writer = None
         try:
             if self._owner.held:
-                self._write_snapshot()
+                self._compact(final=True)
         finally:
             with self._lock:  # so that _take_ownership sees either state whole
                 self._opened = False
+                self._segments.close()
                 self._owner.release()
 
     def save(self) -> None:
+        """Write a snapshot now (it also repairs a broken journal)."""
         if self._owner.held:
-            self._write_snapshot()
+            self._compact()
 
-    # -- changes need the owner's lock ----------------------------------------
+    # -- changes: need the owner's lock, and return once journaled -------------
 
     def add(self, jobs: Sequence[NewJob], now: float) -> list[Enqueued]:
-        self._require_owner()
-        return super().add(jobs, now)
+        self._require_writable()
+        results = super().add(jobs, now)
+        self._commit()
+        return results
 
     def claim(self, now: float) -> Claim | None:
         self._require_owner()
-        return super().claim(now)
+        claim = super().claim(now)
+        if claim is not None:
+            self._commit_quietly()
+        return claim
 
     def finish(
         self, claim: Claim, result: str | None, keep_until: float | None, now: float
     ) -> bool:
         self._require_owner()
-        return super().finish(claim, result, keep_until, now)
+        finished = super().finish(claim, result, keep_until, now)
+        self._commit_quietly()
+        return finished
 
     def fail(
         self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
     ) -> bool:
         self._require_owner()
-        return super().fail(claim, error, retry_at, now)
+        failed = super().fail(claim, error, retry_at, now)
+        self._commit_quietly()
+        return failed
 
     def recover(self, now: float) -> int:
         self._require_owner()
-        return 0  # running jobs of a dead owner were recovered when the file was loaded
+        return 0  # the jobs a dead owner was running were recovered at load
 
     def revive(self, job_id: int, now: float) -> bool:
-        self._require_owner()
-        return super().revive(job_id, now)
+        self._require_writable()
+        revived = super().revive(job_id, now)
+        self._commit()
+        return revived
 
     def delete_dead(self, job_id: int) -> bool:
-        self._require_owner()
-        return super().delete_dead(job_id)
+        self._require_writable()
+        deleted = super().delete_dead(job_id)
+        self._commit()
+        return deleted
 
     def cancel(self, job_id: int) -> bool:
-        self._require_owner()
-        return super().cancel(job_id)
+        self._require_writable()
+        cancelled = super().cancel(job_id)
+        self._commit()
+        return cancelled
 
-    # -- reads see the owner's latest snapshot --------------------------------
+    # -- reads: a reader sees the owner's latest writes -------------------------
 
     def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
         self._refresh()
@@ -155,11 +201,170 @@ class JsonFileStore(MemoryStore):
         self._refresh()
         return super().stats()
 
+    # -- recording changes (the hooks run under _lock) ---------------------------
+
+    def _changed(self, change: _Entry | int) -> None:
+        if isinstance(change, int):
+            self._record(fmt.delete_record(change))
+        else:
+            self._record(fmt.put_record(change))
+
+    def _claimed(self, job_id: int, token: int) -> None:
+        if token:  # a released claim is followed by the put or del that ends it
+            self._record(fmt.run_record(job_id))
+
+    def _record(self, body: bytes) -> None:
+        self._seq += 1
+        self._buffer.append(encode_record(self._seq, body))
+
+    def _commit(self) -> None:
+        """Return once this thread's changes are in the journal (and on disk
+        with ``fsync``); ``StoreError`` if they could not be written."""
+        seq = self._seq  # at least the newest change this thread made
+        with self._journal_lock:
+            if self._written < seq:
+                if self._broken is not None:
+                    raise self._broken
+                with self._lock:
+                    records, self._buffer = self._buffer, []
+                    newest = self._seq
+                try:
+                    self._segments.append(b"".join(records))
+                except OSError as exc:
+                    with self._lock:  # keep them for the rewrite from memory
+                        self._buffer[:0] = records
+                    raise self._break(exc) from exc
+                self._written = newest
+                if self._segments.size > max(self.compact_bytes, self._snapshot_size):
+                    self._wake.set()
+        if self.fsync:
+            self._sync(seq)
+
+    def _sync(self, seq: int) -> None:
+        """fsync the journal up to ``seq``; concurrent callers share one fsync."""
+        with self._sync_lock:
+            if self._synced >= seq:
+                return
+            if self._broken is not None:
+                raise self._broken
+            covered = self._written
+            try:
+                self._segments.sync()
+            except OSError as exc:
+                raise self._break(exc) from exc
+            self._synced = covered
+
+    def _commit_quietly(self) -> None:
+        """For the workers' calls: a write failure is logged (once, by
+        ``_break``) and the job goes on; the rewrite from memory keeps it."""
+        with contextlib.suppress(StoreError):
+            self._commit()
+
+    def _break(self, exc: OSError) -> StoreError:
+        """Mark the journal broken and have the compactor rewrite from memory."""
+        if self._broken is None:
+            logger.error(
+                "writing the journal of %s failed (%s); changes are kept in "
+                "memory and written again from memory",
+                self.path,
+                exc.strerror or exc,
+            )
+        self._broken = StoreError(
+            f"cannot write {self.path}: {exc.strerror or exc}; the change is kept "
+            "in memory and saved when writing works again"
+        )
+        self._wake.set()
+        return self._broken
+
+    # -- compaction: snapshot + new journal segment ----------------------------
+
+    def _compact(self, *, final: bool = False) -> None:
+        """Write a snapshot of everything so far and drop the journal it covers.
+
+        Producers and workers wait only while a new segment starts and the
+        entries' references are copied; serializing and writing happen after.
+        With ``final`` (at close) no new segment starts.
+        """
+        with self._compact_lock:
+            with self._journal_lock, self._sync_lock:
+                with self._lock:
+                    records, self._buffer = self._buffer, []
+                    seq = self._seq
+                    entries = [e for e in self._jobs.values() if e.state is not DEAD]
+                    entries.extend(self._jobs[i] for i in self._dead)
+                    running = set(self._claims)
+                    next_id = self._next_id
+                if self._broken is None and records:
+                    try:  # so the old segment holds everything up to seq
+                        self._segments.append(b"".join(records))
+                        if self.fsync:
+                            self._segments.sync()
+                    except OSError as exc:
+                        self._break(exc)
+                older = self._segments.existing()
+                if final:
+                    self._segments.close()
+                else:
+                    try:
+                        self._segments.start_new(durable=self.fsync)
+                    except OSError as exc:
+                        raise self._break(exc) from exc
+                if self._broken is None:
+                    self._written = self._synced = seq
+            data = fmt.serialize(entries, running, next_id, seq)
+            durable_replace(self.path, data, io=self._io)
+            self._snapshot_size = len(data)
+            with self._journal_lock, self._sync_lock:
+                self._written = max(self._written, seq)
+                self._synced = max(self._synced, seq)
+                if self._broken is not None:
+                    logger.warning("%s written again from memory", self.path)
+                    self._broken = None
+            try:
+                self._segments.remove(older)
+            except OSError as exc:  # harmless: replay skips what the snapshot holds
+                logger.warning("could not remove old journal segments: %s", exc)
+
+    def _start_writer(self) -> None:
+        if self._writer is None:
+            self._closing.clear()
+            self._writer = threading.Thread(
+                target=self._write_loop, name=f"jobq-compact-{self.path}", daemon=True
+            )
+            self._writer.start()
+
+    def _write_loop(self) -> None:
+        failures = 0
+        while not self._closing.is_set():
+            self._wake.wait()
+            self._closing.wait(self.save_interval)  # let a burst of changes gather
+            self._wake.clear()
+            if self._closing.is_set():
+                return
+            try:
+                self._compact()
+            except StoreError:
+                failures += 1
+                pause = min(2.0**failures, 30.0)
+                logger.exception(
+                    "compacting %s failed; again in %g s", self.path, pause
+                )
+                self._closing.wait(pause)
+                self._wake.set()
+            else:
+                failures = 0
+
     # -- ownership and loading ------------------------------------------------
 
     def _require_owner(self) -> None:
         if not self._owner.held:
             self._take_ownership()
+
+    def _require_writable(self) -> None:
+        """Before a caller's change: owner, and a journal that can take it."""
+        self._require_owner()
+        if self._broken is not None:
+            raise self._broken
 
     def _take_ownership(self) -> None:
         """Take the owner's lock now: the owner may have gone since ``open``."""
@@ -176,198 +381,123 @@ class JsonFileStore(MemoryStore):
         try:
             self._load(recover=True)
         except BaseException:
+            self._segments.close()
             self._owner.release()
             raise
 
     def _refresh(self) -> None:
-        """For a reader: reload the file if the owner has written it since."""
+        """For a reader: reload if the owner has written since."""
         if self._owner.held:
             return
         with self._lock:
-            signature = self._signature()
-            if signature != self._loaded_signature:
+            if self._signature() != self._loaded_signature:
                 self._load(recover=False)
 
-    def _signature(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        return (st.st_ino, st.st_size, st.st_mtime_ns)
+    def _signature(self) -> object:
+        """What changes when the owner writes: snapshot and segments' stat."""
+        paths = [self.path, *self._segments.existing()]
+        stats = []
+        for path in paths:
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            stats.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(stats)
 
     def _load(self, *, recover: bool) -> None:
-        """Read the file into memory; an owner also recovers jobs that were running."""
+        """Read snapshot and journal into memory.
+
+        An owner (``recover``) also moves unreadable files aside, turns jobs
+        that were running into failed attempts, starts a new journal segment
+        and, if anything was damaged, writes a snapshot at once.
+        """
         with self._lock:
-            now = time.time()
             self._loaded_signature = self._signature()
-            entries: list[_Entry] = []
-            running: list[int] = []
-            next_id = 1
+            state = fmt.State()
+            damaged = self._read_snapshot(state, recover)
+            damaged |= self._replay_journal(state, recover)
+            self._seq = state.seq
+            self._restore(
+                state.entries(), sorted(state.running), state.next_id, time.time(),
+                recover=recover,
+            )  # fmt: skip
+            if not recover:
+                self._buffer.clear()
+                return
             try:
-                data = self._io.read(self.path)
-            except FileNotFoundError:
-                data = None
+                self._segments.start_new(durable=self.fsync)
             except OSError as exc:
-                raise StoreError(f"cannot read {self.path}: {exc.strerror}") from exc
-            if data is not None:
-                try:
-                    entries, running, next_id = _parse(data)
-                except _NewerFormat as exc:
-                    raise StoreError(str(exc)) from None
-                except _MALFORMED as exc:
-                    if not recover:
-                        raise StoreError(f"cannot read {self.path}: {exc}") from exc
-                    next_id = max(
-                        (int(m) + 1 for m in _ID_PATTERN.findall(data)), default=1
-                    )
-                    aside = move_aside(self.path, "corrupt", io=self._io)
-                    logger.error(
-                        "%s could not be read (%s); moved it to %s and started empty",
-                        self.path,
-                        exc,
-                        aside,
-                    )
-                    self._loaded_signature = None
-            before = self._changes
-            self._restore(entries, running, next_id, now, recover=recover)
-            self._saved = before
-        if recover and self._owner.held:
-            self._start_writer()
+                raise StoreError(f"cannot write {self.path}: {exc.strerror}") from exc
+            self._written = self._synced = state.seq
+        self._commit()  # the recovered jobs' records
+        if damaged:
+            self._compact()
+        self._start_writer()
 
-    # -- writing snapshots ----------------------------------------------------
-
-    def _changed(self, change: _Entry | int) -> None:
-        self._changes += 1
-        if not self._wake.is_set():
-            self._wake.set()
-
-    def _claimed(self, job_id: int, token: int) -> None:
-        # Which jobs run is part of the file: a job running when the process
-        # dies must come back as a failed attempt, not as untouched pending.
-        self._changed(job_id)
-
-    def _start_writer(self) -> None:
-        if self._writer is None:
-            self._closing.clear()
-            self._writer = threading.Thread(
-                target=self._write_loop, name=f"jobq-snapshot-{self.path}", daemon=True
+    def _read_snapshot(self, state: fmt.State, recover: bool) -> bool:
+        """Load the snapshot into ``state``; whether it had to be moved aside."""
+        try:
+            data = self._io.read(self.path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror}") from exc
+        try:
+            state.load_snapshot(data)
+        except fmt.NewerFormat as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+        except fmt.MALFORMED as exc:
+            if not recover:
+                raise StoreError(f"cannot read {self.path}: {exc}") from exc
+            fresh = fmt.State()
+            fresh.next_id = max(
+                (int(m) + 1 for m in _ID_PATTERN.findall(data)), default=1
             )
-            self._writer.start()
+            state.__dict__.update(fresh.__dict__)
+            aside = move_aside(self.path, "corrupt", io=self._io)
+            logger.error(
+                "%s could not be read (%s); moved it to %s, loading the journal only",
+                self.path,
+                exc,
+                aside,
+            )
+            return True
+        return False
 
-    def _write_loop(self) -> None:
-        failures = 0
-        while not self._closing.is_set():
-            self._wake.wait()
-            self._closing.wait(self.save_interval)  # let a burst of changes gather
-            self._wake.clear()
+    def _replay_journal(self, state: fmt.State, recover: bool) -> bool:
+        """Apply the journal's records; whether a segment was damaged."""
+        damaged = False
+        for path in self._segments.existing():
             try:
-                self._write_snapshot()
-            except StoreError:
-                failures += 1
-                pause = min(2.0**failures, 30.0)
-                logger.exception(
-                    "writing %s failed; trying again in %g s", self.path, pause
+                data = self._io.read(path)
+            except FileNotFoundError:
+                continue  # compacted away while a reader listed it
+            except OSError as exc:
+                raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
+            found = scan(data)
+            try:
+                for seq, body in found.records:
+                    state.apply(seq, body)
+            except fmt.MALFORMED as exc:
+                found.valid_after_damage, found.damaged_at = True, 0
+                logger.error("%s holds a record that cannot be applied: %s", path, exc)
+            if found.damaged_at is None or not recover:
+                continue
+            damaged = True
+            if found.valid_after_damage:
+                aside = move_aside(path, "damaged", io=self._io)
+                logger.error(
+                    "%s is damaged at byte %d; loaded the %d records before it and "
+                    "moved the file to %s",
+                    path,
+                    found.damaged_at,
+                    len(found.records),
+                    aside,
                 )
-                self._closing.wait(pause)
-                self._wake.set()
             else:
-                failures = 0
-
-    def _write_snapshot(self) -> None:
-        """Write the queue as it is now, unless the file already holds it."""
-        with self._write_lock:
-            with self._lock:
-                changes = self._changes
-                if changes == self._saved and self._signature() is not None:
-                    return
-                entries = [e for e in self._jobs.values() if e.state is not DEAD]
-                entries.extend(self._jobs[i] for i in self._dead)
-                running = set(self._claims)
-                next_id = self._next_id
-            data = _serialize(entries, running, next_id)
-            durable_replace(self.path, data, io=self._io)
-            self._saved = changes
-
-
-class _NewerFormat(Exception):
-    """The file was written by a newer jobq; refusing it beats misreading it."""
-
-
-def _serialize(entries: list[_Entry], running: set[int], next_id: int) -> bytes:
-    head = json.dumps(
-        {
-            "format": FORMAT,
-            "version": VERSION,
-            "next_id": next_id,
-            "count": len(entries),
-        }
-    )
-    rows = ",\n".join(_row(e, e.id in running) for e in entries)
-    return f'{head[:-1]}, "jobs": [\n{rows}\n]}}\n'.encode()
-
-
-def _row(entry: _Entry, running: bool) -> str:
-    """One job as JSON; payload and result are spliced in as the text they are."""
-    meta = json.dumps(
-        {
-            "id": entry.id,
-            "state": "running" if running else entry.state.value,
-            "key": entry.key,
-            "priority": entry.priority,
-            "run_at": entry.run_at,
-            "created_at": entry.created_at,
-            "max_attempts": entry.max_attempts,
-            "task": entry.task,
-            "attempts": entry.attempts,
-            "last_error": entry.last_error,
-            "errors": [[e.type, e.message, e.traceback, e.at] for e in entry.errors],
-            "expires_at": entry.expires_at,
-        },
-        separators=(",", ":"),
-    )
-    result = "null" if entry.result is None else entry.result
-    return f'{meta[:-1]},"payload":{entry.payload},"result":{result}}}'
-
-
-def _parse(data: bytes) -> tuple[list[_Entry], list[int], int]:
-    """Entries, the ids of those that were running, and the next id."""
-    document = json.loads(data)
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ValueError("not a jobq file")
-    version = document["version"]
-    if not isinstance(version, int) or version < 1:
-        raise ValueError(f"bad version {version!r}")
-    if version > VERSION:
-        raise _NewerFormat(
-            f"this file was written by a newer jobq (format version {version}; "
-            f"this jobq reads up to {VERSION}): upgrade jobq"
-        )
-    rows = document["jobs"]
-    if len(rows) != document["count"]:
-        raise ValueError("job count does not match")
-    entries = [_entry(row) for row in rows]
-    running = [row["id"] for row in rows if row["state"] == "running"]
-    return entries, running, int(document["next_id"])
-
-
-def _entry(row: dict[str, Any]) -> _Entry:
-    result = row["result"]
-    return _Entry(
-        id=int(row["id"]),
-        payload=encode(row["payload"]),
-        key=row["key"],
-        priority=int(row["priority"]),
-        run_at=float(row["run_at"]),
-        created_at=float(row["created_at"]),
-        max_attempts=int(row["max_attempts"]),
-        task=row["task"],
-        state=PENDING if row["state"] == "running" else JobState(row["state"]),
-        attempts=int(row["attempts"]),
-        last_error=row["last_error"],
-        errors=tuple(
-            AttemptError(str(t), str(m), str(tb), float(at))
-            for t, m, tb, at in row["errors"]
-        ),
-        result=None if result is None else encode(result, "result"),
-        expires_at=None if row["expires_at"] is None else float(row["expires_at"]),
-    )
+                logger.warning(
+                    "%s ends in a torn record (a crash while writing); dropped it",
+                    path,
+                )
+        return damaged
