@@ -28,19 +28,22 @@ MAX_ERROR_TEXT = 10_000
 Handler = Callable[[Job[Any]], Any]
 
 
-def _cut(text: str, keep: str) -> str:
-    """``text`` cut to ``MAX_ERROR_TEXT``, keeping its ``keep`` ("head" or "tail")."""
-    if len(text) <= MAX_ERROR_TEXT:
+def _cut(text: str, keep: str, limit: int = MAX_ERROR_TEXT) -> str:
+    """``text`` cut to ``limit``, keeping its ``keep`` ("head" or "tail")."""
+    if len(text) <= limit:
         return text
     marker = "[... cut ...]"
-    room = MAX_ERROR_TEXT - len(marker)
+    room = limit - len(marker)
     return text[:room] + marker if keep == "head" else marker + text[-room:]
 
 
 def describe_failure(exc: BaseException, at: float) -> AttemptError:
     """An ``AttemptError`` for ``exc``; the traceback keeps its innermost frames."""
     message = exc.message if isinstance(exc, Retry | Fatal) else str(exc)
-    trace = "".join(traceback.format_exception(exc))
+    # Each part (a frame, or the "Type: message" line) is cut on its own first,
+    # so that a huge message cannot push every frame out of the traceback.
+    parts = traceback.format_exception(exc)
+    trace = "".join(_cut(part, "head", MAX_ERROR_TEXT // 5) for part in parts)
     return AttemptError(
         type(exc).__name__, _cut(message, "head"), _cut(trace, "tail"), at
     )
@@ -81,8 +84,14 @@ class Runner:
         #: Changed and copied only by single dict operations, which are atomic.
         self.active: dict[int, Claim] = {}
 
-    def run(self, claim: Claim) -> None:
-        """Run the handler for ``claim`` and record what happened."""
+    def run(self, claim: Claim) -> BaseException | None:
+        """Run the handler for ``claim`` and record what happened.
+
+        Returns the ``KeyboardInterrupt`` or ``SystemExit`` the handler raised,
+        if any: recorded as a failed attempt like anything else, it is also
+        meant for the calling thread (``run_pending`` re-raises it, so Ctrl-C
+        stops a cron script; worker threads carry on).
+        """
         self.active[claim.id] = claim
         try:
             if self.handler is None:
@@ -91,10 +100,13 @@ class Runner:
             result = self.handler(job)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
             self._failed(claim, exc)
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                return exc
         else:
             self._succeeded(claim, result)
         finally:
             del self.active[claim.id]
+        return None
 
     def _succeeded(self, claim: Claim, result: Any) -> None:
         now = self.clock()

@@ -87,7 +87,16 @@ class WorkerPool:
             )
             thread.join(remaining)
         with self._signal.lock:
-            return not (self._threads - {threading.current_thread()})
+            ended = not (self._threads - {threading.current_thread()})
+            # The lease keeper leaves once no handler runs: wake it to see that
+            # and wait for it, so a store closed after stop() is no longer in use.
+            self._lease_wake.notify_all()
+            keeper = self._lease_keeper
+        if ended and keeper is not None and not self._runner.active:
+            keeper.join(
+                None if deadline is None else max(deadline - time.monotonic(), 0)
+            )
+        return ended
 
     def _work(self) -> None:
         signal, store, clock = self._signal, self._store, self._clock

@@ -258,7 +258,11 @@ class JobQueue(Generic[P]):
                 signal.joiners -= 1
 
     def run_pending(self, limit: int | None = None) -> int:
-        """Run due jobs in the calling thread, up to ``limit``; how many ran."""
+        """Run due jobs in the calling thread, up to ``limit``; how many ran.
+
+        A handler's ``KeyboardInterrupt`` or ``SystemExit`` is recorded as a
+        failed attempt, then raised here, so Ctrl-C stops a cron script.
+        """
         self._require_handler()
         self._ensure_open()
         ran = 0
@@ -266,8 +270,10 @@ class JobQueue(Generic[P]):
             claim = self.store.claim(self._clock())
             if claim is None:
                 break
-            self._runner.run(claim)
+            interrupted = self._runner.run(claim)
             ran += 1
+            if interrupted is not None:
+                raise interrupted  # recorded as a failed attempt; now stop
         return ran
 
     # -- looking and managing -------------------------------------------------

@@ -115,6 +115,62 @@ def test_a_handler_receives_the_job_id_payload_key_and_first_attempt(
     assert handler.calls == [Job(job.id, {"n": [1, 2.5, "x", None, True]}, 1, "k-1")]
 
 
+def test_get_shows_a_pending_job_as_it_was_enqueued(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(succeed, clock=clock)
+
+    job = queue.enqueue({"to": "zoë", "n": [1, 2]}, delay=5, key="k", priority=2)
+
+    assert queue.get(job) == jobq.JobRecord(
+        id=job.id,
+        payload={"to": "zoë", "n": [1, 2]},
+        attempts=0,
+        state=JobState.PENDING,
+        run_at=T0 + 5,
+        created_at=T0,
+        last_error=None,
+        key="k",
+        priority=2,
+        result=None,
+        task=None,
+        errors=(),
+        max_attempts=5,
+    )
+
+
+def test_changing_a_payload_after_enqueue_does_not_change_the_job(
+    make_queue: MakeQueue,
+) -> None:
+    handler = Recorder()
+    queue = make_queue(handler)
+    payload: dict[str, Any] = {"to": ["ann"]}
+    queue.enqueue(payload)
+
+    payload["to"].append("bob")
+    queue.run_pending()
+
+    assert handler.payloads == [{"to": ["ann"]}]
+
+
+def test_a_failed_attempt_does_not_see_what_an_earlier_one_did_to_the_payload(
+    make_queue: MakeQueue,
+) -> None:
+    seen: list[Any] = []
+
+    def handler(job: Job[Any]) -> None:
+        seen.append(list(job.payload["items"]))
+        job.payload["items"].append("changed")
+        if job.attempt == 1:
+            raise ValueError("again")
+
+    queue = make_queue(handler, base_delay=0)
+    queue.enqueue({"items": ["a"]})
+    queue.run_pending()
+
+    assert seen == [["a"], ["a"]]
+
+
 def test_keep_completed_keeps_the_result_for_that_many_seconds(
     make_queue: MakeQueue, clock: Clock
 ) -> None:
@@ -145,6 +201,18 @@ def test_keep_completed_accepts_a_timedelta(
     assert queue.get(job) is not None
     clock.advance(2)
     assert queue.get(job) is None
+
+
+def test_a_result_that_is_not_json_is_kept_as_none(make_queue: MakeQueue) -> None:
+    queue = make_queue(lambda job: object(), keep_completed=60)
+    job = queue.enqueue("x")
+
+    queue.run_pending()
+
+    record = queue.get(job)
+    assert record is not None
+    assert (record.state, record.result) == (JobState.COMPLETED, None)
+    assert queue.stats().completed == 1
 
 
 def test_a_kept_completed_job_is_neither_pending_nor_running(
@@ -393,6 +461,49 @@ def test_a_dead_job_records_every_failed_attempt(
         assert "ValueError: bad invoice 7" in error.traceback
 
 
+def test_a_job_keeps_only_its_last_20_errors(make_queue: MakeQueue) -> None:
+    def handler(job: Job[Any]) -> None:
+        raise ValueError(f"attempt {job.attempt}")
+
+    queue = make_queue(handler, max_attempts=25, base_delay=0)
+    job = queue.enqueue("x")
+    queue.run_pending()
+
+    record = queue.get(job)
+    assert record is not None
+    assert record.attempts == 25
+    assert [e.message for e in record.errors] == [f"attempt {n}" for n in range(6, 26)]
+    assert record.last_error == "ValueError: attempt 25"
+
+
+def raise_deep(depth: int, message: str) -> None:
+    if depth:
+        raise_deep(depth - 1, message)
+    raise ValueError(message)
+
+
+def test_a_huge_error_is_cut_to_about_10_kb_keeping_the_raising_frame(
+    make_queue: MakeQueue,
+) -> None:
+    def handler(job: Job[Any]) -> None:
+        raise_deep(200, "x" * 1_000_000)
+
+    queue = make_queue(handler, max_attempts=1)
+    job = queue.enqueue("x")
+    queue.run_pending()
+
+    record = queue.get(job)
+    assert record is not None
+    (error,) = record.errors
+    assert 1_000 < len(error.message) <= 11_000
+    assert error.message.startswith("xxx")
+    assert 1_000 < len(error.traceback) <= 11_000
+    assert "raise_deep" in error.traceback
+    assert "ValueError: xxx" in error.traceback
+    assert record.last_error is not None
+    assert len(record.last_error) <= 11_000
+
+
 class Interrupt(BaseException):
     """Like ``KeyboardInterrupt``: not an ``Exception``."""
 
@@ -412,7 +523,11 @@ def test_anything_a_handler_raises_is_a_failed_attempt(
     queue = make_queue(Recorder(raised), base_delay=10, jitter=False, clock=clock)
     job = queue.enqueue("x")
 
-    assert queue.run_pending() == 1
+    if isinstance(raised, KeyboardInterrupt | SystemExit):
+        with pytest.raises(type(raised)):  # meant for the calling thread: Ctrl-C
+            queue.run_pending()
+    else:
+        assert queue.run_pending() == 1
 
     record = queue.get(job)
     assert record is not None
@@ -472,6 +587,19 @@ def test_a_revived_job_runs_again(make_queue: MakeQueue, clock: Clock) -> None:
 
     assert [call.attempt for call in handler.calls] == [1, 1]
     assert queue.get(job) is None
+
+
+def test_a_revived_job_that_dies_again_is_the_newest_dead_job(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(die, clock=clock)
+    first = bury(queue, "first")
+    second = bury(queue, "second")
+    queue.retry_dead(first)
+
+    queue.run_pending()
+
+    assert [job.id for job in queue.dead_jobs()] == [second.id, first.id]
 
 
 def test_delete_dead_removes_a_dead_job(make_queue: MakeQueue, clock: Clock) -> None:
@@ -781,6 +909,19 @@ def test_a_finished_job_frees_its_key(
 
     assert second.duplicate is False
     assert second.id != first.id
+
+
+def test_a_key_repeated_within_enqueue_many_is_a_duplicate_of_the_first(
+    make_queue: MakeQueue,
+) -> None:
+    handler = Recorder()
+    queue = make_queue(handler)
+
+    jobs = queue.enqueue_many(["first", "second", "third"], key="k")
+
+    assert jobs == [Enqueued(jobs[0].id, False)] + [Enqueued(jobs[0].id, True)] * 2
+    queue.run_pending()
+    assert handler.payloads == ["first"]
 
 
 def test_a_dead_job_frees_its_key(make_queue: MakeQueue, clock: Clock) -> None:
@@ -1126,6 +1267,24 @@ def test_a_negative_or_infinite_delay_is_rejected_at_enqueue(
 
     with pytest.raises(ValueError, match="delay"):
         queue.enqueue("x", delay=delay)
+
+    assert queue.stats() == before
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"key": 7}, {"priority": "high"}, {"priority": 1.5}, {"at": "tomorrow"}],
+    ids=["key", "priority-str", "priority-float", "at"],
+)
+def test_an_option_of_the_wrong_type_is_rejected_at_enqueue(
+    make_queue: MakeQueue, options: dict[str, Any]
+) -> None:
+    queue = make_queue(succeed)
+    queue.enqueue("before")
+    before = queue.stats()
+
+    with pytest.raises(TypeError):
+        queue.enqueue("x", **options)
 
     assert queue.stats() == before
 

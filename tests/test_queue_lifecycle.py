@@ -9,8 +9,6 @@ pass by luck, never make a working one fail.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -560,22 +558,3 @@ def test_a_with_block_closes_the_queue_when_its_body_raises(
 
     with pytest.raises(QueueClosed):
         queue.stats()
-
-
-# -- interpreter exit -------------------------------------------------------------
-
-
-def test_interpreter_exit_does_not_hang_on_idle_workers() -> None:
-    script = (
-        "import jobq\n"
-        "queue = jobq.JobQueue(lambda job: None).start(workers=4)\n"
-        "queue.enqueue('x')\n"
-        "assert queue.join(timeout=5)\n"
-    )
-
-    done = subprocess.run(
-        [sys.executable, "-c", script], timeout=30, capture_output=True, text=True
-    )
-
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
