@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq.stores import JsonFileStore, MemoryStore, Store
+from jobq.stores import JsonFileStore, MemoryStore, SqliteStore, Store
 
 StoreFactory = Callable[[], Store]
 
-STORES = ["memory", "json"]
+STORES = ["memory", "json", "sqlite"]
 
 
 @pytest.fixture(params=STORES)
@@ -29,6 +29,8 @@ def make_store(store_kind: str, tmp_path: Path) -> StoreFactory:
     def make() -> Store:
         if store_kind == "memory":
             return MemoryStore()
+        if store_kind == "sqlite":
+            return SqliteStore(tmp_path / "jobs.db")
         return JsonFileStore(tmp_path / "jobs.json")
 
     return make

@@ -8,6 +8,7 @@ from typing import Any
 from jobq.stores.base import Claim, NewJob, Signal, Store, StoreStats
 from jobq.stores.jsonfile import JsonFileStore
 from jobq.stores.memory import MemoryStore
+from jobq.stores.sqlite import SqliteStore, path_from_url
 
 __all__ = [
     "Claim",
@@ -15,6 +16,7 @@ __all__ = [
     "MemoryStore",
     "NewJob",
     "Signal",
+    "SqliteStore",
     "Store",
     "StoreStats",
     "store_from",
@@ -35,7 +37,9 @@ def store_from(spec: Any) -> Store:
     if isinstance(spec, str):
         if not spec.strip():
             raise ValueError("store must not be an empty string")
-        if "://" in spec or spec.startswith("sqlite:"):
+        if spec[:7].lower() == "sqlite:":
+            return SqliteStore(path_from_url(spec))
+        if "://" in spec:
             scheme = spec.split(":", 1)[0].lower()
             raise ValueError(
                 f"unsupported store URL scheme {scheme!r} in {spec!r}: use a file "
