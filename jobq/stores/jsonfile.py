@@ -294,10 +294,11 @@ class JsonFileStore(MemoryStore):
                     entries.extend(self._jobs[i] for i in self._dead)
                     running = set(self._claims)
                     next_id = self._next_id
-                if self._broken is None and records:
-                    try:  # so the old segment holds everything up to seq
-                        self._segments.append(b"".join(records))
-                        if self.fsync:
+                if self._broken is None:
+                    try:  # so the old segment holds everything up to seq, durably:
+                        if records:  # callers that wait for _sync find it synced
+                            self._segments.append(b"".join(records))
+                        if self.fsync and (records or self._synced < self._written):
                             self._segments.sync()
                     except OSError as exc:
                         self._break(exc)
@@ -418,6 +419,9 @@ class JsonFileStore(MemoryStore):
             damaged = self._read_snapshot(state, recover)
             damaged |= self._replay_journal(state, recover)
             self._seq = state.seq
+            # Records of an earlier load that failed were never written; left
+            # here, they would be written again under reused numbers.
+            self._buffer.clear()
             self._restore(
                 state.entries(), sorted(state.running), state.next_id, time.time(),
                 recover=recover,
@@ -482,7 +486,12 @@ class JsonFileStore(MemoryStore):
             except fmt.MALFORMED as exc:
                 found.valid_after_damage, found.damaged_at = True, 0
                 logger.error("%s holds a record that cannot be applied: %s", path, exc)
-            if found.damaged_at is None or not recover:
+            if found.damaged_at is None:
+                continue
+            # Jobs in the part not loaded keep their ids: never give them again.
+            unread = _ID_PATTERN.findall(data, found.damaged_at)
+            state.next_id = max([state.next_id, *(int(m) + 1 for m in unread)])
+            if not recover:
                 continue
             damaged = True
             if found.valid_after_damage:

@@ -1,0 +1,475 @@
+"""Damaged store files: startup never crashes, and never silently loses or
+invents a job.
+
+A crash leaves at worst a torn tail on the journal: its complete records
+are loaded, the rest is dropped with a WARNING. Anything else (a damaged
+record with intact ones after it, an unreadable snapshot) is media damage or
+a bug: the file is moved aside, never deleted, and an ERROR is logged.
+Every prefix of a small snapshot and journal segment is tried, and seeded
+random byte flips (reliability.md §3 (b)).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import random
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jobq
+from jobq._fileio import FileIO
+from jobq.stores import JsonFileStore
+from jobq.stores._journal import MAGIC, scan
+
+FAR = 3600  # a delay that keeps a job pending for the whole test
+#: The states a stored job can be in after a restart (completed are not kept).
+LISTED = (jobq.JobState.PENDING, jobq.JobState.RUNNING, jobq.JobState.DEAD)
+WAIT = 20  # seconds; a cap so that a broken test fails instead of hanging
+FLIPS = 300  # random byte flips per file
+
+
+class NoSyncIO(FileIO):
+    """The real file system without fsync: these tests are about reading
+    files, and hundreds of startups must stay fast."""
+
+    def fsync(self, fd: int) -> None:
+        pass
+
+    def fsync_dir(self, directory: str) -> None:
+        pass
+
+
+NO_SYNC = NoSyncIO()
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A valid snapshot with jobs 1-3, and a valid journal segment after it
+    with three records: job 4 added, job 1 removed (it ran), job 5 added."""
+    path = tmp_path_factory.mktemp("good") / "jobs.json"
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(
+        lambda job: None, store=JsonFileStore(path, save_interval=FAR, io=NO_SYNC)
+    )
+    for n in range(1, 4):
+        queue.enqueue(f"job {n}", delay=0 if n == 1 else FAR)
+    queue.save()
+    queue.enqueue("job 4", delay=FAR)
+    assert queue.run_pending() == 1  # job 1: a "run" and a "del" record
+    queue.enqueue("job 5", delay=FAR)
+    [segment] = path.parent.glob("jobs.json.journal-*")
+    files = {"snapshot": path.read_bytes(), "segment": segment.read_bytes()}
+    queue.close()
+    records = scan(files["segment"]).records
+    assert len(records) == 4
+    return {
+        **files,
+        "segment name": segment.name,
+        "snapshot jobs": {1: "job 1", 2: "job 2", 3: "job 3"},
+        # the jobs after each record of the segment is applied
+        "after record": [
+            {1: "job 1", 2: "job 2", 3: "job 3"},
+            {1: "job 1", 2: "job 2", 3: "job 3", 4: "job 4"},
+            {1: "job 1", 2: "job 2", 3: "job 3", 4: "job 4"},  # 1 running
+            {2: "job 2", 3: "job 3", 4: "job 4"},
+            {2: "job 2", 3: "job 3", 4: "job 4", 5: "job 5"},
+        ],
+        # where each record ends in the segment
+        "ends": _record_ends(files["segment"]),
+    }
+
+
+def _record_ends(segment: bytes) -> list[int]:
+    ends, position = [], len(MAGIC)
+    for _, body in scan(segment).records:
+        position += 16 + len(body)
+        ends.append(position)
+    assert ends[-1] == len(segment)
+    return ends
+
+
+class Startup:
+    """The store files in a fresh directory, and what opening them gave."""
+
+    def __init__(self, directory: Path, files: dict[str, bytes]) -> None:
+        self.directory = directory
+        directory.mkdir()
+        for name, content in files.items():
+            (directory / name).write_bytes(content)
+        self.before = files
+        self.jobs: dict[int, Any] = {}
+        self.ran: list[int] = []
+        self.refused: str | None = None  # the StoreError that stopped the startup
+
+    def open(self, caplog: pytest.LogCaptureFixture) -> Startup:
+        caplog.clear()
+        queue: jobq.JobQueue[Any] = jobq.JobQueue(
+            lambda job: self.ran.append(job.id),
+            store=JsonFileStore(self.directory / "jobs.json", io=NO_SYNC),
+        )
+        self.refused = None
+        try:
+            with caplog.at_level(logging.WARNING, logger="jobq"):
+                try:
+                    queue.stats()
+                except jobq.StoreError as exc:  # a clear refusal, not a crash
+                    self.refused = str(exc)
+                    return self
+            self.jobs = {}
+            for state in LISTED:
+                for record in queue.store.list_jobs(state):
+                    self.jobs[record.id] = record.payload
+            self.logged = {
+                level: [r.getMessage() for r in caplog.records if r.levelno == level]
+                for level in (logging.WARNING, logging.ERROR)
+            }
+            self.next_id = queue.enqueue("new", delay=FAR).id
+        finally:
+            queue.close()
+        return self
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.directory.iterdir())
+
+    def aside(self, kind: str) -> dict[str, bytes]:
+        """Files moved aside as ``kind`` ("corrupt" or "damaged"), by name."""
+        return {
+            p.name: p.read_bytes()
+            for p in self.directory.iterdir()
+            if re.search(rf"\.{kind}-\d{{8}}T\d{{6}}(-\d+)?$", p.name)
+        }
+
+
+@pytest.fixture
+def startups(tmp_path: Path) -> Callable[[dict[str, bytes]], Startup]:
+    """Makes a ``Startup`` in a fresh directory for the files given."""
+    numbers = itertools.count()
+
+    def make(files: dict[str, bytes]) -> Startup:
+        return Startup(tmp_path / f"case-{next(numbers)}", files)
+
+    return make
+
+
+# --- every truncation ------------------------------------------------------------
+
+
+def test_every_truncation_of_the_snapshot_loads_all_or_moves_it_aside(
+    good: dict[str, Any],
+    startups: Callable[[dict[str, bytes]], Startup],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    snapshot: bytes = good["snapshot"]
+    for length in range(len(snapshot) + 1):
+        cut = snapshot[:length]
+        startup = startups({"jobs.json": cut}).open(caplog)
+
+        assert startup.refused is None, length
+        if length >= len(snapshot) - 1:  # at most the final newline is missing
+            assert startup.jobs == good["snapshot jobs"], length
+            assert startup.aside("corrupt") == {}
+        else:
+            assert startup.jobs == {}, length
+            assert list(startup.aside("corrupt").values()) == [cut], length
+            assert any("corrupt" in m for m in startup.logged[logging.ERROR])
+            seen = re.findall(rb'"(?:id|next_id)"\s*:\s*(\d+)\D', cut)
+            assert startup.next_id > max(map(int, seen), default=0), length
+
+
+def test_every_truncation_of_a_journal_segment_loads_its_whole_records(
+    good: dict[str, Any],
+    startups: Callable[[dict[str, bytes]], Startup],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    segment: bytes = good["segment"]
+    ends: list[int] = good["ends"]
+    for length in range(len(segment) + 1):
+        files = {"jobs.json": good["snapshot"], good["segment name"]: segment[:length]}
+        startup = startups(files).open(caplog)
+
+        assert startup.refused is None, length
+        whole = sum(1 for end in ends if end <= length)
+        assert startup.jobs == good["after record"][whole], length
+        torn = length not in (len(MAGIC), *ends)
+        warned = [m for m in startup.logged[logging.WARNING] if "torn" in m]
+        assert bool(warned) == torn, length
+        assert startup.logged[logging.ERROR] == [], length
+        assert startup.aside("damaged") == startup.aside("corrupt") == {}
+
+
+def test_torn_tail_is_dropped_logged_and_the_records_before_it_are_kept(
+    good: dict[str, Any],
+    startups: Callable[[dict[str, bytes]], Startup],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    segment: bytes = good["segment"]
+    cut = good["ends"][1] + 7  # two whole records, then part of the third
+    files = {"jobs.json": good["snapshot"], good["segment name"]: segment[:cut]}
+
+    startup = startups(files).open(caplog)
+
+    assert startup.jobs == good["after record"][2]
+    [warning] = [m for m in startup.logged[logging.WARNING] if "torn" in m]
+    assert good["segment name"] in warning
+    assert startup.logged[logging.ERROR] == []
+    # the next startup finds the same jobs, no torn tail any more
+    added = startup.next_id
+    again = startup.open(caplog)
+    assert set(again.jobs) == set(good["after record"][2]) | {added}
+    assert again.logged[logging.WARNING] == again.logged[logging.ERROR] == []
+
+
+# --- damage ----------------------------------------------------------------------
+
+
+def test_damaged_record_in_the_middle_keeps_the_records_before_it_and_the_file(
+    good: dict[str, Any],
+    startups: Callable[[dict[str, bytes]], Startup],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    segment = bytearray(good["segment"])
+    segment[good["ends"][0] + 20] ^= 0x01  # inside the second record
+    files = {"jobs.json": good["snapshot"], good["segment name"]: bytes(segment)}
+
+    startup = startups(files).open(caplog)
+
+    assert startup.jobs == good["after record"][1]
+    [(name, content)] = startup.aside("damaged").items()
+    assert name.startswith(good["segment name"] + ".damaged-")
+    assert content == bytes(segment)  # never deleted, never rewritten
+    assert any(name in m for m in startup.logged[logging.ERROR])
+    # job 5 is in the moved file only: its id is never given to another job
+    added = startup.next_id
+    assert added > 5
+    # a restart leaves the moved file alone and loads what the first kept
+    again = startup.open(caplog)
+    assert again.aside("damaged") == {name: bytes(segment)}
+    assert set(again.jobs) == set(good["after record"][1]) | {added}
+
+
+def test_damaged_snapshot_is_moved_aside_and_the_journal_after_it_still_loads(
+    good: dict[str, Any],
+    startups: Callable[[dict[str, bytes]], Startup],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    snapshot = good["snapshot"].replace(b'"jobs": [', b'"jobs": {')
+    files = {"jobs.json": snapshot, good["segment name"]: good["segment"]}
+
+    startup = startups(files).open(caplog)
+
+    # the snapshot's jobs are in the moved file only; the journal's are back
+    assert startup.jobs == {4: "job 4", 5: "job 5"}
+    [(name, content)] = startup.aside("corrupt").items()
+    assert name.startswith("jobs.json.corrupt-")
+    assert content == snapshot
+    assert any(name in m for m in startup.logged[logging.ERROR])
+    assert startup.next_id > 5
+
+
+def test_random_byte_flips_in_a_journal_segment_keep_the_records_before_them(
+    good: dict[str, Any],
+    startups: Callable[[dict[str, bytes]], Startup],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    segment: bytes = good["segment"]
+    ends: list[int] = good["ends"]
+    for _ in range(FLIPS):
+        position = rng.randrange(len(segment))
+        damaged = bytearray(segment)
+        damaged[position] ^= rng.randrange(1, 256)
+        files = {"jobs.json": good["snapshot"], good["segment name"]: bytes(damaged)}
+        startup = startups(files).open(caplog)
+
+        case = f"seed {seed}, byte {position}"
+        assert startup.refused is None, case
+        before = sum(1 for end in ends if end <= position)  # whole records before
+        assert startup.jobs == good["after record"][before], case
+        if before == len(ends) - 1:  # the last record: read as a torn tail
+            assert startup.aside("damaged") == {}, case
+            assert any("torn" in m for m in startup.logged[logging.WARNING]), case
+        else:
+            assert list(startup.aside("damaged").values()) == [bytes(damaged)], case
+            assert startup.logged[logging.ERROR], case
+
+
+def test_random_byte_flips_in_the_snapshot_never_stop_a_startup(
+    good: dict[str, Any],
+    startups: Callable[[dict[str, bytes]], Startup],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The snapshot carries no checksum (journal records do): a flip that
+    # leaves valid JSON of the right shape, inside a payload string or a
+    # number, loads altered data. Counted and printed, not asserted. A flip
+    # that turns the format version into a newer one is refused, as any
+    # newer file is (design §4): a StoreError, the file left in place.
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    snapshot: bytes = good["snapshot"]
+    moved = altered = 0
+    for _ in range(FLIPS):
+        position = rng.randrange(len(snapshot))
+        damaged = bytearray(snapshot)
+        damaged[position] ^= rng.randrange(1, 256)
+        startup = startups({"jobs.json": bytes(damaged)}).open(caplog)
+
+        case = f"seed {seed}, byte {position}"
+        aside = startup.aside("corrupt")
+        if startup.refused is not None:  # the flip made the version number newer
+            assert "newer jobq" in startup.refused, case
+            assert json.loads(damaged)["version"] > 1, case
+            assert startup.names() == ["jobs.json", "jobs.json.lock"], case
+            assert (startup.directory / "jobs.json").read_bytes() == damaged, case
+        elif aside:
+            moved += 1
+            assert list(aside.values()) == [bytes(damaged)], case
+            assert startup.jobs == {}, case
+            assert startup.logged[logging.ERROR], case
+        elif startup.jobs != good["snapshot jobs"]:
+            altered += 1
+    print(
+        f"\nsnapshot byte flips: {FLIPS}, moved aside {moved}, loaded altered "
+        f"{altered}, seed {seed}"
+    )
+
+
+# --- compaction -----------------------------------------------------------------
+
+
+class WatchedIO(NoSyncIO):
+    """Counts the journal segments created and deleted; ``freeze()`` stops
+    the compactor thread at its next call until ``thaw()``."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+        self.compacted = threading.Event()
+        self._thawed = threading.Event()
+        self._thawed.set()
+
+    def freeze(self) -> None:
+        self._thawed.clear()
+
+    def thaw(self) -> None:
+        self._thawed.set()
+
+    def _compactor_waits(self) -> None:
+        if threading.current_thread().name.startswith("jobq-compact"):
+            assert self._thawed.wait(WAIT)
+
+    def listdir(self, directory: str) -> list[str]:
+        self._compactor_waits()
+        return super().listdir(directory)
+
+    def open_append(self, path: str) -> int:
+        self._compactor_waits()
+        self.created.append(path)
+        return super().open_append(path)
+
+    def open_new_temp(self, directory: str, prefix: str) -> tuple[int, str]:
+        self._compactor_waits()
+        return super().open_new_temp(directory, prefix)
+
+    def unlink(self, path: str) -> None:
+        self._compactor_waits()
+        super().unlink(path)
+        if ".journal-" in path:
+            self.deleted.append(path)
+            self.compacted.set()
+
+
+def _on_disk(path: Path) -> dict[int, tuple[str, Any, int]]:
+    """The jobs a restart would find in the files now: read by a second store
+    while the owner still runs (it reads without taking the lock)."""
+    reader = JsonFileStore(path, io=NO_SYNC)
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(store=reader)
+    try:
+        return {
+            r.id: (str(r.state), r.payload, r.attempts)
+            for state in LISTED
+            for r in queue.store.list_jobs(state)
+        }
+    finally:
+        queue.close()
+
+
+def _in_memory(queue: jobq.JobQueue[Any]) -> dict[int, tuple[str, Any, int]]:
+    return {
+        r.id: (str(r.state), r.payload, r.attempts)
+        for state in LISTED
+        for r in queue.store.list_jobs(state)
+    }
+
+
+def test_compaction_deletes_old_segments_as_the_journal_grows(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.json"
+    io = WatchedIO()
+    store = JsonFileStore(path, save_interval=0, compact_bytes=2048, io=io)
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None, store=store)
+    for n in range(5000):
+        queue.enqueue({"n": n, "text": "x" * 40}, delay=0 if n % 3 else FAR)
+        if n % 10 == 0:
+            queue.run_pending(limit=5)
+        if len(io.deleted) >= 3:
+            break
+    assert io.compacted.wait(WAIT)
+    io.freeze()  # the files stay as they are, mid-compaction or not
+
+    segments = {str(p) for p in tmp_path.glob("jobs.json.journal-*")}
+    assert len(io.created) >= 4
+    # only the newest segment remains, and the one before it if the
+    # compactor was stopped between starting a segment and deleting the old
+    assert segments <= set(io.created[-2:])
+    assert set(io.created[:-2]) <= set(io.deleted)
+    # a restart right now (a second store reads the files) finds the same jobs
+    assert _on_disk(path) == _in_memory(queue)
+    io.thaw()
+    before_close = _in_memory(queue)
+    queue.close()
+    assert _on_disk(path) == before_close
+
+
+def test_restart_after_close_finds_each_job_once_and_no_old_segment(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.json"
+    ran: list[str] = []
+
+    def make() -> jobq.JobQueue[Any]:
+        return jobq.JobQueue(
+            lambda job: ran.append(job.payload),
+            store=JsonFileStore(path, compact_bytes=256, io=NO_SYNC),
+        )
+
+    queue = make()
+    for n in range(20):
+        queue.enqueue(f"first {n}")
+    assert queue.run_pending(limit=10) == 10
+    queue.save()
+    for n in range(5):
+        queue.enqueue(f"second {n}")
+    dead = queue.enqueue("dead")
+    queue.close()
+    assert not list(tmp_path.glob("jobs.json.journal-*"))
+
+    for _ in range(3):  # restarts change nothing
+        queue = make()
+        assert queue.cancel(dead)  # a removal that must not come back
+        dead = queue.enqueue("dead")
+        queue.close()
+        assert not list(tmp_path.glob("jobs.json.journal-*"))
+
+    queue = make()
+    ran.clear()
+    queue.run_pending()
+    queue.close()
+    expected = [f"first {n}" for n in range(10, 20)]
+    expected += [f"second {n}" for n in range(5)] + ["dead"]
+    assert ran == expected
