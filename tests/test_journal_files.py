@@ -305,11 +305,11 @@ def test_random_byte_flips_in_the_snapshot_never_stop_a_startup(
     startups: Callable[[dict[str, bytes]], Startup],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # The snapshot carries no checksum (journal records do): a flip that
-    # leaves valid JSON of the right shape, inside a payload string or a
-    # number, loads altered data. Counted and printed, not asserted. A flip
-    # that turns the format version into a newer one is refused, as any
-    # newer file is (design §4): a StoreError, the file left in place.
+    # The snapshot ends with a CRC-32 of its content, so even a flip that
+    # leaves valid JSON of the right shape (inside a payload string or a
+    # number) is caught and the file moved aside. A flip that turns the
+    # format version into a newer one is refused, as any newer file is
+    # (design §4): a StoreError, the file left in place.
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     snapshot: bytes = good["snapshot"]
@@ -338,6 +338,7 @@ def test_random_byte_flips_in_the_snapshot_never_stop_a_startup(
         f"\nsnapshot byte flips: {FLIPS}, moved aside {moved}, loaded altered "
         f"{altered}, seed {seed}"
     )
+    assert altered == 0, f"seed {seed}"
 
 
 # --- compaction -----------------------------------------------------------------

@@ -9,6 +9,7 @@ spliced in as the JSON text the store holds, never decoded and encoded again.
 from __future__ import annotations
 
 import json
+import zlib
 from collections import OrderedDict
 from typing import Any
 
@@ -23,6 +24,7 @@ VERSION = 1
 MALFORMED = (ValueError, TypeError, KeyError, OverflowError, RecursionError)
 
 _string = json.encoder.encode_basestring  # the C encoder where there is one
+_CHECKSUM = b', "crc32": '
 
 
 class NewerFormat(Exception):
@@ -79,7 +81,8 @@ def serialize(
         }
     )
     rows = ",\n".join(row(e, e.id in running) for e in entries)
-    return f'{head[:-1]}, "jobs": [\n{rows}\n]}}\n'.encode()
+    body = f'{head[:-1]}, "jobs": [\n{rows}\n]'.encode()
+    return body + b'%s%d}\n' % (_CHECKSUM, zlib.crc32(body))
 
 
 class State:
@@ -104,6 +107,9 @@ class State:
                 f"this file was written by a newer jobq (format version {version}; "
                 f"this jobq reads up to {VERSION}): upgrade jobq"
             )
+        end = data.rfind(_CHECKSUM)
+        if end < 0 or zlib.crc32(data[:end]) != document.get("crc32"):
+            raise ValueError("the snapshot's checksum does not match its content")
         rows = document["jobs"]
         if len(rows) != document["count"]:
             raise ValueError("job count does not match")
