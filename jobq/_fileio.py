@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterable
 
 from jobq.errors import StoreError, StoreLocked
 
@@ -34,6 +35,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _REASON = re.compile(r"[A-Za-z0-9_-]+")
+
+#: ``durable_replace`` gathers chunks into writes of about this many bytes.
+WRITE_SIZE = 1 << 20
 
 
 class FileIO:
@@ -129,8 +133,14 @@ def _describe(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def durable_replace(path: str, data: bytes, io: FileIO = DEFAULT_IO) -> None:
+def durable_replace(
+    path: str, data: bytes | Iterable[bytes], io: FileIO = DEFAULT_IO
+) -> int:
     """Replace ``path`` with ``data`` so that a crash leaves old or new, whole.
+
+    ``data`` may come in chunks (a large snapshot is serialized piece by
+    piece, so no single step holds the GIL for long); they are written in
+    writes of about ``WRITE_SIZE`` bytes. Returns the number of bytes written.
 
     The new file has mode 0600. On failure the old file is untouched, the temp
     file is removed and ``StoreError`` is raised; if only the final directory
@@ -145,7 +155,7 @@ def durable_replace(path: str, data: bytes, io: FileIO = DEFAULT_IO) -> None:
         fd, tmp = io.open_new_temp(directory, prefix)
         try:
             step = "write"
-            io.write(fd, data)
+            size = _write_chunks(io, fd, [data] if isinstance(data, bytes) else data)
             step = "fsync"
             io.fsync(fd)
         except BaseException:
@@ -165,6 +175,24 @@ def durable_replace(path: str, data: bytes, io: FileIO = DEFAULT_IO) -> None:
     except BaseException:
         _discard(io, tmp)
         raise
+    return size
+
+
+def _write_chunks(io: FileIO, fd: int, chunks: Iterable[bytes]) -> int:
+    """Write ``chunks`` in writes of about ``WRITE_SIZE``; the bytes written."""
+    pending: list[bytes] = []
+    pending_size = size = 0
+    for chunk in chunks:
+        pending.append(chunk)
+        pending_size += len(chunk)
+        if pending_size >= WRITE_SIZE:
+            io.write(fd, b"".join(pending))
+            size += pending_size
+            pending, pending_size = [], 0
+    if pending or not size:
+        io.write(fd, b"".join(pending))
+        size += pending_size
+    return size
 
 
 def _discard(io: FileIO, tmp: str | None) -> None:

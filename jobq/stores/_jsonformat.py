@@ -8,23 +8,50 @@ spliced in as the JSON text the store holds, never decoded and encoded again.
 
 from __future__ import annotations
 
+import itertools
 import json
 import zlib
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Iterator, Sequence
 
-from jobq._json import encode
-from jobq.stores.memory import DEAD, PENDING, _Entry
-from jobq.types import AttemptError, JobState
+from jobq.stores._entry import (
+    ATTEMPTS,
+    COMPLETED,
+    CREATED_AT,
+    DEAD,
+    ERRORS,
+    EXPIRES_AT,
+    ID,
+    KEY,
+    LAST_ERROR,
+    MAX_ATTEMPTS,
+    PAYLOAD,
+    PENDING,
+    PRIORITY,
+    RESULT,
+    RUN_AT,
+    RUNNING,
+    STATE,
+    TASK,
+    Entry,
+)
 
 FORMAT = "jobq"
 VERSION = 1
 
 #: What reading a malformed file raises (RecursionError: absurdly deep nesting).
-MALFORMED = (ValueError, TypeError, KeyError, OverflowError, RecursionError)
+MALFORMED = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError)
 
 _string = json.encoder.encode_basestring  # the C encoder where there is one
 _CHECKSUM = b', "crc32": '
+_JOBS_OPEN = ', "jobs": ['
+_PUT_OPEN = '["put",'
+_PAYLOAD_MEMBER = ',"payload":'
+_RESULT_MEMBER = ',"result":'
+_STATES = frozenset((PENDING, RUNNING, DEAD, COMPLETED))
+
+#: Jobs serialized per chunk of a snapshot.
+CHUNK_ROWS = 1000
 
 
 class NewerFormat(Exception):
@@ -35,28 +62,26 @@ def _text(value: str | None) -> str:
     return "null" if value is None else _string(value)
 
 
-def row(entry: _Entry, running: bool) -> str:
+def row(entry: Entry, running: bool) -> str:
     """One job as a JSON object (hand-built: this runs once per change)."""
     errors = "[]"
-    if entry.errors:
-        errors = json.dumps(
-            [[e.type, e.message, e.traceback, e.at] for e in entry.errors]
-        )
-    state = "running" if running else entry.state.value
-    expires = "null" if entry.expires_at is None else repr(entry.expires_at)
+    if entry[ERRORS]:
+        errors = json.dumps(entry[ERRORS])
+    state = RUNNING if running else entry[STATE]
+    expires = "null" if entry[EXPIRES_AT] is None else repr(entry[EXPIRES_AT])
     return (
-        f'{{"id":{entry.id},"state":"{state}","key":{_text(entry.key)},'
-        f'"priority":{entry.priority},"run_at":{entry.run_at!r},'
-        f'"created_at":{entry.created_at!r},"max_attempts":{entry.max_attempts},'
-        f'"task":{_text(entry.task)},"attempts":{entry.attempts},'
-        f'"last_error":{_text(entry.last_error)},"errors":{errors},'
-        f'"expires_at":{expires},"payload":{entry.payload},'
-        f'"result":{"null" if entry.result is None else entry.result}}}'
+        f'{{"id":{entry[ID]},"state":"{state}","key":{_text(entry[KEY])},'
+        f'"priority":{entry[PRIORITY]},"run_at":{entry[RUN_AT]!r},'
+        f'"created_at":{entry[CREATED_AT]!r},"max_attempts":{entry[MAX_ATTEMPTS]},'
+        f'"task":{_text(entry[TASK])},"attempts":{entry[ATTEMPTS]},'
+        f'"last_error":{_text(entry[LAST_ERROR])},"errors":{errors},'
+        f'"expires_at":{expires},"payload":{entry[PAYLOAD]},'
+        f'"result":{"null" if entry[RESULT] is None else entry[RESULT]}}}'
     )
 
 
-def put_record(entry: _Entry) -> bytes:
-    return f'["put",{row(entry, False)}]'.encode()
+def put_record(entry: Entry) -> bytes:
+    return f"{_PUT_OPEN}{row(entry, False)}]".encode()
 
 
 def delete_record(job_id: int) -> bytes:
@@ -68,113 +93,164 @@ def run_record(job_id: int) -> bytes:
 
 
 def serialize(
-    entries: list[_Entry], running: set[int], next_id: int, seq: int
-) -> bytes:
-    """A snapshot holding every change up to journal sequence number ``seq``."""
+    jobs: Sequence[Entry],
+    dead: Sequence[Entry],
+    running: set[int],
+    next_id: int,
+    seq: int,
+) -> Iterator[bytes]:
+    """A snapshot holding every change up to journal sequence number ``seq``:
+    ``jobs`` (every job) with the ``dead`` ones moved last, in burial order.
+
+    It comes in chunks of ``CHUNK_ROWS`` jobs, so no single step holds the GIL
+    for long, and ends with the CRC-32 of every byte before its ``"crc32"``
+    member, so a damaged snapshot is refused even where the damage leaves
+    valid JSON.
+    """
     head = json.dumps(
         {
             "format": FORMAT,
             "version": VERSION,
             "seq": seq,
             "next_id": next_id,
-            "count": len(entries),
+            "count": len(jobs),
         }
     )
-    rows = ",\n".join(row(e, e.id in running) for e in entries)
-    body = f'{head[:-1]}, "jobs": [\n{rows}\n]'.encode()
-    return body + b'%s%d}\n' % (_CHECKSUM, zlib.crc32(body))
+    chunk = f'{head[:-1]}, "jobs": [\n'.encode()
+    crc = zlib.crc32(chunk)
+    yield chunk
+    ordered = itertools.chain((e for e in jobs if e[STATE] != DEAD), dead)
+    separator = ""
+    while part := list(itertools.islice(ordered, CHUNK_ROWS)):
+        chunk = (
+            separator + ",\n".join(row(e, e[ID] in running) for e in part)
+        ).encode()
+        separator = ",\n"
+        crc = zlib.crc32(chunk, crc)
+        yield chunk
+    crc = zlib.crc32(b"\n]", crc)
+    yield b"\n]%s%d}\n" % (_CHECKSUM, crc)
 
 
 class State:
     """Rows being loaded: from a snapshot, then journal records replayed on top."""
 
     def __init__(self) -> None:
-        self.jobs: dict[int, _Entry] = {}
+        self.jobs: dict[int, Entry] = {}
         self.running: set[int] = set()
         self.dead: OrderedDict[int, None] = OrderedDict()  # burial order
         self.next_id = 1
         self.seq = 0  # the newest change this state holds
 
     def load_snapshot(self, data: bytes) -> None:
-        document = json.loads(data)
-        if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise ValueError("not a jobq file")
-        version = document["version"]
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise ValueError(f"bad version {version!r}")
-        if version > VERSION:
-            raise NewerFormat(
-                f"this file was written by a newer jobq (format version {version}; "
-                f"this jobq reads up to {VERSION}): upgrade jobq"
-            )
+        """Read a snapshot line by line: one job per line, so a million jobs
+        never sit in memory as a million parsed dicts at once."""
+        text = data.decode()
+        first, _, rest = text.partition("\n")
+        if not first.endswith(_JOBS_OPEN):
+            # Not our layout: a newer jobq's file must still be told apart
+            # from damage, so look for its version in the whole document.
+            _check_version(json.loads(text))
+            raise ValueError("no job list after the header")
+        head = json.loads(first.removesuffix(_JOBS_OPEN) + "}")
+        _check_version(head)
         end = data.rfind(_CHECKSUM)
-        if end < 0 or zlib.crc32(data[:end]) != document.get("crc32"):
+        closing = data[end + len(_CHECKSUM) :].rstrip(b"\n")
+        if end < 0 or not closing.endswith(b"}") or data[end - 2 : end] != b"\n]":
+            raise ValueError("the snapshot ends without its checksum")
+        if zlib.crc32(data[:end]) != int(closing[:-1]):
             raise ValueError("the snapshot's checksum does not match its content")
-        rows = document["jobs"]
-        if len(rows) != document["count"]:
+        body = rest[: rest.rindex("\n]")]
+        rows = body.split(",\n") if body else []
+        if len(rows) != head["count"]:
             raise ValueError("job count does not match")
-        for item in rows:
-            self._put(item)
-        self.next_id = int(document["next_id"])
-        self.seq = int(document.get("seq", 0))
+        for text_row in rows:
+            self._put(text_row)
+        self.next_id = max(self.next_id, int(head["next_id"]))
+        self.seq = int(head["seq"])
 
     def apply(self, seq: int, body: bytes) -> None:
         """Replay one journal record; records the snapshot holds are skipped."""
         if seq <= self.seq:
             return
-        operation, argument = json.loads(body)
-        if operation == "put":
-            self._put(argument)
-        elif operation == "del":
-            self.jobs.pop(argument, None)
-            self.running.discard(argument)
-            self.dead.pop(argument, None)
-        elif operation == "run":
-            self.running.add(argument)
+        text = body.decode()
+        if text.startswith(_PUT_OPEN):
+            self._put(text[len(_PUT_OPEN) : -1])
         else:
-            raise ValueError(f"unknown journal operation {operation!r}")
+            operation, job_id = json.loads(text)
+            if operation == "del":
+                self.jobs.pop(job_id, None)
+                self.running.discard(job_id)
+                self.dead.pop(job_id, None)
+            elif operation == "run":
+                self.running.add(job_id)
+            else:
+                raise ValueError(f"unknown journal operation {operation!r}")
         self.seq = seq
 
-    def _put(self, item: dict[str, Any]) -> None:
-        entry = _entry(item)  # a malformed row fails here, where it is read
-        job_id = entry.id
+    def _put(self, text_row: str) -> None:
+        entry, running = _entry(text_row)  # a malformed row fails where it is read
+        job_id = entry[ID]
         self.jobs[job_id] = entry
         self.next_id = max(self.next_id, job_id + 1)
         self.dead.pop(job_id, None)
         self.running.discard(job_id)
-        if item["state"] == "running":
+        if running:
             self.running.add(job_id)
-        elif item["state"] == DEAD.value:
+        elif entry[STATE] == DEAD:
             self.dead[job_id] = None
 
-    def entries(self) -> list[_Entry]:
+    def entries(self) -> list[Entry]:
         """The jobs, dead ones last in burial order."""
         live = [e for i, e in self.jobs.items() if i not in self.dead]
         return live + [self.jobs[i] for i in self.dead]
 
 
-def _entry(item: dict[str, Any]) -> _Entry:
-    result = item["result"]
+def _check_version(document: object) -> None:
+    """Refuse what is not a jobq snapshot, or one newer than this code reads."""
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ValueError("not a jobq file")
+    version = document.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"bad version {version!r}")
+    if version > VERSION:
+        raise NewerFormat(
+            f"this file was written by a newer jobq (format version {version}; "
+            f"this jobq reads up to {VERSION}): upgrade jobq"
+        )
+
+
+def _entry(text_row: str) -> tuple[Entry, bool]:
+    """The entry a row describes, and whether it was running.
+
+    Payload and result are the last two members and are taken as the JSON
+    text they are: a structural ``,"payload":`` can only be the first one in
+    the row (quotes inside strings are escaped), and ``,"result":`` the last.
+    """
+    payload_at = text_row.index(_PAYLOAD_MEMBER)
+    result_at = text_row.rindex(_RESULT_MEMBER)
+    item = json.loads(text_row[:payload_at] + "}")
+    result = text_row[result_at + len(_RESULT_MEMBER) : -1]
     state = item["state"]
-    return _Entry(
-        id=int(item["id"]),
-        payload=encode(item["payload"]),
-        key=_optional_str(item["key"]),
-        priority=int(item["priority"]),
-        run_at=float(item["run_at"]),
-        created_at=float(item["created_at"]),
-        max_attempts=int(item["max_attempts"]),
-        task=_optional_str(item["task"]),
-        state=PENDING if state == "running" else JobState(state),
-        attempts=int(item["attempts"]),
-        last_error=_optional_str(item["last_error"]),
-        errors=tuple(
-            AttemptError(str(t), str(m), str(tb), float(at))
-            for t, m, tb, at in item["errors"]
-        ),
-        result=None if result is None else encode(result, "result"),
-        expires_at=None if item["expires_at"] is None else float(item["expires_at"]),
+    if state not in _STATES:
+        raise ValueError(f"unknown job state {state!r}")
+    entry: Entry = (
+        int(item["id"]),
+        text_row[payload_at + len(_PAYLOAD_MEMBER) : result_at],
+        _optional_str(item["key"]),
+        int(item["priority"]),
+        float(item["run_at"]),
+        float(item["created_at"]),
+        int(item["max_attempts"]),
+        _optional_str(item["task"]),
+        PENDING if state == RUNNING else state,
+        int(item["attempts"]),
+        _optional_str(item["last_error"]),
+        tuple((str(t), str(m), str(tb), float(at)) for t, m, tb, at in item["errors"]),
+        None if result == "null" else result,
+        None if item["expires_at"] is None else float(item["expires_at"]),
     )
+    return entry, state == RUNNING
 
 
 def _optional_str(value: object) -> str | None:

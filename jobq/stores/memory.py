@@ -5,7 +5,7 @@ Every operation is O(log n) or better: due jobs sit in a heap ordered by
 claim moves the jobs that became due from one to the other. Cancelled jobs are
 left in the heaps and skipped when they surface, so nothing scans the queue.
 
-Stored jobs are never changed in place: each change stores a new ``_Entry``,
+Stored jobs (see ``_entry``) are never changed in place: each change stores a new one,
 and which jobs run is kept beside them in ``_claims`` (id -> token). That lets
 the JSON store take a consistent snapshot by copying references under the lock
 and serialize it after releasing the lock, and it keeps a claim cheap: taking
@@ -18,77 +18,40 @@ import heapq
 import itertools
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from jobq._fork import reset_after_fork
-from jobq._json import decode
+from jobq.stores._entry import (
+    ATTEMPTS,
+    COMPLETED,
+    DEAD,
+    EXPIRES_AT,
+    ID,
+    KEY,
+    LAST_ERROR,
+    MAX_ATTEMPTS,
+    PAYLOAD,
+    PENDING,
+    PRIORITY,
+    RUN_AT,
+    RUNNING,
+    STATE,
+    TASK,
+    Entry,
+    evolve,
+    failed,
+    new_entry,
+    record,
+)
 from jobq.stores.base import (
     Claim,
     NewJob,
     Signal,
     StoreStats,
-    add_error,
-    describe_error,
     log_dropped_dead,
     process_died,
 )
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
-
-PENDING, RUNNING, DEAD, COMPLETED = (
-    JobState.PENDING,
-    JobState.RUNNING,
-    JobState.DEAD,
-    JobState.COMPLETED,
-)
-
-
-class _Entry(NamedTuple):
-    """One stored job; payload and result are JSON text.
-
-    ``state`` is pending, dead or completed: whether a pending job is running
-    is kept in the store's ``_claims``.
-    """
-
-    id: int
-    payload: str
-    key: str | None
-    priority: int
-    run_at: float
-    created_at: float
-    max_attempts: int
-    task: str | None
-    state: JobState = PENDING
-    attempts: int = 0
-    last_error: str | None = None
-    errors: tuple[AttemptError, ...] = ()
-    result: str | None = None
-    expires_at: float | None = None
-
-    def record(self, running: bool) -> JobRecord[Any]:
-        return JobRecord(
-            id=self.id,
-            payload=decode(self.payload),
-            attempts=self.attempts,
-            state=RUNNING if running else self.state,
-            run_at=self.run_at,
-            created_at=self.created_at,
-            last_error=self.last_error,
-            key=self.key,
-            priority=self.priority,
-            result=None if self.result is None else decode(self.result),
-            task=self.task,
-            errors=self.errors,
-            max_attempts=self.max_attempts,
-        )
-
-    def failed(self, error: AttemptError, **changes: Any) -> _Entry:
-        """This entry with one more failed attempt recorded."""
-        return self._replace(
-            attempts=self.attempts + 1,
-            last_error=describe_error(error),
-            errors=add_error(self.errors, error),
-            **changes,
-        )
 
 
 class MemoryStore:
@@ -112,11 +75,11 @@ class MemoryStore:
         for job_id in self._claims:
             entry = self._jobs[job_id]
             self._pending += 1
-            heapq.heappush(self._due, (-entry.priority, entry.run_at, job_id))
+            heapq.heappush(self._due, (-entry[PRIORITY], entry[RUN_AT], job_id))
         self._claims.clear()
 
     def _clear(self) -> None:
-        self._jobs: dict[int, _Entry] = {}
+        self._jobs: dict[int, Entry] = {}
         self._claims: dict[int, int] = {}  # running job id -> its claim's token
         self._due: list[tuple[int, float, int]] = []  # (-priority, run_at, id)
         self._delayed: list[tuple[float, int]] = []  # (run_at, id)
@@ -153,8 +116,16 @@ class MemoryStore:
                     continue
                 job_id = self._next_id
                 self._next_id = job_id + 1
-                entry = _Entry(job_id, new.payload, key, new.priority, new.run_at, now,
-                               new.max_attempts, new.task)  # fmt: skip
+                entry = new_entry(
+                    job_id,
+                    new.payload,
+                    key,
+                    new.priority,
+                    new.run_at,
+                    now,
+                    new.max_attempts,
+                    new.task,
+                )
                 self._jobs[job_id] = entry
                 if key is not None:
                     keys[key] = job_id
@@ -172,23 +143,19 @@ class MemoryStore:
             while delayed and delayed[0][0] <= now:
                 run_at, job_id = heapq.heappop(delayed)
                 entry = jobs.get(job_id)
-                if entry is not None and entry.run_at == run_at:
-                    heapq.heappush(due, (-entry.priority, run_at, job_id))
+                if entry is not None and entry[RUN_AT] == run_at:
+                    heapq.heappush(due, (-entry[PRIORITY], run_at, job_id))
             while due:
                 _, run_at, job_id = heapq.heappop(due)
                 entry = jobs.get(job_id)
-                if (
-                    entry is None
-                    or entry.run_at != run_at
-                    or entry.state is not PENDING
-                ):
+                if entry is None or entry[RUN_AT] != run_at or entry[STATE] != PENDING:
                     continue  # cancelled or rescheduled since it was pushed
                 token = next(self._tokens)
                 self._claims[job_id] = token
                 self._pending -= 1
                 self._claimed(job_id, token)
-                return Claim(job_id, token, entry.payload, entry.attempts + 1,
-                             entry.max_attempts, entry.key, entry.task)  # fmt: skip
+                return Claim(job_id, token, entry[PAYLOAD], entry[ATTEMPTS] + 1,
+                             entry[MAX_ATTEMPTS], entry[KEY], entry[TASK])  # fmt: skip
             return None
 
     def finish(
@@ -202,14 +169,14 @@ class MemoryStore:
             if self._completed:
                 self._expire_completed(now)
             if keep_until is None:
-                del self._jobs[entry.id]
-                self._changed(entry.id)
+                del self._jobs[entry[ID]]
+                self._changed(entry[ID])
             else:
-                entry = entry._replace(
-                    state=COMPLETED, result=result, expires_at=keep_until
+                entry = evolve(
+                    entry, state=COMPLETED, result=result, expires_at=keep_until
                 )
-                self._jobs[entry.id] = entry
-                self._completed.append((keep_until, entry.id))
+                self._jobs[entry[ID]] = entry
+                self._completed.append((keep_until, entry[ID]))
                 self._changed(entry)
             if self._signal.joiners:
                 self._signal.job_settled_locked()
@@ -223,11 +190,11 @@ class MemoryStore:
             if entry is None:
                 return False
             if retry_at is None:
-                self._bury(entry.failed(error, state=DEAD))
+                self._bury(failed(entry, error, state=DEAD))
                 self._signal.job_settled_locked()
             else:
-                entry = entry.failed(error, run_at=retry_at)
-                self._jobs[entry.id] = entry
+                entry = failed(entry, error, run_at=retry_at)
+                self._jobs[entry[ID]] = entry
                 self._pending += 1
                 if self._schedule(entry, now):
                     self._signal.jobs_added_locked()
@@ -247,39 +214,39 @@ class MemoryStore:
         with self._lock:
             entry = self._jobs.get(job_id)
             if entry is None or (
-                entry.expires_at is not None and entry.expires_at <= now
+                entry[EXPIRES_AT] is not None and entry[EXPIRES_AT] <= now
             ):
                 return None
-            return entry.record(job_id in self._claims)
+            return record(entry, job_id in self._claims)
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
     ) -> list[JobRecord[Any]]:
         with self._lock:
-            if state is DEAD:
+            if state == DEAD:
                 ids = list(itertools.islice(self._dead, limit))
-                return [self._jobs[i].record(False) for i in ids]
-            running = state is RUNNING
+                return [record(self._jobs[i], False) for i in ids]
+            running = state == RUNNING
             entries = [
                 e
                 for e in self._jobs.values()
-                if (e.id in self._claims) == running
-                and e.state is (PENDING if running else state)
+                if (e[ID] in self._claims) == running
+                and e[STATE] == (PENDING if running else state)
             ]
-        entries.sort(key=lambda e: (e.run_at, -e.priority, e.id))
-        return [entry.record(running) for entry in entries[:limit]]
+        entries.sort(key=lambda e: (e[RUN_AT], -e[PRIORITY], e[ID]))
+        return [record(entry, running) for entry in entries[:limit]]
 
     def revive(self, job_id: int, now: float) -> bool:
         with self._lock:
             entry = self._jobs.get(job_id)
-            if entry is None or entry.state is not DEAD:
+            if entry is None or entry[STATE] != DEAD:
                 return False
-            if entry.key is not None:
-                if entry.key in self._keys:
+            if entry[KEY] is not None:
+                if entry[KEY] in self._keys:
                     return False
-                self._keys[entry.key] = job_id
+                self._keys[entry[KEY]] = job_id
             del self._dead[job_id]
-            entry = entry._replace(state=PENDING, attempts=0, run_at=now)
+            entry = evolve(entry, state=PENDING, attempts=0, run_at=now)
             self._jobs[job_id] = entry
             self._pending += 1
             self._schedule(entry, now)
@@ -299,7 +266,7 @@ class MemoryStore:
     def cancel(self, job_id: int) -> bool:
         with self._lock:
             entry = self._jobs.get(job_id)
-            if entry is None or entry.state is not PENDING or job_id in self._claims:
+            if entry is None or entry[STATE] != PENDING or job_id in self._claims:
                 return False
             del self._jobs[job_id]  # its heap item is skipped when it surfaces
             self._pending -= 1
@@ -324,7 +291,7 @@ class MemoryStore:
 
     # -- hooks for persistent subclasses (called with the lock held) ---------
 
-    def _changed(self, change: _Entry | int) -> None:
+    def _changed(self, change: Entry | int) -> None:
         """An entry was stored, or the job with this id removed."""
 
     def _claimed(self, job_id: int, token: int) -> None:
@@ -332,29 +299,33 @@ class MemoryStore:
 
     # -- helpers (call with the lock held) -------------------------------------
 
-    def _schedule(self, entry: _Entry, now: float) -> int:
+    def _schedule(self, entry: Entry, now: float) -> int:
         """Put a pending entry in the right heap; 1 if it is due now, else 0.
 
         A delayed job that becomes the earliest one also wakes an idle worker,
         so that worker shortens its wait to the new due time.
         """
-        if entry.run_at <= now:
-            heapq.heappush(self._due, (-entry.priority, entry.run_at, entry.id))
+        if entry[RUN_AT] <= now:
+            heapq.heappush(self._due, (-entry[PRIORITY], entry[RUN_AT], entry[ID]))
             return 1
-        if not self._delayed or entry.run_at < self._delayed[0][0]:
+        if not self._delayed or entry[RUN_AT] < self._delayed[0][0]:
             self._signal.jobs_added_locked()
-        heapq.heappush(self._delayed, (entry.run_at, entry.id))
+        heapq.heappush(self._delayed, (entry[RUN_AT], entry[ID]))
         return 0
 
     def _drop_stale_top(self, heap: list[Any]) -> None:
         while heap:
             run_at, job_id = heap[0][-2], heap[0][-1]
             entry = self._jobs.get(job_id)
-            if entry is not None and entry.state is PENDING and entry.run_at == run_at:
+            if (
+                entry is not None
+                and entry[STATE] == PENDING
+                and entry[RUN_AT] == run_at
+            ):
                 return
             heapq.heappop(heap)
 
-    def _end_claim(self, claim: Claim) -> _Entry | None:
+    def _end_claim(self, claim: Claim) -> Entry | None:
         """The claimed entry, its claim ended; ``None`` if the token is stale."""
         if self._claims.get(claim.id) != claim.token:
             return None
@@ -362,15 +333,15 @@ class MemoryStore:
         self._claimed(claim.id, 0)
         return self._jobs[claim.id]
 
-    def _release_key(self, entry: _Entry) -> None:
-        if entry.key is not None and self._keys.get(entry.key) == entry.id:
-            del self._keys[entry.key]
+    def _release_key(self, entry: Entry) -> None:
+        if entry[KEY] is not None and self._keys.get(entry[KEY]) == entry[ID]:
+            del self._keys[entry[KEY]]
 
-    def _bury(self, entry: _Entry) -> None:
+    def _bury(self, entry: Entry) -> None:
         """Store a dead entry and drop the oldest dead beyond the limit."""
         self._release_key(entry)
-        self._jobs[entry.id] = entry
-        self._dead[entry.id] = None
+        self._jobs[entry[ID]] = entry
+        self._dead[entry[ID]] = None
         self._changed(entry)
         self._trim_dead()
 
@@ -379,20 +350,20 @@ class MemoryStore:
             dropped, _ = self._dead.popitem(last=False)
             gone = self._jobs.pop(dropped)
             self._changed(dropped)
-            log_dropped_dead(self._dead_letter_limit, dropped, gone.last_error)
+            log_dropped_dead(self._dead_letter_limit, dropped, gone[LAST_ERROR])
 
     def _expire_completed(self, now: float) -> None:
         completed = self._completed
         while completed and completed[0][0] <= now:
             _, job_id = completed.popleft()
             entry = self._jobs.get(job_id)
-            if entry is not None and entry.state is COMPLETED:
+            if entry is not None and entry[STATE] == COMPLETED:
                 del self._jobs[job_id]
                 self._changed(job_id)
 
     def _restore(
         self,
-        entries: Sequence[_Entry],
+        entries: Sequence[Entry],
         running: Sequence[int],
         next_id: int,
         now: float,
@@ -410,33 +381,33 @@ class MemoryStore:
         """
         self._clear()
         error = process_died(now)
-        self._next_id = max(next_id, *(e.id + 1 for e in entries), 1)
+        self._next_id = max(next_id, *(e[ID] + 1 for e in entries), 1)
         died = set(running) if recover else set()
         self._claims = dict.fromkeys(set(running) - died, 0)  # tokens start at 1
         buried: list[int] = []
         for entry in entries:
-            if entry.id in died:
-                if entry.attempts + 1 >= entry.max_attempts:
-                    entry = entry.failed(error, state=DEAD)
-                    buried.append(entry.id)
+            if entry[ID] in died:
+                if entry[ATTEMPTS] + 1 >= entry[MAX_ATTEMPTS]:
+                    entry = failed(entry, error, state=DEAD)
+                    buried.append(entry[ID])
                 else:
-                    entry = entry.failed(error, state=PENDING, run_at=now)
+                    entry = failed(entry, error, state=PENDING, run_at=now)
                 self._changed(entry)
-            elif entry.state is DEAD:
-                self._dead[entry.id] = None
-            self._jobs[entry.id] = entry
-            if entry.state is PENDING:
-                if entry.id not in self._claims:
+            elif entry[STATE] == DEAD:
+                self._dead[entry[ID]] = None
+            self._jobs[entry[ID]] = entry
+            if entry[STATE] == PENDING:
+                if entry[ID] not in self._claims:
                     self._pending += 1
                     self._schedule(entry, now)
-                if entry.key is not None:
-                    self._keys[entry.key] = entry.id
+                if entry[KEY] is not None:
+                    self._keys[entry[KEY]] = entry[ID]
         self._dead.update(dict.fromkeys(buried))
         self._completed.extend(
             sorted(
-                (e.expires_at, e.id)
+                (e[EXPIRES_AT], e[ID])
                 for e in entries
-                if e.state is COMPLETED and e.expires_at is not None
+                if e[STATE] == COMPLETED and e[EXPIRES_AT] is not None
             )
         )
         self._trim_dead()

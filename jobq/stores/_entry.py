@@ -1,0 +1,114 @@
+"""How the memory and JSON stores hold one job: a plain tuple of plain values.
+
+Why a plain tuple, read through the index constants below, and not a named
+tuple or a dataclass: CPython's garbage collector stops tracking an exact
+``tuple`` whose items are all strings, numbers and ``None`` (and tuples of
+them), but it tracks every instance of any class, named tuples included. With
+a million queued jobs, a million tracked objects made each full collection
+pause every thread for a second or more; untracked tuples cost nothing.
+So states are plain strings and failed attempts are plain tuples here, and
+``JobState`` / ``AttemptError`` are built only when a job is shown.
+
+Entries are never changed in place: a change stores a new tuple. That lets
+the JSON store copy references under the lock and serialize them after.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from jobq._json import decode
+from jobq.stores.base import ERRORS_KEPT, describe_error
+from jobq.types import AttemptError, JobRecord, JobState
+
+PENDING: Final = "pending"
+RUNNING: Final = "running"  # never stored: running jobs are the store's claims
+DEAD: Final = "dead"
+COMPLETED: Final = "completed"
+
+#: One failed attempt: type, message, traceback, epoch time.
+ErrorTuple = tuple[str, str, str, float]
+
+#: id, payload, key, priority, run_at, created_at, max_attempts, task, state,
+#: attempts, last_error, errors, result, expires_at (payload, result: JSON text).
+Entry = tuple[
+    int, str, str | None, int, float, float, int, str | None,
+    str, int, str | None, tuple[ErrorTuple, ...], str | None, float | None,
+]  # fmt: skip
+
+ID: Final = 0
+PAYLOAD: Final = 1
+KEY: Final = 2
+PRIORITY: Final = 3
+RUN_AT: Final = 4
+CREATED_AT: Final = 5
+MAX_ATTEMPTS: Final = 6
+TASK: Final = 7
+STATE: Final = 8
+ATTEMPTS: Final = 9
+LAST_ERROR: Final = 10
+ERRORS: Final = 11
+RESULT: Final = 12
+EXPIRES_AT: Final = 13
+
+_FIELDS = {
+    "run_at": RUN_AT,
+    "state": STATE,
+    "attempts": ATTEMPTS,
+    "result": RESULT,
+    "expires_at": EXPIRES_AT,
+}
+
+
+def new_entry(
+    job_id: int,
+    payload: str,
+    key: str | None,
+    priority: int,
+    run_at: float,
+    created_at: float,
+    max_attempts: int,
+    task: str | None,
+) -> Entry:
+    """A pending job with no attempts yet."""
+    return (job_id, payload, key, priority, run_at, created_at, max_attempts, task,
+            PENDING, 0, None, (), None, None)  # fmt: skip
+
+
+def evolve(entry: Entry, **changes: Any) -> Entry:
+    """``entry`` with some of ``run_at``, ``state``, ``attempts``, ``result``
+    and ``expires_at`` changed."""
+    values = list(entry)
+    for name, value in changes.items():
+        values[_FIELDS[name]] = value
+    return tuple(values)  # type: ignore[return-value]  # same shape as entry
+
+
+def failed(entry: Entry, error: AttemptError, **changes: Any) -> Entry:
+    """``entry`` with one more failed attempt recorded, and ``changes``."""
+    values = list(evolve(entry, **changes))
+    values[ATTEMPTS] = entry[ATTEMPTS] + 1
+    values[LAST_ERROR] = describe_error(error)
+    attempt = (error.type, error.message, error.traceback, error.at)
+    values[ERRORS] = (*entry[ERRORS], attempt)[-ERRORS_KEPT:]
+    return tuple(values)  # type: ignore[return-value]  # same shape as entry
+
+
+def record(entry: Entry, running: bool) -> JobRecord[Any]:
+    """The job as callers see it."""
+    result = entry[RESULT]
+    return JobRecord(
+        id=entry[ID],
+        payload=decode(entry[PAYLOAD]),
+        attempts=entry[ATTEMPTS],
+        state=JobState(RUNNING if running else entry[STATE]),
+        run_at=entry[RUN_AT],
+        created_at=entry[CREATED_AT],
+        last_error=entry[LAST_ERROR],
+        key=entry[KEY],
+        priority=entry[PRIORITY],
+        result=None if result is None else decode(result),
+        task=entry[TASK],
+        errors=tuple(AttemptError(*error) for error in entry[ERRORS]),
+        max_attempts=entry[MAX_ATTEMPTS],
+    )
