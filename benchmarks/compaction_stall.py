@@ -49,17 +49,21 @@ def main() -> None:
         producer.join()
         during.sort()
         print(
-            f"compaction of {n:,} jobs: {took:.2f} s; {len(during):,} enqueues meanwhile,"
+            f"compaction of {n:,} jobs: {took:.2f} s;"
+            f" {len(during):,} enqueues meanwhile,"
             f" p50 {during[len(during) // 2] * 1e3:.3f} ms,"
             f" p99 {during[int(len(during) * 0.99)] * 1e3:.2f} ms,"
             f" max {during[-1] * 1e3:.1f} ms"
         )
         began = time.perf_counter()
         queue.close()
-        reopened: jobq.JobQueue[Any] = jobq.JobQueue(None, store=f"{directory}/jobs.json")
+        reopened: jobq.JobQueue[Any] = jobq.JobQueue(
+            None, store=f"{directory}/jobs.json"
+        )
         began = time.perf_counter()
         reopened.stats()
-        print(f"load of {reopened.stats().pending:,} jobs: {time.perf_counter() - began:.2f} s")
+        loaded = time.perf_counter() - began
+        print(f"load of {reopened.stats().pending:,} jobs: {loaded:.2f} s")
         reopened.close()
 
 

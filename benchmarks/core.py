@@ -91,7 +91,9 @@ def memory_per_job(n: int) -> tuple[float, float]:
     def fill_jobq() -> object:
         queue: jobq.JobQueue[Any] = jobq.JobQueue(noop)
         for i in range(n):
-            queue.enqueue({"to": "ann@example.com", "template": "welcome", "user_id": i})
+            queue.enqueue(
+                {"to": "ann@example.com", "template": "welcome", "user_id": i}
+            )
         return queue
 
     def fill_plain() -> object:
@@ -127,12 +129,17 @@ def load_seconds(n: int) -> float:
 
 
 def summary(values: list[float]) -> str:
-    return f"{statistics.median(values):12,.1f}  ({min(values):,.1f}-{max(values):,.1f})"
+    return (
+        f"{statistics.median(values):12,.1f}  ({min(values):,.1f}-{max(values):,.1f})"
+    )
 
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 50_000
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, N={n}, {ROUNDS} rounds")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus,"
+        f" N={n}, {ROUNDS} rounds"
+    )
     results: dict[str, list[float]] = {}
     for _ in range(ROUNDS):  # interleave, so machine noise hits every contender alike
         for name, run in [
@@ -146,12 +153,16 @@ def main() -> None:
     for name, values in results.items():
         print(f"{name:28} {summary(values)}  {statistics.median(values) / base:5.2f}x")
     per_job, plain = memory_per_job(100_000)
-    print(f"\nmemory per pending job: jobq {per_job:.0f} B, queue.Queue {plain:.0f} B "
-          f"({per_job / plain:.2f}x)")
+    print(
+        f"\nmemory per pending job: jobq {per_job:.0f} B, queue.Queue {plain:.0f} B "
+        f"({per_job / plain:.2f}x)"
+    )
     for size in (10_000, 100_000):
         times = [snapshot_seconds(size) for _ in range(3)]
-        print(f"JSON snapshot of {size:,} jobs: {statistics.median(times) * 1000:.0f} ms "
-              f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f})")
+        print(
+            f"JSON snapshot of {size:,} jobs: {statistics.median(times) * 1000:.0f} ms "
+            f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f})"
+        )
     times = [load_seconds(100_000) for _ in range(3)]
     print(f"JSON store load of 100,000 jobs: {statistics.median(times) * 1000:.0f} ms")
 

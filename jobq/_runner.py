@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -80,9 +81,10 @@ class Runner:
         self.clock = clock
         self.keep_completed = keep_completed
         self.counters = Counters()
-        #: The claims whose handlers run now, by job id, for lease renewal.
+        #: The claims whose handlers run now, by job id, with the monotonic time
+        #: each started: for lease renewal and warnings about slow handlers.
         #: Changed and copied only by single dict operations, which are atomic.
-        self.active: dict[int, Claim] = {}
+        self.active: dict[int, tuple[Claim, float]] = {}
 
     def run(self, claim: Claim) -> BaseException | None:
         """Run the handler for ``claim`` and record what happened.
@@ -92,20 +94,23 @@ class Runner:
         meant for the calling thread (``run_pending`` re-raises it, so Ctrl-C
         stops a cron script; worker threads carry on).
         """
-        self.active[claim.id] = claim
+        self.active[claim.id] = (claim, time.monotonic())
         try:
             if self.handler is None:
                 raise Fatal("this queue has no handler for the job")
             job = Job(claim.id, decode(claim.payload), claim.attempt, claim.key)
             result = self.handler(job)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
+            # Off the list before the outcome is recorded: a retry due at once
+            # may be claimed by another worker right after, under the same id,
+            # and that entry is then the other worker's.
+            del self.active[claim.id]
             self._failed(claim, exc)
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 return exc
         else:
-            self._succeeded(claim, result)
-        finally:
             del self.active[claim.id]
+            self._succeeded(claim, result)
         return None
 
     def _succeeded(self, claim: Claim, result: Any) -> None:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from jobq._runner import Runner
-from jobq.stores.base import Signal, Store
+from jobq.stores.base import Claim, Signal, Store
 
 logger = logging.getLogger("jobq")
 
@@ -31,18 +31,24 @@ class WorkerPool:
     """Up to ``workers`` threads of one queue, each running one job at a time."""
 
     def __init__(
-        self, runner: Runner, store: Store, signal: Signal, clock: Callable[[], float]
+        self,
+        runner: Runner,
+        store: Store,
+        signal: Signal,
+        clock: Callable[[], float],
+        warn_running_after: float | None = None,
     ) -> None:
         self._runner = runner
         self._store = store
         self._signal = signal
         self._clock = clock
+        self._warn_running_after = warn_running_after
         self._threads: set[threading.Thread] = set()
         self._stopping = True
         self._started = 0
         self.workers = 0
-        self._lease_keeper: threading.Thread | None = None
-        self._lease_wake = threading.Condition(signal.lock)
+        self._watchdog: threading.Thread | None = None
+        self._watchdog_wake = threading.Condition(signal.lock)
 
     @property
     def running(self) -> bool:
@@ -61,11 +67,13 @@ class WorkerPool:
                 )
                 self._threads.add(thread)
                 thread.start()
-            if self._store.lease_seconds is not None and self._lease_keeper is None:
-                self._lease_keeper = threading.Thread(
-                    target=self._keep_leases, name="jobq-leases", daemon=True
-                )
-                self._lease_keeper.start()
+            interval = self._watch_interval()
+            if interval is not None and self._watchdog is None:
+                self._watchdog = threading.Thread(
+                    target=self._watch, args=(interval,), name="jobq-watchdog",
+                    daemon=True,
+                )  # fmt: skip
+                self._watchdog.start()
 
     def stop(self, timeout: float | None) -> bool:
         """Take no new jobs; wait up to ``timeout`` for running ones.
@@ -77,7 +85,7 @@ class WorkerPool:
         with self._signal.lock:
             self._stopping = True
             self._signal.work.notify_all()
-            self._lease_wake.notify_all()
+            self._watchdog_wake.notify_all()
             threads = list(self._threads)
         for thread in threads:
             if thread is threading.current_thread():
@@ -88,12 +96,12 @@ class WorkerPool:
             thread.join(remaining)
         with self._signal.lock:
             ended = not (self._threads - {threading.current_thread()})
-            # The lease keeper leaves once no handler runs: wake it to see that
+            # The watchdog leaves once no handler runs: wake it to see that
             # and wait for it, so a store closed after stop() is no longer in use.
-            self._lease_wake.notify_all()
-            keeper = self._lease_keeper
-        if ended and keeper is not None and not self._runner.active:
-            keeper.join(
+            self._watchdog_wake.notify_all()
+            watchdog = self._watchdog
+        if ended and watchdog is not None and not self._runner.active:
+            watchdog.join(
                 None if deadline is None else max(deadline - time.monotonic(), 0)
             )
         return ended
@@ -134,30 +142,63 @@ class WorkerPool:
             finally:
                 signal.idle_workers -= 1
 
-    def _keep_leases(self) -> None:
-        """Renew the leases of running jobs; recover the expired claims of others.
+    def _watch_interval(self) -> float | None:
+        """How often the watchdog looks; ``None`` if it has nothing to do."""
+        intervals = []
+        if self._store.lease_seconds is not None:
+            intervals.append(self._store.lease_seconds / 3)
+        if self._warn_running_after is not None:
+            intervals.append(min(self._warn_running_after / 2, MAX_IDLE_WAIT * 10))
+        return min(intervals, default=None)
+
+    def _watch(self, interval: float) -> None:
+        """Renew the leases of running jobs, recover the expired claims of
+        others, and warn about handlers running longer than they should.
 
         Runs while the pool runs, and after a ``stop`` as long as a handler
         still runs here, so its job is never started a second time elsewhere.
         """
-        lease = self._store.lease_seconds
-        assert lease is not None  # noqa: S101 - only started for leasing stores
-        interval = lease / 3
+        warned: set[tuple[int, int]] = set()  # (job id, token) already reported
         while True:
             with self._signal.lock:
                 if self._stopping and not self._runner.active:
-                    self._lease_keeper = None
+                    self._watchdog = None
                     return
-                self._lease_wake.wait(interval)
+                self._watchdog_wake.wait(interval)
             try:
-                now = self._clock()
                 running = list(self._runner.active.copy().values())
-                if running:
-                    self._store.renew(running, now)
-                if not self._stopping:
-                    self._store.recover(now)
+                if self._store.lease_seconds is not None:
+                    now = self._clock()
+                    if running:
+                        self._store.renew([claim for claim, _ in running], now)
+                    if not self._stopping:
+                        self._store.recover(now)
+                if self._warn_running_after is not None:
+                    warned = self._warn_slow(running, warned)
             except Exception:
-                logger.exception("renewing leases failed; trying again shortly")
+                logger.exception("the watchdog failed; trying again shortly")
+
+    def _warn_slow(
+        self, running: list[tuple[Claim, float]], warned: set[tuple[int, int]]
+    ) -> set[tuple[int, int]]:
+        """Log a WARNING, once per claim, for each handler running too long."""
+        limit = self._warn_running_after
+        assert limit is not None  # noqa: S101 - only called when set
+        now = time.monotonic()
+        still = set()
+        for claim, started in running:
+            seen = (claim.id, claim.token)
+            still.add(seen)
+            if seen not in warned and now - started > limit:
+                logger.warning(
+                    "job %d (attempt %d) has been running for %.0f s; its job "
+                    "stays running, and is not started again, while it runs",
+                    claim.id,
+                    claim.attempt,
+                    now - started,
+                )
+                warned.add(seen)
+        return warned & still
 
     def _leave(self) -> bool:
         """End this thread if the pool is still stopping (it may have restarted)."""

@@ -8,6 +8,7 @@ lifecycle (opened, running, closed) and its own counters.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -22,10 +23,10 @@ from jobq._json import encode
 from jobq._runner import Runner
 from jobq._time import to_epoch, to_seconds
 from jobq._workers import WorkerPool
-from jobq.errors import QueueClosed, StoreError
+from jobq.errors import QueueClosed, QueueFull, StoreError, StoreLocked
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
-from jobq.stores.base import NewJob, Signal
+from jobq.stores.base import NewJob, Signal, accepts_connection
 from jobq.types import Enqueued, Job, JobRecord, JobState, Stats
 
 P = TypeVar("P")
@@ -34,6 +35,9 @@ logger = logging.getLogger("jobq")
 
 Delay = float | dt.timedelta
 JobRef = int | Enqueued
+
+#: The default ``max_payload_bytes``: a payload's JSON text may be this long.
+MAX_PAYLOAD_BYTES = 1 << 20
 
 #: Seconds the interpreter waits at exit for running handlers of a queue that
 #: was not stopped, before it exits anyway (those jobs run again later).
@@ -49,8 +53,9 @@ _open_queues: weakref.WeakSet[JobQueue[Any]] = weakref.WeakSet()
 
 @atexit.register
 def _stop_at_exit() -> None:
+    deadline = time.monotonic() + EXIT_TIMEOUT  # one wait for all queues together
     for queue in dict.fromkeys([*_running_queues, *_open_queues]):
-        queue.stop(timeout=EXIT_TIMEOUT)
+        queue.stop(timeout=max(deadline - time.monotonic(), 0.0))
 
 
 class JobQueue(Generic[P]):
@@ -59,6 +64,13 @@ class JobQueue(Generic[P]):
     Constructing one validates its arguments and opens nothing: the store's
     files, locks and connections come with the first call that needs them,
     so importing a module that builds a queue is always safe.
+
+    Beyond the options of ``design.md``: ``max_pending`` (``None``: no
+    limit) makes ``enqueue`` raise ``QueueFull`` once that many jobs are
+    pending, so a flood cannot take the app down; ``max_payload_bytes`` (1 MiB
+    by default, ``None``: no limit) caps a payload's JSON text; and a WARNING
+    is logged for each handler running longer than ``warn_running_after``
+    seconds (``None``: never).
     """
 
     def __init__(
@@ -73,6 +85,9 @@ class JobQueue(Generic[P]):
         dead_letter_limit: int = 1000,
         keep_completed: Delay = 0,
         clock: Callable[[], float] | None = None,
+        max_pending: int | None = None,
+        max_payload_bytes: int | None = MAX_PAYLOAD_BYTES,
+        warn_running_after: Delay | None = 600.0,
     ) -> None:
         if handler is not None and not callable(handler):
             raise TypeError(f"handler must be callable, not {handler!r}")
@@ -95,6 +110,13 @@ class JobQueue(Generic[P]):
         self._clock: Callable[[], float] = clock or (lambda: time.time())
         self._handler = handler
         self._keep_completed = to_seconds(keep_completed, "keep_completed")
+        self.max_pending = _optional_limit(max_pending, "max_pending")
+        self.max_payload_bytes = _optional_limit(max_payload_bytes, "max_payload_bytes")
+        self._warn_running_after = (
+            None
+            if warn_running_after is None
+            else to_seconds(warn_running_after, "warn_running_after")
+        )
         self._closed = False
         self._build_runtime()
         reset_after_fork(self)
@@ -102,11 +124,17 @@ class JobQueue(Generic[P]):
     def _build_runtime(self, start_workers: int = 0) -> None:
         """The parts that belong to one process: lock, signal, workers, counters."""
         self._lifecycle = threading.Lock()
-        self._signal = Signal()
+        self._signal = Signal(self._clock)
         self._runner = Runner(
             self.store, self._handler, self.policy, self._clock, self._keep_completed
         )
-        self._pool = WorkerPool(self._runner, self.store, self._signal, self._clock)
+        self._pool = WorkerPool(
+            self._runner,
+            self.store,
+            self._signal,
+            self._clock,
+            self._warn_running_after,
+        )
         self._opened = False
         self._start_on_open = start_workers
 
@@ -134,11 +162,11 @@ class JobQueue(Generic[P]):
         return self
 
     def _start_locked(self, workers: int) -> None:
-        self._start_on_open = 0
         if not self._pool.running:
             self.store.recover(self._clock())  # also proves we may write it
             self._pool.start(workers)
             _running_queues.add(self)
+        self._start_on_open = 0  # only once started: a failed start is tried again
 
     def stop(self, timeout: float | None = None) -> None:
         """Take no new jobs, wait for running ones (up to ``timeout``), save.
@@ -191,11 +219,22 @@ class JobQueue(Generic[P]):
         at: float | dt.datetime | None = None,
         key: str | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> Enqueued:
         """Add a job; while a job with ``key`` is pending or running, return
-        that one with ``duplicate=True`` instead."""
+        that one with ``duplicate=True`` instead.
+
+        ``connection``: a database connection of the caller's (a psycopg 3
+        connection, for the PostgreSQL store): the job is written in its
+        current transaction, so it exists if, and only if, that commits.
+        """
         return self.enqueue_many(
-            [payload], delay=delay, at=at, key=key, priority=priority
+            [payload],
+            delay=delay,
+            at=at,
+            key=key,
+            priority=priority,
+            connection=connection,
         )[0]
 
     def enqueue_many(
@@ -206,8 +245,11 @@ class JobQueue(Generic[P]):
         at: float | dt.datetime | None = None,
         key: str | None = None,
         priority: int = 0,
+        connection: Any = None,
     ) -> list[Enqueued]:
-        """Add many jobs with the same options in one write; all or nothing."""
+        """Add many jobs with the same options in one write; all or nothing.
+
+        ``connection``: as for ``enqueue``."""
         now = self._clock()
         run_at = self._run_at(now, delay, at)
         if key is not None and not isinstance(key, str):
@@ -215,11 +257,42 @@ class JobQueue(Generic[P]):
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, not {priority!r}")
         jobs = [
-            NewJob(encode(payload), run_at, key, priority, self.policy.max_attempts)
+            NewJob(
+                self._encode(payload), run_at, key, priority, self.policy.max_attempts
+            )
             for payload in payloads
         ]
+        if connection is not None and not accepts_connection(self.store):
+            raise TypeError(
+                f"{type(self.store).__name__} cannot add jobs in the caller's "
+                "transaction (connection=...); the PostgreSQL store can"
+            )
         self._ensure_open()
-        return self.store.add(jobs, now) if jobs else []
+        if not jobs:
+            return []
+        if self.max_pending is not None:
+            pending = self.store.stats().pending
+            if pending + len(jobs) > self.max_pending:
+                raise QueueFull(
+                    f"the queue holds {pending} pending jobs and max_pending is "
+                    f"{self.max_pending}; {len(jobs)} more were not added"
+                )
+        if connection is None:
+            return self.store.add(jobs, now)
+        add: Callable[..., list[Enqueued]] = self.store.add
+        return add(jobs, now, connection=connection)
+
+    def _encode(self, payload: object) -> str:
+        """The payload as JSON text, within ``max_payload_bytes``."""
+        text = encode(payload)
+        if self.max_payload_bytes is not None and len(text) > self.max_payload_bytes:
+            # len() counts characters; the text is ASCII (non-ASCII is escaped),
+            # so it is also the size in bytes.
+            raise ValueError(
+                f"payload is {len(text)} bytes of JSON, more than "
+                f"max_payload_bytes={self.max_payload_bytes}"
+            )
+        return text
 
     @staticmethod
     def _run_at(now: float, delay: Delay, at: float | dt.datetime | None) -> float:
@@ -326,7 +399,7 @@ class JobQueue(Generic[P]):
     def _ensure_open(self) -> None:
         if self._closed:
             raise QueueClosed("this queue was closed")
-        if not self._opened:
+        if not self._opened or self._start_on_open:
             with self._lifecycle:
                 self._open_locked()
 
@@ -337,12 +410,26 @@ class JobQueue(Generic[P]):
             self.store.open(self._signal, dead_letter_limit=self.dead_letter_limit)
             self._opened = True
             _open_queues.add(self)
-            if self._start_on_open:  # the parent of this forked child had started
+        if self._start_on_open:  # the parent of this forked child had started
+            # JSON: while the parent still owns the file, reading works and a
+            # change raises StoreLocked itself; the workers start with the
+            # first call after the parent released the file (or died).
+            with contextlib.suppress(StoreLocked):
                 self._start_locked(self._start_on_open)
 
     def _require_handler(self) -> None:
         if self._handler is None:
             raise TypeError("this queue has no handler: pass one to JobQueue(handler)")
+
+
+def _optional_limit(value: int | None, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int or None, not {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, not {value}")
+    return value
 
 
 def _job_id(job: JobRef) -> int:

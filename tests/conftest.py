@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -9,11 +11,48 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq.stores import JsonFileStore, MemoryStore, SqliteStore, Store
+from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
 
-StoreFactory = Callable[[], Store]
+StoreFactory = Callable[..., Store]
 
-STORES = ["memory", "json", "sqlite"]
+STORES = ["memory", "json", "sqlite", "postgres"]
+
+#: The PostgreSQL server the tests use: each session creates a fresh schema in
+#: this database and drops it at the end. Tests that need it skip when no
+#: server answers, unless JOBQ_REQUIRE_POSTGRES=1 (then they fail).
+POSTGRES_URL = os.environ.get(
+    "JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "queue_clock: the test moves time with freezegun, so a store that orders "
+        "jobs on a clock of its own (PostgreSQL, uses_own_clock) is built to follow "
+        "the queue's clock instead (make_queue does that by itself for clock=...)",
+    )
+
+
+@pytest.fixture(scope="session")
+def postgres_schema() -> Iterator[str]:
+    """A fresh schema for this test session (``jobq_test_<random>``), dropped
+    at its end."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"jobq_test_{secrets.token_hex(4)}"
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        if os.environ.get("JOBQ_REQUIRE_POSTGRES") == "1":
+            raise
+        pytest.skip(f"no PostgreSQL server at {POSTGRES_URL}: {exc}")
+    yield name
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+        )
 
 
 @pytest.fixture(params=STORES)
@@ -22,27 +61,48 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_store(store_kind: str, tmp_path: Path) -> StoreFactory:
+def make_store(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> StoreFactory:
     """Builds stores of the current kind; every call with one test shares the
-    same place, so a second store sees what the first saved (a restart)."""
+    same place, so a second store sees what the first saved (a restart).
 
-    def make() -> Store:
+    PostgreSQL: one queue name per test in the session's schema. With
+    ``queue_clock=True`` the store follows the queue's clock rather than the
+    database's (for tests that inject a clock or freeze time)."""
+    queue_name = f"test-{secrets.token_hex(6)}"
+
+    def make(*, queue_clock: bool = False) -> Store:
         if store_kind == "memory":
             return MemoryStore()
         if store_kind == "sqlite":
             return SqliteStore(tmp_path / "jobs.db")
+        if store_kind == "postgres":
+            return PostgresStore(
+                POSTGRES_URL,
+                schema=request.getfixturevalue("postgres_schema"),
+                queue=queue_name,
+                clock="queue" if queue_clock else "database",
+            )
         return JsonFileStore(tmp_path / "jobs.json")
 
     return make
 
 
 @pytest.fixture
-def make_queue(make_store: StoreFactory) -> Iterator[Callable[..., jobq.JobQueue[Any]]]:
-    """Builds queues over the current store kind and closes them after the test."""
+def make_queue(
+    make_store: StoreFactory, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., jobq.JobQueue[Any]]]:
+    """Builds queues over the current store kind and closes them after the test.
+
+    A queue given ``clock=`` (or a test marked ``queue_clock``) gets a store
+    that follows the queue's clock even where the store has one of its own."""
     queues: list[jobq.JobQueue[Any]] = []
+    frozen = request.node.get_closest_marker("queue_clock") is not None
 
     def make(handler: Any = None, **options: Any) -> jobq.JobQueue[Any]:
-        options.setdefault("store", make_store())
+        if "store" not in options:
+            options["store"] = make_store(queue_clock=frozen or "clock" in options)
         queue: jobq.JobQueue[Any] = jobq.JobQueue(handler, **options)
         queues.append(queue)
         return queue

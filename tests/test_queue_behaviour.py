@@ -1132,6 +1132,7 @@ def test_run_pending_honours_limit(make_queue: MakeQueue) -> None:
     assert queue.run_pending(limit=10) == 3
 
 
+@pytest.mark.queue_clock  # freezegun moves the queue's clock only
 def test_with_freezegun_delayed_jobs_become_due_as_time_moves(
     make_queue: MakeQueue,
 ) -> None:
@@ -1150,6 +1151,7 @@ def test_with_freezegun_delayed_jobs_become_due_as_time_moves(
     assert handler.payloads == ["in a minute", "in an hour"]
 
 
+@pytest.mark.queue_clock  # freezegun moves the queue's clock only
 def test_with_freezegun_retries_become_due_as_time_moves(make_queue: MakeQueue) -> None:
     handler = Recorder(ValueError("1"), ValueError("2"))
     with freeze_time("2027-03-01 12:00:00") as frozen:

@@ -8,6 +8,7 @@ from typing import Any
 from jobq.stores.base import Claim, NewJob, Signal, Store, StoreStats
 from jobq.stores.jsonfile import JsonFileStore
 from jobq.stores.memory import MemoryStore
+from jobq.stores.postgres import PostgresStore
 from jobq.stores.sqlite import SqliteStore, path_from_url
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "JsonFileStore",
     "MemoryStore",
     "NewJob",
+    "PostgresStore",
     "Signal",
     "SqliteStore",
     "Store",
@@ -27,7 +29,8 @@ def store_from(spec: Any) -> Store:
     """The store named by ``spec``; opens nothing.
 
     ``None`` is memory; a path is the JSON file; ``sqlite:///relative.db`` and
-    ``sqlite:////absolute.db`` follow SQLAlchemy's convention; a ``Store``
+    ``sqlite:////absolute.db`` follow SQLAlchemy's convention;
+    ``postgresql://`` (or ``postgres://``) is the PostgreSQL store; a ``Store``
     object is used as it is. A malformed URL raises ``ValueError``.
     """
     if spec is None:
@@ -39,6 +42,8 @@ def store_from(spec: Any) -> Store:
             raise ValueError("store must not be an empty string")
         if spec[:7].lower() == "sqlite:":
             return SqliteStore(path_from_url(spec))
+        if spec.lower().startswith(("postgresql:", "postgres:")):
+            return PostgresStore(spec)
         if "://" in spec:
             scheme = spec.split(":", 1)[0].lower()
             raise ValueError(

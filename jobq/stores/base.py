@@ -10,9 +10,12 @@ a stored job through a shared object.
 
 from __future__ import annotations
 
+import inspect
 import logging
+import math
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -45,6 +48,18 @@ def log_dropped_dead(limit: int, job_id: int, last_error: str | None) -> None:
         job_id,
         last_error,
     )
+
+
+def positive_seconds(value: object, name: str) -> float:
+    """A store option in seconds: a finite number > 0, else ``TypeError`` or
+    ``ValueError`` naming the option."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, not {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(
+            f"{name} must be a finite number of seconds > 0, not {value!r}"
+        )
+    return float(value)
 
 
 def process_died(at: float) -> AttemptError:
@@ -100,9 +115,12 @@ class Signal:
     ``join`` caller, and a finished job wakes ``join`` callers, never a worker.
     ``generation`` grows with every new claimable job, so a worker that found
     nothing can tell whether something arrived before it went to sleep.
+    ``clock`` is the queue's clock, for a store that needs the time outside a
+    call that passes ``now`` (recovering a dead process's claims at ``open``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self.clock: Callable[[], float] = clock or (lambda: time.time())
         self.lock = threading.RLock()
         self.work = threading.Condition(self.lock)
         self.settled = threading.Condition(self.lock)
@@ -130,6 +148,25 @@ class Signal:
         """As ``job_settled_locked``, for stores that do not hold ``lock``."""
         with self.lock:
             self.job_settled_locked()
+
+
+def accepts_connection(store: object) -> bool:
+    """Whether ``store.add`` takes ``connection=``: the caller's database
+    connection, whose current transaction the jobs are then written in
+    (``JobQueue.enqueue(..., connection=conn)``; the PostgreSQL store).
+
+    Optional for stores, so it is not part of ``Store.add``: the queue passes
+    ``connection`` only when the caller gave one, and refuses it with a clear
+    ``TypeError`` for a store that cannot take it.
+    """
+    add = getattr(store, "add", None)
+    if add is None:
+        return False
+    try:
+        parameters = inspect.signature(add).parameters
+    except (TypeError, ValueError):
+        return False
+    return "connection" in parameters
 
 
 @runtime_checkable

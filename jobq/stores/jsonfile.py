@@ -28,7 +28,6 @@ import logging
 import os
 import re
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -429,8 +428,8 @@ class JsonFileStore(MemoryStore):
             # here, they would be written again under reused numbers.
             self._buffer.clear()
             self._restore(
-                state.entries(), sorted(state.running), state.next_id, time.time(),
-                recover=recover,
+                state.entries(), sorted(state.running), state.next_id,
+                self._signal.clock(), recover=recover,
             )  # fmt: skip
             if not recover:
                 self._buffer.clear()

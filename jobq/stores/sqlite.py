@@ -40,6 +40,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -234,8 +235,85 @@ _LISTS = {
 
 #: Connections inherited from a parent process through ``fork``. Never used,
 #: and never closed either: SQLite's "How To Corrupt" warns against carrying a
-#: connection across fork, and closing one in the child is using it.
+#: connection across fork, and closing one in the child is using it. (With
+#: ``os.fork`` there are none: ``_ForkGuard`` closes them before the fork.)
 _inherited: list[sqlite3.Connection] = []
+
+
+class _ForkGuard:
+    """Keeps ``os.fork()`` away from open SQLite connections and SQLite calls.
+
+    SQLite keeps what this process holds on each open file (its locks, the
+    WAL's shared-memory index) in process-wide tables that a forked child
+    inherits, and a child's *new* connection to the same file shares them:
+    it sees a write lock the parent held at the fork as held for ever
+    ("database is locked"), and it takes no lock of its own on the file, so
+    another process that closes the file last deletes the WAL under it and
+    the child's later commits are lost. A fork while another thread is inside
+    SQLite can also leave one of SQLite's mutexes locked in the child.
+
+    So every use of a store's connections runs inside ``with _guard:``;
+    before a fork, ``before_fork`` holds new uses back, waits for the running
+    ones, and closes every store's connections. Threads reopen theirs on next
+    use, in the parent and in the child alike, and the child inherits nothing.
+    Entering and leaving costs about a microsecond.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._active = 0  # threads inside
+        self._forking = False
+        self._depth = threading.local()  # uses nest within one thread
+
+    def __enter__(self) -> None:
+        depth: int = getattr(self._depth, "n", 0)
+        if not depth:
+            with self._lock:
+                while self._forking:
+                    self._idle.wait()
+                self._active += 1
+        self._depth.n = depth + 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        depth = self._depth.n = self._depth.n - 1
+        if not depth:
+            with self._lock:
+                self._active -= 1
+                if self._forking and not self._active:
+                    self._idle.notify_all()
+
+    def before_fork(self) -> None:
+        with self._lock:
+            self._forking = True
+            forker = 1 if getattr(self._depth, "n", 0) else 0  # never expected
+            while self._active > forker:
+                self._idle.wait()
+        for store in list(_stores):
+            try:
+                store._close_for_fork()
+            except Exception:
+                logger.exception("closing %s before a fork failed", store.path)
+
+    def after_fork_in_parent(self) -> None:
+        with self._lock:
+            self._forking = False
+            self._idle.notify_all()
+
+    def after_fork_in_child(self) -> None:
+        self._reset()  # the child's only thread is the one that forked
+
+
+_guard = _ForkGuard()
+_stores: weakref.WeakSet[SqliteStore] = weakref.WeakSet()
+os.register_at_fork(
+    before=_guard.before_fork,
+    after_in_parent=_guard.after_fork_in_parent,
+    after_in_child=_guard.after_fork_in_child,
+)
 
 
 def path_from_url(url: str) -> str:
@@ -356,6 +434,7 @@ class SqliteStore:
         self._dead_letter_limit = 1000
         self._reset_process_state()
         reset_after_fork(self)
+        _stores.add(self)
 
     def _reset_process_state(self) -> None:
         """What belongs to one process: connections, the watcher, the identity."""
@@ -366,14 +445,30 @@ class SqliteStore:
         self._opened = False
         self._stop_watching = threading.Event()
         self._watcher: threading.Thread | None = None
-        self._watch_conn: sqlite3.Connection | None = None
+        #: The watcher's connection, in a box of its own per watcher thread.
+        self._watch_conn: list[sqlite3.Connection | None] = [None]
 
     def _after_fork_in_child(self) -> None:
         """Set the parent's connections aside unused; ``open`` again to go on."""
         _inherited.extend(self._conns.values())
-        if self._watch_conn is not None:
-            _inherited.append(self._watch_conn)
+        if self._watch_conn[0] is not None:
+            _inherited.append(self._watch_conn[0])
         self._reset_process_state()
+
+    def _close_for_fork(self) -> None:
+        """Close this process's connections: no thread is using them (see
+        ``_ForkGuard``), and each reopens its own on next use."""
+        if self._pid != os.getpid():
+            return  # inherited, not reset yet: never touch the parent's
+        conns = [*self._conns.values(), self._watch_conn[0]]
+        self._conns.clear()
+        self._watch_conn[0] = None
+        for conn in conns:
+            if conn is not None:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    logger.exception("closing a connection to %s failed", self.path)
 
     def _check_process(self) -> None:
         """Forked without our fork hook (a fork outside ``os.fork``)? Then
@@ -387,7 +482,7 @@ class SqliteStore:
         """Create the file (mode 0600) and schema if needed, check the schema
         version, start the watcher, and recover claims of dead processes."""
         self._check_process()
-        with self._lock:
+        with _guard, self._lock:
             self._signal = signal
             self._dead_letter_limit = dead_letter_limit
             if self._opened:
@@ -402,7 +497,7 @@ class SqliteStore:
                 raise
             self._conns[threading.get_ident()] = conn
             self._opened = True
-        self._recover(time.time(), expired=False)
+        self._recover(signal.clock(), expired=False)
 
     def close(self) -> None:
         """Stop the watcher and close this process's connections; idempotent."""
@@ -410,20 +505,19 @@ class SqliteStore:
         with self._lock:
             self._opened = False
             self._stop_watching.set()
-            if (
-                self._watcher is not None
-                and self._watcher is not threading.current_thread()
-            ):
-                self._watcher.join()
-            self._watcher = None
-            self._watch_conn = None  # the watcher closed it
-            conns = list(self._conns.values())
-            self._conns.clear()
-        for conn in conns:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                logger.exception("closing a connection to %s failed", self.path)
+            watcher, self._watcher = self._watcher, None
+        # Joined holding no lock: the watcher may wait for a fork to finish.
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join()  # it closes its own connection
+        with _guard:
+            with self._lock:
+                conns = list(self._conns.values())
+                self._conns.clear()
+            for conn in conns:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    logger.exception("closing a connection to %s failed", self.path)
 
     def save(self) -> None:
         """Committed changes are already durable against a process crash; a
@@ -781,31 +875,43 @@ class SqliteStore:
         except sqlite3.Error as exc:
             conn.close()
             raise self._error(exc) from exc
-        self._watch_conn = conn
+        self._watch_conn = [conn]
         self._stop_watching = threading.Event()
         self._watcher = threading.Thread(
             target=self._watch,
-            args=(conn, version, self._stop_watching),
+            args=(self._watch_conn, version, self._stop_watching),
             name=f"jobq-sqlite-watch-{os.path.basename(self.path)}",
             daemon=True,
         )
         self._watcher.start()
 
     def _watch(
-        self, conn: sqlite3.Connection, last: int, stop: threading.Event
+        self,
+        box: list[sqlite3.Connection | None],
+        last: int,
+        stop: threading.Event,
     ) -> None:
         """Wake this process's idle workers and joiners when another
-        connection commits: ``data_version`` changes then, and only then."""
+        connection commits: ``data_version`` changes then, and only then.
+
+        A fork closes the connection in ``box``; a new one starts a new
+        reading (values of two connections do not compare), and wakes the
+        workers once for what may have been committed in between."""
         pid = os.getpid()
         try:
             while not stop.wait(self.poll_interval):
                 try:
-                    version = conn.execute(DATA_VERSION).fetchone()[0]
-                except sqlite3.Error:
+                    with _guard:
+                        conn = box[0]
+                        reconnected = conn is None
+                        if conn is None:
+                            conn = box[0] = self._connect()
+                        version = conn.execute(DATA_VERSION).fetchone()[0]
+                except (sqlite3.Error, StoreError):
                     logger.exception("watching %s failed; trying again", self.path)
                     stop.wait(1.0)
                     continue
-                if version != last:
+                if reconnected or version != last:
                     last = version
                     signal = self._signal
                     with signal.lock:
@@ -813,7 +919,10 @@ class SqliteStore:
                         signal.job_settled_locked()
         finally:
             if os.getpid() == pid:
-                conn.close()
+                with _guard:
+                    conn, box[0] = box[0], None
+                    if conn is not None:
+                        conn.close()
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use."""
@@ -836,27 +945,29 @@ class SqliteStore:
         """One short write transaction. IMMEDIATE takes the write lock first
         (waiting up to ``busy_timeout``), so it cannot fail half-way on a
         snapshot another writer made stale."""
-        conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
+        with _guard:
+            conn = self._conn()
             try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
         """This thread's connection for reads (autocommit: no lock is kept)."""
-        try:
-            yield self._conn()
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
+        with _guard:
+            try:
+                yield self._conn()
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
 
     def _error(self, exc: sqlite3.Error) -> StoreError:
         """A ``StoreError`` naming the file, saying what to do where we can."""

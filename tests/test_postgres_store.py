@@ -1,0 +1,1075 @@
+"""The PostgreSQL store: what only a database shared by many hosts has to get right.
+
+URLs and options; the schema (version, advisory lock, ``migrate``, roles that
+may not run DDL, names that need quoting); claims beside many future rows
+(query plans); leases and fencing; the clock; connections that break or never
+come; enqueue inside the caller's transaction; several processes sharing one
+queue (each job once, a SIGKILLed worker's job finished by another, keys raced
+by two processes, wake-ups through NOTIFY); a fork; a restart of the server.
+
+Every test runs against the local server (``JOBQ_TEST_POSTGRES``), in the
+session's schema under a queue name of its own, or in a schema of its own that
+it drops. Other processes are real (``sys.executable``).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import jobq
+from jobq import JobState, StoreError
+from jobq.stores import PostgresStore, store_from
+from jobq.stores import postgres as postgres_module
+from jobq.stores.base import Claim, NewJob, Signal
+from jobq.types import AttemptError
+
+ROOT = Path(__file__).resolve().parents[1]
+URL = os.environ.get("JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+WAIT = 30  # seconds; a cap so that a broken test fails instead of hanging
+T0 = 1_800_000_000.0
+
+
+def admin() -> psycopg.Connection[Any]:
+    return psycopg.connect(URL, autocommit=True)
+
+
+def drop_schema(name: str) -> None:
+    with admin() as conn:
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+        )
+
+
+class PG:
+    """The session's schema, a queue name of this test's, and stores on them
+    that are closed after the test."""
+
+    def __init__(self, schema: str) -> None:
+        self.url = URL
+        self.schema = schema
+        self.queue = f"t-{secrets.token_hex(6)}"
+        self.stores: list[PostgresStore] = []
+        self.queues: list[jobq.JobQueue[Any]] = []
+
+    def store(self, **options: Any) -> PostgresStore:
+        options.setdefault("schema", self.schema)
+        options.setdefault("queue", self.queue)
+        store = PostgresStore(options.pop("url", self.url), **options)
+        self.stores.append(store)
+        return store
+
+    def opened(self, dead_letter_limit: int = 1000, **options: Any) -> PostgresStore:
+        store = self.store(**options)
+        store.open(Signal(), dead_letter_limit=dead_letter_limit)
+        return store
+
+    def queue_of(self, handler: Any = None, **options: Any) -> jobq.JobQueue[Any]:
+        store = options.pop("store", None) or self.store(
+            **options.pop("store_options", {})
+        )
+        queue: jobq.JobQueue[Any] = jobq.JobQueue(handler, store=store, **options)
+        self.queues.append(queue)
+        return queue
+
+    def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Run ``query``; ``{jobs}``, ``{counts}``, ``{meta}`` name our tables."""
+        names = {t: sql.Identifier(self.schema, t) for t in ("jobs", "counts", "meta")}
+        with admin() as conn:
+            cur = conn.execute(sql.SQL(query).format(**names), params)  # type: ignore[arg-type]
+            return cur.fetchall() if cur.description else []
+
+    def close(self) -> None:
+        for queue in self.queues:
+            queue.close(timeout=5)
+        for store in self.stores:
+            store.close()
+
+
+@pytest.fixture
+def pg(postgres_schema: str) -> Iterator[PG]:
+    env = PG(postgres_schema)
+    yield env
+    env.close()
+
+
+@pytest.fixture
+def fresh_schema(postgres_schema: str) -> Iterator[str]:
+    """A schema name nobody uses yet, dropped after the test."""
+    name = f"{postgres_schema}_{secrets.token_hex(3)}"
+    yield name
+    drop_schema(name)
+
+
+@pytest.fixture
+def role(postgres_schema: str) -> Iterator[str]:
+    """A login role with no privileges of its own, dropped after the test."""
+    name = f"jobq_role_{secrets.token_hex(4)}"
+    with admin() as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+    yield name
+    with admin() as conn:
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+
+
+def url_as(role: str) -> str:
+    params = psycopg.conninfo.conninfo_to_dict(URL)
+    params["user"] = role
+    return psycopg.conninfo.make_conninfo("", **params)
+
+
+def new_job(payload: Any = None, *, run_at: float = 0.0, key: str | None = None,
+            priority: int = 0, max_attempts: int = 5) -> NewJob:  # fmt: skip
+    return NewJob(json.dumps(payload), run_at, key, priority, max_attempts)
+
+
+def bury(job: jobq.Job[Any]) -> None:
+    raise jobq.Fatal("no")
+
+
+def error(at: float = T0) -> AttemptError:
+    return AttemptError("ValueError", "boom", "", at)
+
+
+# -- URLs, options, and what construction does not do -------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://postgres@127.0.0.1:5432/test",
+        "postgres://postgres@127.0.0.1/test",
+        "POSTGRESQL://postgres@127.0.0.1:5432/test?sslmode=disable",
+        "postgresql://h1:5432,h2:5433/db",
+        "postgresql:///test",
+    ],
+)
+def test_postgresql_urls_build_a_postgres_store(url: str) -> None:
+    store = store_from(url)
+
+    assert isinstance(store, PostgresStore)
+    assert store.conninfo.lower() == url.lower()
+    assert (store.queue, store.schema, store.lease_seconds) == ("default", "jobq", 30.0)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u@h:port/db",
+        "postgresql://u@h:99999/db",
+        "postgresql://u@h/db?no_such_option=1",
+        "postgres:/nohost/db",
+        "postgresql:u@h/db",
+    ],
+)
+def test_a_malformed_url_raises_value_error_at_construction(url: str) -> None:
+    with pytest.raises(ValueError, match="PostgreSQL"):
+        jobq.JobQueue(None, store=url)
+
+
+def test_messages_and_repr_never_show_the_password() -> None:
+    store = PostgresStore("postgresql://ann:s3cret@127.0.0.1:1/db")
+    with pytest.raises(ValueError, match="malformed") as bad:
+        PostgresStore("postgresql://ann:s3cret@h:port/db")
+
+    assert "s3cret" not in repr(store)
+    assert "s3cret" not in str(bad.value)
+    with pytest.raises(StoreError) as unreachable:
+        store.check()
+    assert "s3cret" not in str(unreachable.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "exception"),
+    [
+        ({"lease_seconds": 0}, ValueError),
+        ({"lease_seconds": float("inf")}, ValueError),
+        ({"poll_interval": -1}, ValueError),
+        ({"connect_timeout": "5"}, TypeError),
+        ({"pool_size": 0}, ValueError),
+        ({"pool_size": 2.5}, TypeError),
+        ({"clock": "host"}, ValueError),
+        ({"queue": ""}, ValueError),
+        ({"queue": "a\x00b"}, ValueError),
+        ({"schema": "s" * 64}, ValueError),
+        ({"listen": "postgresql://h:port/db"}, ValueError),
+        ({"listen": 1}, TypeError),
+    ],
+)
+def test_bad_options_are_rejected_at_construction(
+    options: dict[str, Any], exception: type[Exception]
+) -> None:
+    with pytest.raises(exception):
+        PostgresStore(URL, **options)
+
+
+def test_constructing_a_queue_connects_to_nothing() -> None:
+    before = set(threading.enumerate())
+
+    queue = jobq.JobQueue(None, store="postgresql://postgres@127.0.0.1:1/test")
+    started = set(threading.enumerate()) - before
+    queue.close()  # never used: nothing to release either
+
+    assert started == set()
+
+
+def test_import_jobq_needs_no_driver_and_a_missing_one_says_how_to_install() -> None:
+    code = """
+import sys
+import jobq
+assert "psycopg" not in sys.modules, "import jobq imported psycopg"
+sys.modules["psycopg"] = None  # as if it were not installed
+try:
+    jobq.JobQueue(None, store="postgresql://localhost/db")
+except ImportError as exc:
+    print(exc)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+        timeout=WAIT, check=True,
+    )  # fmt: skip
+    assert "pip install 'jobq[postgres]'" in done.stdout
+
+
+# -- the schema ------------------------------------------------------------------------
+
+
+def test_the_schema_is_created_on_first_use_with_its_version(
+    pg: PG, fresh_schema: str
+) -> None:
+    queue = pg.queue_of(None, store_options={"schema": fresh_schema})
+
+    queue.enqueue("x")
+
+    with admin() as conn:
+        tables = {
+            row[0]
+            for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                (fresh_schema,),
+            )
+        }
+        (version,) = conn.execute(
+            sql.SQL("SELECT value FROM {} WHERE name = 'schema_version'").format(
+                sql.Identifier(fresh_schema, "meta")
+            )
+        ).fetchone() or (None,)
+    assert tables == {"jobs", "counts", "meta"}
+    assert version == postgres_module.SCHEMA_VERSION
+
+
+def test_names_that_need_quoting_work_everywhere(pg: PG, postgres_schema: str) -> None:
+    """Schema names only ever pass through ``sql.Identifier`` (the trigger
+    function included), and queue names only as values."""
+    odd = f'{postgres_schema}_we"ird $$ name'
+    try:
+        queue = pg.queue_of(
+            bury, store_options={"schema": odd, "queue": "q'; DROP TABLE x; --"}
+        )
+        job = queue.enqueue({"to": "ann"}, key="k'1")
+        assert queue.run_pending() == 1
+        assert queue.stats().dead == 1
+        assert queue.retry_dead(job)
+        assert queue.stats().pending == 1
+        assert queue.get(job) is not None
+    finally:
+        pg.close()
+        drop_schema(odd)
+
+
+def test_a_newer_schema_version_is_refused(pg: PG, fresh_schema: str) -> None:
+    pg.store(schema=fresh_schema).migrate()
+    with admin() as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET value = 99 WHERE name = 'schema_version'").format(
+                sql.Identifier(fresh_schema, "meta")
+            )
+        )
+
+    queue = pg.queue_of(None, store_options={"schema": fresh_schema})
+    with pytest.raises(StoreError, match=r"newer jobq \(schema version 99"):
+        queue.enqueue("x")
+    with pytest.raises(StoreError, match="newer"):
+        pg.store(schema=fresh_schema).migrate()
+
+
+def test_migrate_waits_for_the_advisory_lock(pg: PG, fresh_schema: str) -> None:
+    store = pg.store(schema=fresh_schema)
+    done = threading.Event()
+    with admin() as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (store.lock_key,))
+        thread = threading.Thread(target=lambda: (store.migrate(), done.set()))
+        thread.start()
+        blocked = not done.wait(0.3)
+        holder.execute("SELECT pg_advisory_unlock(%s)", (store.lock_key,))
+    thread.join(WAIT)
+
+    assert blocked
+    assert done.is_set()
+
+
+def test_hosts_creating_one_schema_at_once_all_succeed(
+    pg: PG, fresh_schema: str
+) -> None:
+    stores = [pg.store(schema=fresh_schema, queue=f"q{n}") for n in range(6)]
+    barrier = threading.Barrier(len(stores))
+    outcomes: list[Any] = []
+
+    def start(store: PostgresStore) -> None:
+        barrier.wait()
+        try:
+            store.open(Signal(), dead_letter_limit=10)
+            outcomes.append(store.add([new_job("x")], time.time())[0].id)
+        except Exception as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=start, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+
+    assert all(isinstance(o, int) for o in outcomes), outcomes
+    assert len(set(outcomes)) == len(stores)
+
+
+def test_auto_migrate_false_never_creates_the_schema(pg: PG, fresh_schema: str) -> None:
+    queue = pg.queue_of(
+        None, store_options={"schema": fresh_schema, "auto_migrate": False}
+    )
+
+    with pytest.raises(StoreError, match=r"does not exist.*migrate\(\)"):
+        queue.enqueue("x")
+    assert pg.rows("SELECT 1 FROM pg_namespace WHERE nspname = %s", fresh_schema) == []
+
+
+def test_a_role_without_ddl_uses_a_migrated_schema(
+    pg: PG, fresh_schema: str, role: str
+) -> None:
+    """The owner migrates and grants; the app's role may not create anything,
+    and ``open`` only checks the version."""
+    pg.store(schema=fresh_schema).migrate()
+    with admin() as conn:
+        schema = sql.Identifier(fresh_schema)
+        who = sql.Identifier(role)
+        for grant in (
+            "GRANT USAGE ON SCHEMA {} TO {}",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {} TO {}",
+            "GRANT USAGE ON ALL SEQUENCES IN SCHEMA {} TO {}",
+        ):
+            conn.execute(sql.SQL(grant).format(schema, who))  # type: ignore[arg-type]
+    store = pg.store(url=url_as(role), schema=fresh_schema)
+    ran: list[Any] = []
+    queue = pg.queue_of(ran.append, store=store, max_attempts=1)
+
+    store.check()
+    queue.enqueue("x")
+    assert queue.run_pending() == 1
+    assert [job.payload for job in ran] == ["x"]
+
+
+def test_a_role_that_may_not_create_the_schema_is_told_to_migrate(
+    pg: PG, fresh_schema: str, role: str
+) -> None:
+    queue = pg.queue_of(
+        None, store_options={"url": url_as(role), "schema": fresh_schema}
+    )
+
+    with pytest.raises(StoreError, match=r"may not create .*migrate\(\)"):
+        queue.enqueue("x")
+
+
+def test_check_names_the_privileges_a_role_lacks(
+    pg: PG, fresh_schema: str, role: str
+) -> None:
+    pg.store(schema=fresh_schema).migrate()
+    with admin() as conn:
+        conn.execute(
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                sql.Identifier(fresh_schema), sql.Identifier(role)
+            )
+        )
+        conn.execute(
+            sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                sql.Identifier(fresh_schema), sql.Identifier(role)
+            )
+        )
+    store = pg.store(url=url_as(role), schema=fresh_schema)
+
+    with pytest.raises(StoreError, match="INSERT on table") as lacking:
+        store.check()
+    assert "DELETE on table" in str(lacking.value)
+    assert "USAGE on sequence" in str(lacking.value)
+
+
+# -- claims: order, indexes, fencing ---------------------------------------------------
+
+
+def explain(store: PostgresStore, query: bytes, params: dict[str, Any]) -> str:
+    with admin() as conn:
+        rows = conn.execute(b"EXPLAIN " + query, params).fetchall()
+    return "\n".join(row[0] for row in rows)
+
+
+def test_claims_use_the_partial_indexes_beside_many_future_jobs(pg: PG) -> None:
+    """50,000 delayed high-priority jobs and 50,000 ready low-priority ones:
+    the claim, its promotion step, next_due, recovery and stats read indexes
+    (or the counts table) only."""
+    store = pg.opened()
+    pg.rows(
+        """INSERT INTO {jobs} (queue, state, payload, priority, run_at, created_at,
+                               max_attempts)
+           SELECT %s, CASE WHEN n %% 2 = 0 THEN 'scheduled' ELSE 'ready' END, '0',
+                  CASE WHEN n %% 2 = 0 THEN 9 ELSE 0 END,
+                  extract(epoch FROM now())
+                    + CASE WHEN n %% 2 = 0 THEN 3600 ELSE 0 END,
+                  0, 5
+           FROM generate_series(1, 100000) AS n""",
+        pg.queue,
+    )
+    pg.rows("ANALYZE {jobs}")
+    statements = store._sql
+    common = {"q": pg.queue, "now": None}
+    plans = {
+        "claim": explain(store, statements.claim, {
+            **common, "batch": 1000, "token": 1, "lease": 30.0, "owner": "x"}),
+        "next_due": explain(store, statements.next_due, common),
+        "any_expired": explain(store, statements.any_expired, common),
+        "held_key": explain(store, statements.held_key, {**common, "key": "k"}),
+        "trim_dead": explain(store, statements.trim_dead, {**common, "limit": 10}),
+        "stats": explain(store, statements.counts, common),
+    }  # fmt: skip
+
+    assert "Index Scan using jobs_ready" in plans["claim"]
+    assert "Index Scan using jobs_scheduled" in plans["claim"]
+    assert "jobs_ready" in plans["next_due"]
+    assert "jobs_scheduled" in plans["next_due"]
+    assert "jobs_running" in plans["any_expired"]
+    assert "jobs_live_keys" in plans["held_key"]
+    assert "jobs_dead" in plans["trim_dead"]
+    assert " on jobs" not in plans["stats"]
+    seq_scans = {name: "Seq Scan on jobs" in text for name, text in plans.items()}
+    assert seq_scans == dict.fromkeys(plans, False), plans
+
+    started = time.perf_counter()
+    claims = [store.claim(time.time()) for _ in range(20)]
+    took = time.perf_counter() - started
+    assert all(c is not None and json.loads(c.payload) == 0 for c in claims)
+    assert took < 1.0  # about a millisecond each; a scan of the rows takes ~100x
+    assert store.stats().pending == 100000 - 20
+
+
+def test_a_delayed_high_priority_job_is_promoted_and_wins_once_due(pg: PG) -> None:
+    store = pg.opened(clock="queue")
+    [low, high] = store.add(
+        [new_job("low", priority=0), new_job("high", run_at=T0 + 10, priority=5)], T0
+    )
+
+    assert store.next_due() == T0
+    first = store.claim(T0 + 10)
+    second = store.claim(T0 + 10)
+
+    assert first is not None
+    assert second is not None
+    assert (first.id, second.id) == (high.id, low.id)
+
+
+def test_a_stale_token_changes_nothing(pg: PG) -> None:
+    store = pg.opened(lease_seconds=30)
+    [job] = store.add([new_job("x")], time.time())
+    stale = store.claim(time.time())
+    assert stale is not None
+    pg.rows("UPDATE {jobs} SET lease_until = 0 WHERE id = %s", job.id)
+    assert store.recover(time.time()) == 1
+    current = store.claim(time.time())
+    assert current is not None
+    lease = pg.rows("SELECT lease_until FROM {jobs} WHERE id = %s", job.id)
+
+    store.renew([stale], time.time())
+    assert store.finish(stale, None, None, time.time()) is False
+    assert store.fail(stale, error(), None, time.time()) is False
+
+    assert pg.rows("SELECT lease_until FROM {jobs} WHERE id = %s", job.id) == lease
+    record = store.get(job.id, time.time())
+    assert record is not None
+    assert (record.state, record.attempts) == (JobState.RUNNING, 1)
+    assert record.errors[0].type == "ProcessDied"
+    store.renew([current], time.time())
+    assert pg.rows("SELECT lease_until FROM {jobs} WHERE id = %s", job.id) > lease
+    assert store.finish(current, None, None, time.time()) is True
+
+
+def test_recover_buries_an_expired_claim_out_of_attempts_and_trims(
+    pg: PG, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = pg.opened(dead_letter_limit=1)
+    [old, job] = store.add([new_job("old", max_attempts=1),
+                            new_job("x", max_attempts=1)], time.time())  # fmt: skip
+    first = store.claim(time.time())
+    assert first is not None
+    assert store.fail(first, error(), None, time.time())
+    assert store.claim(time.time()) is not None
+    pg.rows("UPDATE {jobs} SET lease_until = 0 WHERE id = %s", job.id)
+
+    assert store.recover(time.time()) == 1
+
+    assert [r.id for r in store.list_jobs(JobState.DEAD)] == [job.id]
+    assert f"dropped dead job {old.id}" in caplog.text
+
+
+def test_counts_stay_equal_to_the_rows(pg: PG) -> None:
+    """The trigger-kept counts after a mix of every change, some concurrent."""
+    stores = [pg.opened(dead_letter_limit=5, clock="queue") for _ in range(3)]
+
+    def churn(store: PostgresStore, seed: int) -> None:
+        now = T0
+        for n in range(60):
+            store.add([new_job(n, run_at=now + n % 3, key=f"k{n % 7}")], now)
+            store.add([new_job(n), new_job(n + 1)], now)
+            now += 1
+            claim = store.claim(now)
+            if claim is None:
+                continue
+            if (n + seed) % 4 == 0:
+                store.finish(claim, None, None, now)
+            elif (n + seed) % 4 == 1:
+                store.fail(claim, error(now), None, now)
+            elif (n + seed) % 4 == 2:
+                store.fail(claim, error(now), now + 1, now)
+            else:
+                store.finish(claim, '"r"', now + 5, now)
+            store.cancel(claim.id - 1)
+
+    threads = [
+        threading.Thread(target=churn, args=(s, n)) for n, s in enumerate(stores)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert stores[0].stats().dead == 5
+    stores[0].revive(stores[0].list_jobs(JobState.DEAD)[0].id, T0 + 100)
+
+    counted = dict(pg.rows(
+        "SELECT state, count(*) FROM {jobs} WHERE queue = %s GROUP BY state", pg.queue
+    ))  # fmt: skip
+    stats = stores[0].stats()
+    assert stats.pending == counted.get("scheduled", 0) + counted.get("ready", 0)
+    assert (stats.running, stats.dead) == (counted.get("running", 0), 4)
+    kept = pg.rows(
+        "SELECT state, sum(n) FROM {counts} WHERE queue = %s GROUP BY state", pg.queue
+    )
+    assert {state: int(n) for state, n in kept if n} == counted
+
+
+def test_queues_in_one_schema_never_see_each_others_jobs(pg: PG) -> None:
+    mail = pg.opened(queue=f"{pg.queue}-mail")
+    thumbs = pg.opened(queue=f"{pg.queue}-thumbs")
+    [job] = mail.add([new_job("m", key="same")], time.time())
+
+    assert thumbs.add([new_job("t", key="same")], time.time())[0].duplicate is False
+    assert thumbs.get(job.id, time.time()) is None
+    assert thumbs.cancel(job.id) is False
+    claim = thumbs.claim(time.time())
+    assert claim is not None
+    assert json.loads(claim.payload) == "t"
+    assert thumbs.claim(time.time()) is None
+    assert (mail.stats().pending, thumbs.stats().running) == (1, 1)
+
+
+# -- the clock -------------------------------------------------------------------------
+
+
+def test_the_database_clock_orders_jobs_whatever_the_hosts_clock_says(pg: PG) -> None:
+    """A host whose clock is an hour ahead: delays still mean seconds on the
+    database's clock, and an idle worker neither spins nor oversleeps."""
+    ran: list[float] = []
+    queue = pg.queue_of(lambda job: ran.append(time.monotonic()),
+                        clock=lambda: time.time() + 3600)  # fmt: skip
+    store = queue.store
+    assert isinstance(store, PostgresStore)
+    assert store.uses_own_clock
+    claims = 0
+    claim = store.claim
+
+    def counting_claim(now: float) -> Claim | None:
+        nonlocal claims
+        claims += 1
+        return claim(now)
+
+    store.claim = counting_claim  # type: ignore[method-assign]
+    job = queue.enqueue("later", delay=0.5)
+    record = queue.get(job)
+    assert record is not None
+    assert abs(record.run_at - (time.time() + 0.5)) < 5  # not an hour ahead
+
+    begun = time.monotonic()
+    queue.start(workers=2)
+    assert queue.join(timeout=WAIT)
+
+    assert 0.4 < ran[0] - begun < 1.5
+    assert claims < 30  # idle workers waited for the due time
+
+
+# -- connections that break or never come ----------------------------------------------
+
+
+def test_enqueue_to_an_unreachable_server_is_a_clear_store_error() -> None:
+    queue = jobq.JobQueue(None, store="postgresql://postgres@127.0.0.1:1/test")
+    try:
+        with pytest.raises(StoreError, match=r"127\.0\.0\.1:1.*refused"):
+            queue.enqueue("x")
+        assert isinstance(queue.store, PostgresStore)
+        with pytest.raises(StoreError, match="refused"):
+            queue.store.check()
+    finally:
+        queue.close()
+
+
+def test_a_missing_database_is_named_at_first_use() -> None:
+    store = PostgresStore(URL.rsplit("/", 1)[0] + "/no_such_db_jobq")
+
+    with pytest.raises(StoreError, match="no_such_db_jobq"):
+        store.check()
+
+
+def test_connections_the_server_closed_are_replaced_without_errors(pg: PG) -> None:
+    """``pg_terminate_backend`` every connection of the queue: the next calls
+    work on new ones, and the listener listens again by itself."""
+    ran = threading.Event()
+    queue = pg.queue_of(lambda job: ran.set()).start(workers=2)
+    store = queue.store
+    assert isinstance(store, PostgresStore)
+    queue.enqueue("warm-up")
+    assert queue.join(timeout=WAIT)
+    ran.clear()
+
+    with admin() as conn:
+        killed = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (f"jobq:{pg.queue}",),
+        ).fetchone()
+    assert killed is not None
+    assert killed[0] >= 2  # the pool's connection and the listener
+
+    time.sleep(0.3)  # the listener noticed at once; give it time to reconnect
+    wait_for(lambda: store.listening)
+    queue.enqueue("after")
+    assert ran.wait(WAIT)
+    assert queue.join(timeout=WAIT)
+
+
+def test_listen_false_polls_for_jobs_of_other_processes(pg: PG) -> None:
+    ran = threading.Event()
+    worker = pg.queue_of(
+        lambda job: ran.set(),
+        store_options={"listen": False, "poll_interval": 0.05},
+    ).start(workers=1)
+    other = pg.queue_of(None)
+    worker.stats()  # open: its idle worker now sleeps
+    time.sleep(0.1)
+
+    begun = time.monotonic()
+    other.enqueue("x")
+
+    assert ran.wait(WAIT)
+    assert time.monotonic() - begun < 0.5
+
+
+# -- enqueue inside the caller's transaction -------------------------------------------
+
+
+def test_enqueue_in_the_callers_transaction_exists_only_if_it_commits(pg: PG) -> None:
+    ran: list[Any] = []
+    queue = pg.queue_of(lambda job: ran.append(job.payload))
+    with psycopg.connect(URL) as conn:
+        conn.execute("SELECT 1")  # the caller's transaction is open
+        rolled = queue.enqueue("rolled back", connection=conn)
+        assert queue.get(rolled) is None  # not visible before the commit
+        conn.rollback()
+
+        committed = queue.enqueue_many(["a", "b"], connection=conn, key="k")
+        assert queue.stats().pending == 0
+        conn.commit()
+
+    assert queue.get(rolled) is None
+    assert [e.duplicate for e in committed] == [False, True]
+    assert queue.stats().pending == 1
+    assert queue.run_pending() == 1
+    assert ran == ["a"]
+
+
+def test_enqueue_in_a_transaction_block_of_an_autocommit_connection(pg: PG) -> None:
+    queue = pg.queue_of(None)
+    with psycopg.connect(URL, autocommit=True) as conn:
+        with contextlib.suppress(ZeroDivisionError), conn.transaction():
+            queue.enqueue("x", connection=conn)
+            1 / 0  # noqa: B018 - the caller's transaction fails
+        assert queue.stats().pending == 0
+        with conn.transaction():
+            job = queue.enqueue("y", connection=conn)
+
+    record = queue.get(job)
+    assert record is not None
+    assert record.payload == "y"
+
+
+def test_connection_must_be_a_psycopg_connection_and_other_stores_refuse_it(
+    pg: PG,
+) -> None:
+    queue = pg.queue_of(None)
+    with pytest.raises(TypeError, match="psycopg 3 connection"):
+        queue.enqueue("x", connection=object())
+    memory = jobq.JobQueue(None)
+    with pytest.raises(TypeError, match="MemoryStore cannot add jobs in the caller"):
+        memory.enqueue("x", connection=object())
+    assert memory.stats().pending == 0
+
+
+# -- several processes -----------------------------------------------------------------
+
+CHILD = r"""
+import json, os, sys, threading, time
+import jobq
+from jobq.stores import PostgresStore
+
+config = json.loads(sys.argv[1])
+out = open(config["out"], "a", buffering=1) if config.get("out") else None
+store = PostgresStore(config["url"], schema=config["schema"], queue=config["queue"],
+                      lease_seconds=config.get("lease", 30.0))
+started = threading.Event()
+
+def handler(job):
+    out.write(json.dumps({"id": job.id, "pid": os.getpid(), "attempt": job.attempt,
+                          "at": time.time(), "payload": job.payload}) + "\n")
+    if config["mode"] == "hang":
+        time.sleep(3600)
+    time.sleep(config.get("sleep", 0))
+
+queue = jobq.JobQueue(handler, store=store)
+if config["mode"] == "keys":
+    queue.stats()  # open before the start line
+    print("ready", flush=True)
+    time.sleep(max(config["start_at"] - time.time(), 0))
+    got = [[k, *(lambda e: [e.id, e.duplicate])(queue.enqueue(k, key=k))]
+           for k in config["keys"]]
+    print(json.dumps(got), flush=True)
+else:
+    queue.start(workers=config.get("workers", 1))
+    print("ready", flush=True)
+    sys.stdin.read()  # until the parent closes our stdin
+queue.close(timeout=10)
+"""
+
+
+class Child:
+    def __init__(self, pg: PG, out: Path | None, **config: Any) -> None:
+        config = {"url": URL, "schema": pg.schema, "queue": pg.queue,
+                  "out": str(out) if out else None, **config}  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, json.dumps(config)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ready(self) -> None:
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline() == "ready\n"
+
+    def line(self) -> Any:
+        assert self.proc.stdout is not None
+        return json.loads(self.proc.stdout.readline())
+
+    def finish(self) -> None:
+        self.proc.communicate(timeout=WAIT)
+        assert self.proc.returncode == 0
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.communicate(timeout=WAIT)
+
+
+@pytest.fixture
+def children() -> Iterator[list[Child]]:
+    started: list[Child] = []
+    yield started
+    for child in started:
+        child.kill()
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_three_processes_share_a_queue_and_run_every_job_once(
+    pg: PG, tmp_path: Path, children: list[Child]
+) -> None:
+    out = tmp_path / "ran.jsonl"
+    children.extend(Child(pg, out, mode="run", workers=2, sleep=0.002)
+                    for _ in range(3))  # fmt: skip
+    for child in children:
+        child.ready()
+    queue = pg.queue_of(None)
+
+    jobs = [queue.enqueue({"n": n}).id for n in range(150)]
+    jobs += [e.id for e in queue.enqueue_many([{"n": n} for n in range(150)])]
+    assert queue.join(timeout=WAIT)
+    for child in children:
+        child.finish()
+
+    ran = records(out)
+    assert sorted(r["id"] for r in ran) == sorted(jobs)
+    per_process = collections.Counter(r["pid"] for r in ran)
+    assert len(per_process) == 3
+    assert min(per_process.values()) >= len(jobs) // 20, per_process
+
+
+def test_a_killed_workers_job_is_finished_by_another_after_its_lease(
+    pg: PG, tmp_path: Path, children: list[Child]
+) -> None:
+    out = tmp_path / "ran.jsonl"
+    child = Child(pg, out, mode="hang", lease=1.0)
+    children.append(child)
+    child.ready()
+    queue = pg.queue_of(None)
+    job = queue.enqueue("mail")
+    wait_for(lambda: bool(records(out)))
+    child.kill()
+    [(lease_until,)] = pg.rows("SELECT lease_until FROM {jobs} WHERE id = %s", job.id)
+    seen: list[Any] = []
+
+    def handler(running: jobq.Job[Any]) -> None:
+        record = rescuer.get(running.id)
+        assert record is not None
+        seen.append((running.attempt, record.errors))
+
+    rescuer = pg.queue_of(handler, store_options={"lease_seconds": 1.0})
+    rescuer.start(workers=1)
+    assert rescuer.join(timeout=WAIT)
+
+    [(attempt, errors)] = seen
+    assert attempt == 2
+    [died] = errors
+    assert died.type == "ProcessDied"
+    assert died.at >= lease_until  # recovered on the database's clock, after expiry
+    assert rescuer.get(job) is None
+
+
+def test_two_processes_racing_to_enqueue_the_same_keys_get_one_job_each(
+    pg: PG, children: list[Child]
+) -> None:
+    keys = [f"key-{n}" for n in range(100)]
+    start_at = time.time() + 1.0
+    children.extend(Child(pg, None, mode="keys", keys=keys, start_at=start_at)
+                    for _ in range(2))  # fmt: skip
+    for child in children:
+        child.ready()
+    first, second = (child.line() for child in children)
+    for child in children:
+        child.finish()
+
+    for (key, id1, dup1), (_, id2, dup2) in zip(first, second, strict=True):
+        assert id1 == id2, key
+        assert sorted([dup1, dup2]) == [False, True], key
+    assert pg.rows(
+        "SELECT key, count(*) FROM {jobs} WHERE queue = %s GROUP BY key"
+        " HAVING count(*) > 1", pg.queue
+    ) == []  # fmt: skip
+    assert len(pg.rows("SELECT id FROM {jobs} WHERE queue = %s", pg.queue)) == 100
+
+
+def test_an_idle_worker_in_another_process_wakes_through_notify(
+    pg: PG, tmp_path: Path, children: list[Child]
+) -> None:
+    out = tmp_path / "ran.jsonl"
+    child = Child(pg, out, mode="run", workers=1)
+    children.append(child)
+    child.ready()
+    queue = pg.queue_of(None)
+    queue.stats()
+    latencies = []
+    for n in range(7):
+        time.sleep(0.05)  # the worker is idle again
+        sent = time.time()
+        queue.enqueue(n)
+        wait_for(lambda n=n: len(records(out)) > n)  # type: ignore[misc]
+        latencies.append(records(out)[n]["at"] - sent)
+    child.finish()
+
+    # Idle workers also look every second on their own: polling alone would
+    # give a median near 0.5 s (below 0.2 s by luck about 3 % of the time).
+    # With NOTIFY it is a few milliseconds.
+    assert sorted(latencies)[3] < 0.2, latencies
+
+
+def test_a_store_closed_right_after_an_enqueue_still_sends_its_wake_up(
+    pg: PG,
+) -> None:
+    """Notifications go out after the commit, from a thread of the store:
+    ``close`` sends the one still due before it returns."""
+    ran = threading.Semaphore(0)
+    ran_at: list[float] = []
+
+    def handler(job: jobq.Job[Any]) -> None:
+        ran_at.append(time.monotonic())
+        ran.release()
+
+    pg.queue_of(handler).start(workers=1).stats()
+    latencies = []
+    for _ in range(3):
+        with jobq.JobQueue(None, store=pg.store()) as sender:
+            sender.enqueue("warm-up")  # starts the store's notifying thread
+            assert ran.acquire(timeout=WAIT)
+            time.sleep(0.1)  # the worker and that thread are idle
+            sent = time.monotonic()
+            sender.enqueue("timed")
+        assert ran.acquire(timeout=WAIT)
+        latencies.append(ran_at[-1] - sent)
+
+    # Polling alone: each below 0.25 s by luck about a quarter of the time.
+    assert max(latencies) < 0.25, latencies
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_uses_connections_of_its_own(pg: PG) -> None:
+    queue = pg.queue_of(lambda job: None)
+    queue.enqueue("parent")
+    store = queue.store
+    assert isinstance(store, PostgresStore)
+    parent_pool = store._pool
+    with warnings.catch_warnings():  # 3.12+: forking with threads running
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: report through the exit status, never return
+        ok = False
+        try:
+            ok = store._pool is None and queue.enqueue("child").id > 0
+            ok = ok and store._pool is not parent_pool and queue.run_pending() == 2
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert queue.stats().pending == 0  # the parent's connections still work
+    queue.enqueue("parent again")
+    assert queue.run_pending() == 1
+
+
+# -- the server restarts under load ----------------------------------------------------
+
+
+def cluster() -> list[str] | None:
+    """``pg_ctlcluster`` arguments for the local server, if this process may
+    restart it (root, Debian's tools, and the server's cluster name), and
+    ``JOBQ_NO_POSTGRES_RESTART`` does not ask to spare a shared server."""
+    if os.geteuid() != 0 or shutil.which("pg_ctlcluster") is None:
+        return None
+    if os.environ.get("JOBQ_NO_POSTGRES_RESTART") == "1":
+        return None
+    try:
+        with admin() as conn:
+            row = conn.execute(
+                "SELECT current_setting('cluster_name'),"
+                " coalesce(inet_server_addr() << '127.0.0.0/8'"
+                " OR inet_server_addr() = '::1', true)"  # NULL: a local socket
+            ).fetchone()
+    except psycopg.Error:
+        return None
+    if row is None or not row[1]:
+        return None  # not a server on this host
+    version, _, name = row[0].partition("/")
+    return [version, name] if version and name else None
+
+
+@pytest.mark.skipif(
+    cluster() is None,
+    reason="needs root, pg_ctlcluster and a local cluster (and no "
+    "JOBQ_NO_POSTGRES_RESTART=1)",
+)
+def test_a_database_restart_under_load_loses_nothing_acknowledged(
+    pg: PG, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("CRITICAL", logger="jobq")  # the outage is logged at length
+    caplog.set_level("CRITICAL", logger="psycopg")
+    ran: collections.Counter[int] = collections.Counter()
+    lock = threading.Lock()
+
+    def handler(job: jobq.Job[Any]) -> None:
+        with lock:
+            ran[job.payload] += 1
+
+    queue = pg.queue_of(
+        handler, store_options={"lease_seconds": 2.0, "connect_timeout": 10.0}
+    ).start(workers=4)
+    store = queue.store
+    assert isinstance(store, PostgresStore)
+    acknowledged: list[int] = []
+    attempted = 0
+    refused = 0
+    stop = threading.Event()
+
+    def produce() -> None:
+        nonlocal attempted, refused
+        while not stop.is_set():
+            attempted += 1
+            try:
+                queue.enqueue(attempted)
+            except StoreError:
+                refused += 1
+                time.sleep(0.05)
+            else:
+                acknowledged.append(attempted)
+            time.sleep(0.001)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        wait_for(lambda: len(ran) > 200)
+        args = cluster()
+        assert args is not None
+        tool = shutil.which("pg_ctlcluster")
+        assert tool is not None
+        subprocess.run([tool, *args, "restart"], check=True, timeout=120)
+        restarted_at = len(acknowledged)
+        wait_for(lambda: len(acknowledged) > restarted_at + 200)
+    finally:
+        stop.set()
+        producer.join(WAIT)
+
+    assert queue.join(timeout=WAIT)
+    lost = set(acknowledged) - set(ran)
+    unexpected = set(ran) - set(range(1, attempted + 1))
+    assert (lost, unexpected) == (set(), set())
+    assert all(n in ran for n in acknowledged[restarted_at:])  # workers came back
+    wait_for(lambda: store.listening)
