@@ -15,10 +15,11 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from jobq._json import decode
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,44 @@ def positive_seconds(value: object, name: str) -> float:
             f"{name} must be a finite number of seconds > 0, not {value!r}"
         )
     return float(value)
+
+
+#: The states the database stores keep: a pending job is "scheduled" (due
+#: later) or "ready" (due), so that a claim never walks past future rows.
+DATABASE_STATES = {
+    "scheduled": JobState.PENDING,
+    "ready": JobState.PENDING,
+    "running": JobState.RUNNING,
+    "dead": JobState.DEAD,
+    "completed": JobState.COMPLETED,
+}
+
+
+def record_from_row(
+    row: Sequence[Any], errors: Iterable[Sequence[Any]]
+) -> JobRecord[Any]:
+    """A job as the database stores select it: (id, state, payload, attempts,
+    run_at, created_at, last_error, key, priority, result, task, errors,
+    max_attempts, ...), with ``errors`` already parsed."""
+    (job_id, state, payload, attempts, run_at, created_at, last_error, key, priority,
+     result, task, _, max_attempts) = row[:13]  # fmt: skip
+    return JobRecord(
+        id=job_id,
+        payload=decode(payload),
+        attempts=attempts,
+        state=DATABASE_STATES[state],
+        run_at=run_at,
+        created_at=created_at,
+        last_error=last_error,
+        key=key,
+        priority=priority,
+        result=None if result is None else decode(result),
+        task=task,
+        errors=tuple(
+            AttemptError(str(t), str(m), str(tb), float(at)) for t, m, tb, at in errors
+        ),
+        max_attempts=max_attempts,
+    )
 
 
 def process_died(at: float) -> AttemptError:

@@ -78,7 +78,6 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from jobq._fork import reset_after_fork
-from jobq._json import decode
 from jobq.errors import StoreError
 from jobq.stores.base import (
     ERRORS_KEPT,
@@ -90,6 +89,7 @@ from jobq.stores.base import (
     log_dropped_dead,
     positive_seconds,
     process_died,
+    record_from_row,
 )
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
@@ -121,13 +121,6 @@ LISTEN_PING = 30.0
 #: Tries to add a keyed job whose holder finishes between our insert and look-up.
 KEY_RETRIES = 10
 
-_STATES = {
-    "scheduled": JobState.PENDING,
-    "ready": JobState.PENDING,
-    "running": JobState.RUNNING,
-    "dead": JobState.DEAD,
-    "completed": JobState.COMPLETED,
-}
 
 # -- schema (version 1) -------------------------------------------------------------
 # ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
@@ -1066,7 +1059,7 @@ class PostgresStore:
             ).fetchone()
         if row is None or row[-1]:  # gone, or completed and expired
             return None
-        return _record(row)
+        return record_from_row(row, row[11])
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
@@ -1076,7 +1069,7 @@ class PostgresStore:
             rows = conn.execute(
                 query, {"q": self.queue, "limit": limit, "now": None}
             ).fetchall()
-        return [_record(row) for row in rows]
+        return [record_from_row(row, row[11]) for row in rows]
 
     def revive(self, job_id: int, now: float) -> bool:
         import psycopg
@@ -1618,25 +1611,3 @@ def _alive(conn: psycopg.Connection[Any]) -> bool:
 
 def _first(row: Any) -> Any:
     return None if row is None else row[0]
-
-
-def _record(row: Any) -> JobRecord[Any]:
-    (job_id, state, payload, attempts, run_at, created_at, last_error, key, priority,
-     result, task, errors, max_attempts, _) = row  # fmt: skip
-    return JobRecord(
-        id=job_id,
-        payload=decode(payload),
-        attempts=attempts,
-        state=_STATES[state],
-        run_at=run_at,
-        created_at=created_at,
-        last_error=last_error,
-        key=key,
-        priority=priority,
-        result=None if result is None else decode(result),
-        task=task,
-        errors=tuple(
-            AttemptError(str(t), str(m), str(tb), float(at)) for t, m, tb, at in errors
-        ),
-        max_attempts=max_attempts,
-    )

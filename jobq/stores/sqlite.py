@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import secrets
 import socket
@@ -45,7 +44,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from jobq._fork import reset_after_fork
-from jobq._json import decode
 from jobq.errors import StoreError
 from jobq.stores.base import (
     Claim,
@@ -55,7 +53,9 @@ from jobq.stores.base import (
     add_error,
     describe_error,
     log_dropped_dead,
+    positive_seconds,
     process_died,
+    record_from_row,
 )
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
@@ -219,13 +219,6 @@ SYNCHRONOUS = {
     "FULL": "PRAGMA synchronous = FULL",  # also an OS crash or power loss
 }
 
-_STATES = {
-    "scheduled": JobState.PENDING,
-    "ready": JobState.PENDING,
-    "running": JobState.RUNNING,
-    "dead": JobState.DEAD,
-    "completed": JobState.COMPLETED,
-}
 _LISTS = {
     JobState.PENDING: LIST_PENDING,
     JobState.RUNNING: LIST_RUNNING,
@@ -389,16 +382,6 @@ def _load_errors(text: str) -> tuple[AttemptError, ...]:
     )
 
 
-def _positive(value: float, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds, not {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(
-            f"{name} must be a finite number of seconds > 0, not {value!r}"
-        )
-    return float(value)
-
-
 class SqliteStore:
     """Jobs in a SQLite database file that many processes on one host share.
 
@@ -426,10 +409,12 @@ class SqliteStore:
             )
         self.path = os.path.abspath(os.fspath(path))
         self.synchronous = str(synchronous).upper()
-        self.lease_seconds: float | None = _positive(lease_seconds, "lease_seconds")
+        self.lease_seconds: float | None = positive_seconds(
+            lease_seconds, "lease_seconds"
+        )
         self._lease = self.lease_seconds
-        self.busy_timeout = _positive(busy_timeout, "busy_timeout")
-        self.poll_interval = _positive(poll_interval, "poll_interval")
+        self.busy_timeout = positive_seconds(busy_timeout, "busy_timeout")
+        self.poll_interval = positive_seconds(poll_interval, "poll_interval")
         self._signal = Signal()
         self._dead_letter_limit = 1000
         self._reset_process_state()
@@ -625,14 +610,16 @@ class SqliteStore:
         expires_at = row[-1]
         if expires_at is not None and expires_at <= now:
             return None
-        return _record(row)
+        return record_from_row(row, json.loads(row[11]))
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
     ) -> list[JobRecord[Any]]:
         with self._reading() as conn:
             rows = conn.execute(_LISTS[state], (-1 if limit is None else limit,))
-            return [_record(row) for row in rows.fetchall()]
+            return [
+                record_from_row(row, json.loads(row[11])) for row in rows.fetchall()
+            ]
 
     def revive(self, job_id: int, now: float) -> bool:
         with self._write() as conn:
@@ -990,23 +977,3 @@ def _primary_code(exc: sqlite3.Error) -> int:
     """SQLite's primary result code (SQLITE_BUSY for SQLITE_BUSY_SNAPSHOT...);
     0 for errors the sqlite3 module raises itself (a closed connection)."""
     return getattr(exc, "sqlite_errorcode", 0) & 0xFF
-
-
-def _record(row: Any) -> JobRecord[Any]:
-    (job_id, state, payload, attempts, run_at, created_at, last_error, key, priority,
-     result, task, errors, max_attempts, _) = row  # fmt: skip
-    return JobRecord(
-        id=job_id,
-        payload=decode(payload),
-        attempts=attempts,
-        state=_STATES[state],
-        run_at=run_at,
-        created_at=created_at,
-        last_error=last_error,
-        key=key,
-        priority=priority,
-        result=None if result is None else decode(result),
-        task=task,
-        errors=_load_errors(errors),
-        max_attempts=max_attempts,
-    )
