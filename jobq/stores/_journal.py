@@ -152,7 +152,13 @@ class Segments:
         if paths:
             self._io.fsync_dir(self.directory)
 
-    def close(self) -> None:
+    def close(self, *, remove_if_empty: bool = False) -> None:
+        """Close the current segment; with ``remove_if_empty``, delete it if
+        nothing was appended (a clean close leaves only the snapshot)."""
         if self.fd is not None:
             fd, self.fd = self.fd, None
             self._io.close(fd)
+            if remove_if_empty and self.size == 0:
+                self._io.unlink(
+                    os.path.join(self.directory, f"{self._prefix}{self.number}")
+                )

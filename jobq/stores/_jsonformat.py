@@ -12,7 +12,7 @@ import itertools
 import json
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from jobq.stores._entry import (
     ATTEMPTS,
@@ -93,14 +93,16 @@ def run_record(job_id: int) -> bytes:
 
 
 def serialize(
-    jobs: Sequence[Entry],
+    live: Iterable[Entry],
     dead: Sequence[Entry],
     running: set[int],
     next_id: int,
     seq: int,
 ) -> Iterator[bytes]:
-    """A snapshot holding every change up to journal sequence number ``seq``:
-    ``jobs`` (every job) with the ``dead`` ones moved last, in burial order.
+    """A snapshot that, with the journal's records after ``seq`` replayed on
+    top, is the whole queue: the ``live`` jobs, then the ``dead`` ones in
+    burial order. A job may appear twice (changed while the snapshot was
+    taken); the later row and then the journal decide.
 
     It comes in chunks of ``CHUNK_ROWS`` jobs, so no single step holds the GIL
     for long, and ends with the CRC-32 of every byte before its ``"crc32"``
@@ -108,18 +110,12 @@ def serialize(
     valid JSON.
     """
     head = json.dumps(
-        {
-            "format": FORMAT,
-            "version": VERSION,
-            "seq": seq,
-            "next_id": next_id,
-            "count": len(jobs),
-        }
+        {"format": FORMAT, "version": VERSION, "seq": seq, "next_id": next_id}
     )
     chunk = f'{head[:-1]}, "jobs": [\n'.encode()
     crc = zlib.crc32(chunk)
     yield chunk
-    ordered = itertools.chain((e for e in jobs if e[STATE] != DEAD), dead)
+    ordered = itertools.chain(live, dead)
     separator = ""
     while part := list(itertools.islice(ordered, CHUNK_ROWS)):
         chunk = (
@@ -161,10 +157,7 @@ class State:
         if zlib.crc32(data[:end]) != int(closing[:-1]):
             raise ValueError("the snapshot's checksum does not match its content")
         body = rest[: rest.rindex("\n]")]
-        rows = body.split(",\n") if body else []
-        if len(rows) != head["count"]:
-            raise ValueError("job count does not match")
-        for text_row in rows:
+        for text_row in body.split(",\n") if body else []:
             self._put(text_row)
         self.next_id = max(self.next_id, int(head["next_id"]))
         self.seq = int(head["seq"])

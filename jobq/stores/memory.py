@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jobq._fork import reset_after_fork
@@ -54,6 +54,62 @@ from jobq.stores.base import (
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
 
+class _JobTable:
+    """Jobs by id, kept in blocks of consecutive ids.
+
+    A plain dict would do for lookups; blocks let the JSON store copy the
+    queue for a snapshot a block at a time, each copy small and taken under
+    the lock for a moment, instead of one copy of every reference at once
+    (which the garbage collector then walks, pausing every thread).
+    """
+
+    __slots__ = ("_blocks",)
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, dict[int, Entry]] = {}
+
+    def get(self, job_id: int) -> Entry | None:
+        block = self._blocks.get(job_id >> _BLOCK_BITS)
+        return None if block is None else block.get(job_id)
+
+    def __getitem__(self, job_id: int) -> Entry:
+        return self._blocks[job_id >> _BLOCK_BITS][job_id]
+
+    def __setitem__(self, job_id: int, entry: Entry) -> None:
+        block = self._blocks.get(job_id >> _BLOCK_BITS)
+        if block is None:
+            block = self._blocks[job_id >> _BLOCK_BITS] = {}
+        block[job_id] = entry
+
+    def __delitem__(self, job_id: int) -> None:
+        number = job_id >> _BLOCK_BITS
+        block = self._blocks[number]
+        del block[job_id]
+        if not block:
+            del self._blocks[number]
+
+    def pop(self, job_id: int) -> Entry:
+        entry = self[job_id]
+        del self[job_id]
+        return entry
+
+    def values(self) -> Iterator[Entry]:
+        for block in self._blocks.values():
+            yield from block.values()
+
+    def block_numbers(self) -> list[int]:
+        return list(self._blocks)
+
+    def copy_block(self, number: int) -> tuple[Entry, ...]:
+        """The entries of one block as they are now (empty if it is gone)."""
+        block = self._blocks.get(number)
+        return () if block is None else tuple(block.values())
+
+
+#: Ids per block of a ``_JobTable``: 2**12.
+_BLOCK_BITS = 12
+
+
 class MemoryStore:
     """Jobs in this process's memory, guarded by the queue's lock."""
 
@@ -79,7 +135,7 @@ class MemoryStore:
         self._claims.clear()
 
     def _clear(self) -> None:
-        self._jobs: dict[int, Entry] = {}
+        self._jobs = _JobTable()
         self._claims: dict[int, int] = {}  # running job id -> its claim's token
         self._due: list[tuple[int, float, int]] = []  # (-priority, run_at, id)
         self._delayed: list[tuple[float, int]] = []  # (run_at, id)
