@@ -319,10 +319,10 @@ class JsonFileStore(MemoryStore):
                             self._segments.sync()
                     except OSError as exc:
                         self._break(exc)
-                older = self._segments.existing()
                 try:
+                    older = self._segments.existing()
                     self._segments.start_new(durable=self.fsync)
-                except OSError as exc:
+                except OSError as exc:  # the directory itself may be gone
                     raise self._break(exc) from exc
                 if self._broken is None:
                     self._written = self._synced = seq
