@@ -20,6 +20,7 @@ from jobq.errors import (
 )
 from jobq.queue import JobQueue
 from jobq.retry import RetryPolicy
+from jobq.tasks import Task
 from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState, Stats
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Stats",
     "StoreError",
     "StoreLocked",
+    "Task",
 ]
 
 __version__ = "0.1.0"

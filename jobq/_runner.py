@@ -1,5 +1,9 @@
 """Running one claimed job: call the handler, then record success or a failed attempt.
 
+A job with a ``task`` name goes to the function ``@queue.task`` registered
+under that name, with the arguments stored in its payload; any other job goes
+to the queue's handler, as a ``Job``.
+
 Worker threads and ``run_pending`` both come here, so a job behaves the same
 whichever thread runs it. Anything the handler raises, ``BaseException``
 subclasses included, is a failed attempt; nothing it does can kill the caller.
@@ -11,7 +15,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobq._json import decode, encode
@@ -19,6 +23,7 @@ from jobq._time import to_seconds
 from jobq.errors import Fatal, Retry
 from jobq.retry import RetryPolicy
 from jobq.stores.base import Claim, Store
+from jobq.tasks import task_arguments, unknown_task
 from jobq.types import AttemptError, Job
 
 logger = logging.getLogger("jobq")
@@ -27,6 +32,11 @@ logger = logging.getLogger("jobq")
 MAX_ERROR_TEXT = 10_000
 
 Handler = Callable[[Job[Any]], Any]
+
+
+class NoHandler(Fatal):
+    """Recorded for a plain job (no task) on a queue without a handler: the
+    job is dead at once."""
 
 
 def _cut(text: str, keep: str, limit: int = MAX_ERROR_TEXT) -> str:
@@ -74,9 +84,13 @@ class Runner:
         policy: RetryPolicy,
         clock: Callable[[], float],
         keep_completed: float,
+        tasks: Mapping[str, Callable[..., Any]] | None = None,
     ) -> None:
         self.store = store
         self.handler = handler
+        #: Named tasks by name: the queue's registry itself, so tasks
+        #: registered later are found too.
+        self.tasks: Mapping[str, Callable[..., Any]] = {} if tasks is None else tasks
         self.policy = policy
         self.clock = clock
         self.keep_completed = keep_completed
@@ -96,10 +110,7 @@ class Runner:
         """
         self.active[claim.id] = (claim, time.monotonic())
         try:
-            if self.handler is None:
-                raise Fatal("this queue has no handler for the job")
-            job = Job(claim.id, decode(claim.payload), claim.attempt, claim.key)
-            result = self.handler(job)
+            result = self._call(claim)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
             # Off the list before the outcome is recorded: a retry due at once
             # may be claimed by another worker right after, under the same id,
@@ -112,6 +123,27 @@ class Runner:
             del self.active[claim.id]
             self._succeeded(claim, result)
         return None
+
+    def _call(self, claim: Claim) -> Any:
+        """Call the job's task with its arguments, or the handler with a ``Job``.
+
+        An unknown task, a task job's malformed payload, or a plain job on a
+        queue without a handler raise a ``Fatal``: the job is dead at once.
+        """
+        if claim.task is not None:
+            function = self.tasks.get(claim.task)
+            if function is None:
+                raise unknown_task(claim.task)
+            args, kwargs = task_arguments(claim.payload)
+            return function(*args, **kwargs)
+        if self.handler is None:
+            raise NoHandler(
+                "this queue has no handler for plain jobs (those added with "
+                "enqueue); pass one to JobQueue(handler)"
+            )
+        return self.handler(
+            Job(claim.id, decode(claim.payload), claim.attempt, claim.key)
+        )
 
     def _succeeded(self, claim: Claim, result: Any) -> None:
         now = self.clock()

@@ -16,7 +16,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from jobq._fork import reset_after_fork
 from jobq._json import encode
@@ -27,9 +27,17 @@ from jobq.errors import QueueClosed, QueueFull, StoreError, StoreLocked
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
 from jobq.stores.base import NewJob, Signal, accepts_connection
+from jobq.tasks import Task, register
 from jobq.types import Enqueued, Job, JobRecord, JobState, Stats
 
-P = TypeVar("P")
+if TYPE_CHECKING:  # a default, so that JobQueue() without a handler is JobQueue[Any]
+    from typing_extensions import TypeVar as DefaultTypeVar
+
+    P = DefaultTypeVar("P", default=Any)
+else:
+    P = TypeVar("P")
+TaskParams = ParamSpec("TaskParams")
+R = TypeVar("R")
 
 logger = logging.getLogger("jobq")
 
@@ -71,6 +79,12 @@ class JobQueue(Generic[P]):
     by default, ``None``: no limit) caps a payload's JSON text; and a WARNING
     is logged for each handler running longer than ``warn_running_after``
     seconds (``None``: never).
+
+    ``immediate=True`` is a test mode: each ``enqueue`` then runs the jobs
+    that are due in the calling thread before it returns, as ``run_pending``
+    does (no worker threads needed). A failed attempt stays pending for its
+    retry, and delayed jobs wait; ``run_pending()`` runs them once the clock
+    has moved.
     """
 
     def __init__(
@@ -88,6 +102,7 @@ class JobQueue(Generic[P]):
         max_pending: int | None = None,
         max_payload_bytes: int | None = MAX_PAYLOAD_BYTES,
         warn_running_after: Delay | None = 600.0,
+        immediate: bool = False,
     ) -> None:
         if handler is not None and not callable(handler):
             raise TypeError(f"handler must be callable, not {handler!r}")
@@ -109,6 +124,9 @@ class JobQueue(Generic[P]):
         self.store = store_from(store)
         self._clock: Callable[[], float] = clock or (lambda: time.time())
         self._handler = handler
+        #: Named tasks by name, filled by ``@queue.task`` (see ``jobq.tasks``).
+        self._tasks: dict[str, Task[Any, Any]] = {}
+        self.immediate = bool(immediate)
         self._keep_completed = to_seconds(keep_completed, "keep_completed")
         self.max_pending = _optional_limit(max_pending, "max_pending")
         self.max_payload_bytes = _optional_limit(max_payload_bytes, "max_payload_bytes")
@@ -126,7 +144,12 @@ class JobQueue(Generic[P]):
         self._lifecycle = threading.Lock()
         self._signal = Signal(self._clock)
         self._runner = Runner(
-            self.store, self._handler, self.policy, self._clock, self._keep_completed
+            self.store,
+            self._handler,
+            self.policy,
+            self._clock,
+            self._keep_completed,
+            self._tasks,
         )
         self._pool = WorkerPool(
             self._runner,
@@ -250,15 +273,42 @@ class JobQueue(Generic[P]):
         """Add many jobs with the same options in one write; all or nothing.
 
         ``connection``: as for ``enqueue``."""
+        return self._add(
+            payloads,
+            delay=delay,
+            at=at,
+            key=key,
+            priority=priority,
+            connection=connection,
+        )
+
+    def _add(
+        self,
+        payloads: Iterable[object],
+        *,
+        delay: Delay,
+        at: float | dt.datetime | None,
+        key: str | None,
+        priority: int,
+        connection: Any,
+        task: str | None = None,
+        max_attempts: int | None = None,
+        what: str = "payload",
+    ) -> list[Enqueued]:
+        """``enqueue_many``, for plain jobs and for ``Task.enqueue``."""
+        if self.immediate:
+            self._require_handler()  # before anything is added
         now = self._clock()
         run_at = self._run_at(now, delay, at)
         if key is not None and not isinstance(key, str):
             raise TypeError(f"key must be a str or None, not {key!r}")
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority must be an int, not {priority!r}")
+        if max_attempts is None:
+            max_attempts = self.policy.max_attempts
         jobs = [
             NewJob(
-                self._encode(payload), run_at, key, priority, self.policy.max_attempts
+                self._encode(payload, what), run_at, key, priority, max_attempts, task
             )
             for payload in payloads
         ]
@@ -278,18 +328,22 @@ class JobQueue(Generic[P]):
                     f"{self.max_pending}; {len(jobs)} more were not added"
                 )
         if connection is None:
-            return self.store.add(jobs, now)
-        add: Callable[..., list[Enqueued]] = self.store.add
-        return add(jobs, now, connection=connection)
+            added = self.store.add(jobs, now)
+        else:
+            add: Callable[..., list[Enqueued]] = self.store.add
+            added = add(jobs, now, connection=connection)
+        if self.immediate:
+            self._run_due()
+        return added
 
-    def _encode(self, payload: object) -> str:
+    def _encode(self, payload: object, what: str = "payload") -> str:
         """The payload as JSON text, within ``max_payload_bytes``."""
-        text = encode(payload)
+        text = encode(payload, what)
         if self.max_payload_bytes is not None and len(text) > self.max_payload_bytes:
             # len() counts characters; the text is ASCII (non-ASCII is escaped),
             # so it is also the size in bytes.
             raise ValueError(
-                f"payload is {len(text)} bytes of JSON, more than "
+                f"{what}: {len(text)} bytes of JSON, more than "
                 f"max_payload_bytes={self.max_payload_bytes}"
             )
         return text
@@ -338,6 +392,9 @@ class JobQueue(Generic[P]):
         """
         self._require_handler()
         self._ensure_open()
+        return self._run_due(limit)
+
+    def _run_due(self, limit: int | None = None) -> int:
         ran = 0
         while limit is None or ran < limit:
             claim = self.store.claim(self._clock())
@@ -348,6 +405,62 @@ class JobQueue(Generic[P]):
             if interrupted is not None:
                 raise interrupted  # recorded as a failed attempt; now stop
         return ran
+
+    # -- named tasks ----------------------------------------------------------
+
+    @overload
+    def task(
+        self,
+        func: Callable[TaskParams, R],
+        /,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> Task[TaskParams, R]: ...
+
+    @overload
+    def task(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> Callable[[Callable[TaskParams, R]], Task[TaskParams, R]]: ...
+
+    def task(
+        self,
+        func: Callable[TaskParams, R] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> Task[TaskParams, R] | Callable[..., Task[TaskParams, R]]:
+        """Register a module-level function as a named task of this queue:
+        ``@queue.task`` or ``@queue.task(name=..., max_attempts=..., priority=...)``.
+
+        The task is found by ``name``, by default ``module.qualname``; a
+        function in ``__main__``, a nested function or a lambda needs an
+        explicit ``name`` (``ValueError`` otherwise), and a name another
+        function holds in this queue raises ``ValueError``. ``max_attempts``
+        (default: the queue's) and ``priority`` are the defaults of its jobs.
+        See ``jobq.Task``.
+        """
+
+        def decorate(function: Callable[TaskParams, R]) -> Task[TaskParams, R]:
+            return register(
+                self,
+                self._tasks,
+                function,
+                name=name,
+                max_attempts=max_attempts,
+                priority=priority,
+            )
+
+        return decorate if func is None else decorate(func)
 
     # -- looking and managing -------------------------------------------------
 
@@ -418,8 +531,11 @@ class JobQueue(Generic[P]):
                 self._start_locked(self._start_on_open)
 
     def _require_handler(self) -> None:
-        if self._handler is None:
-            raise TypeError("this queue has no handler: pass one to JobQueue(handler)")
+        if self._handler is None and not self._tasks:
+            raise TypeError(
+                "this queue has no handler and no tasks: pass a handler to "
+                "JobQueue(handler) or register tasks with @queue.task"
+            )
 
 
 def _optional_limit(value: int | None, name: str) -> int | None:

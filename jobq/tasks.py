@@ -1,0 +1,352 @@
+"""Named tasks: ``@queue.task`` turns a module-level function into a kind of job.
+
+A task is found by a stable name: ``module.qualname`` of its function, or the
+``name=`` given to the decorator. A task job is stored with that name in
+``JobRecord.task`` and its arguments as its payload, a JSON object that always
+has both keys::
+
+    {"args": [...], "kwargs": {...}}
+
+At run time the name is looked up in the registry that ``@queue.task`` fills
+in this process, never imported from stored data, and the function is called
+with those arguments (after a JSON round trip: tuples arrive as lists). A name
+that nothing registered here makes the job dead at once (``UnknownTask``),
+like ``Fatal``: retrying cannot make a task appear.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from jobq._json import decode
+from jobq._time import to_epoch, to_seconds
+from jobq.errors import Fatal
+from jobq.stores.base import accepts_connection
+from jobq.types import Enqueued
+
+if TYPE_CHECKING:
+    from jobq.queue import JobQueue
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Delay = float | dt.timedelta
+
+#: The keys of a task job's payload.
+PAYLOAD_KEYS = frozenset({"args", "kwargs"})
+
+#: Guards check-then-register in every queue's registry.
+_registering = threading.Lock()
+
+
+class UnknownTask(Fatal):
+    """Recorded for a stored task job whose name no ``@queue.task`` registered
+    in this process: the job is dead at once."""
+
+
+class InvalidTaskPayload(Fatal):
+    """Recorded for a stored task job whose payload is not
+    ``{"args": [...], "kwargs": {...}}``: the job is dead at once."""
+
+
+class Task(Generic[P, R]):
+    """A function registered with a queue under a stable ``name``.
+
+    Built by ``@queue.task``; calling it runs the function here and now, as
+    a plain call. ``enqueue(*args, **kwargs)`` adds a job that calls it with
+    those arguments on a worker; ``using(...)`` returns a copy with options
+    for those jobs (delay, due time, key, priority). A ``Task`` never changes:
+    ``using`` returns a new one.
+
+    Attributes: ``name``, ``func``, ``queue``, ``max_attempts`` and
+    ``priority`` (the defaults of its jobs); ``__wrapped__`` is ``func``.
+    """
+
+    name: str
+    func: Callable[P, R]
+    queue: JobQueue[Any]
+    max_attempts: int
+    priority: int
+    __wrapped__: Callable[P, R]
+    __name__: str
+    _options: _Options
+    _signature: inspect.Signature | None
+
+    def __init__(
+        self,
+        queue: JobQueue[Any],
+        func: Callable[P, R],
+        *,
+        name: str,
+        max_attempts: int,
+        priority: int,
+        _options: _Options | None = None,
+        _signature: inspect.Signature | None = None,
+    ) -> None:
+        assign = object.__setattr__  # the class refuses assignment afterwards
+        assign(self, "queue", queue)
+        assign(self, "func", func)
+        assign(self, "name", name)
+        assign(self, "max_attempts", max_attempts)
+        assign(self, "priority", priority)
+        assign(self, "_options", _options or _Options())
+        assign(self, "_signature", _signature)
+        assign(self, "__wrapped__", func)
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            value = getattr(func, attribute, None)
+            if value is not None:
+                assign(self, attribute, value)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run the function in this thread, now: a plain call."""
+        return self.func(*args, **kwargs)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
+        """Add a job that calls the function with these arguments.
+
+        The arguments must fit the function's signature and be JSON values;
+        ``TypeError`` otherwise, and nothing is added. With a ``key`` held by
+        a pending or running job, that job is returned with ``duplicate=True``.
+        """
+        if self._signature is not None:
+            try:
+                self._signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"task {self.name!r}: {exc}") from None
+        options = self._options
+        return self.queue._add(  # the queue's own path for tasks
+            [{"args": list(args), "kwargs": dict(kwargs)}],
+            delay=options.delay,
+            at=options.at,
+            key=options.key,
+            priority=self.priority if options.priority is None else options.priority,
+            connection=options.connection,
+            task=self.name,
+            max_attempts=self.max_attempts,
+            what=f"the arguments of task {self.name!r}",
+        )[0]
+
+    def using(
+        self,
+        *,
+        delay: Delay | None = None,
+        at: float | dt.datetime | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        connection: Any = None,
+    ) -> Task[P, R]:
+        """A copy of this task whose ``enqueue`` uses these options.
+
+        Each option given replaces the one set before (``None``: keep it);
+        ``delay`` and ``at`` are one choice, so giving one drops the other.
+        Options mean what they mean for ``JobQueue.enqueue`` and are checked
+        here, at once: ``TypeError`` or ``ValueError`` as there.
+        """
+        old = self._options
+        if delay is not None and at is not None:
+            raise ValueError("pass delay or at, not both")
+        new_delay, new_at = old.delay, old.at
+        if delay is not None:
+            new_delay, new_at = to_seconds(delay, "delay"), None
+        if at is not None:
+            new_delay, new_at = 0.0, to_epoch(at)
+        if key is not None and not isinstance(key, str):
+            raise TypeError(f"key must be a str or None, not {key!r}")
+        if connection is not None and not accepts_connection(self.queue.store):
+            raise TypeError(
+                f"{type(self.queue.store).__name__} cannot add jobs in the "
+                "caller's transaction (connection=...); the PostgreSQL store can"
+            )
+        new = _Options(
+            delay=new_delay,
+            at=new_at,
+            key=old.key if key is None else key,
+            priority=old.priority if priority is None else _check_priority(priority),
+            connection=old.connection if connection is None else connection,
+        )
+        return Task(
+            self.queue,
+            self.func,
+            name=self.name,
+            max_attempts=self.max_attempts,
+            priority=self.priority,
+            _options=new,
+            _signature=self._signature,
+        )
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(
+            f"a Task is immutable (cannot set {name!r}); use .using(...) for "
+            "options of its jobs"
+        )
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Task is immutable (cannot delete {name!r})")
+
+    def __repr__(self) -> str:
+        shown = self._options.describe()
+        return f"<jobq.Task {self.name!r}{' ' + shown if shown else ''}>"
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """The options ``using`` gave a ``Task`` for its jobs."""
+
+    delay: float = 0.0
+    at: float | None = None
+    key: str | None = None
+    priority: int | None = None  # None: the task's own
+    connection: Any = None
+
+    def describe(self) -> str:
+        parts: list[str] = []
+        if self.delay:
+            parts.append(f"delay={self.delay!r}")
+        if self.at is not None:
+            parts.append(f"at={self.at!r}")
+        if self.key is not None:
+            parts.append(f"key={self.key!r}")
+        if self.priority is not None:
+            parts.append(f"priority={self.priority!r}")
+        if self.connection is not None:
+            parts.append("connection=...")
+        return ", ".join(parts)
+
+
+def register(
+    queue: JobQueue[Any],
+    registry: dict[str, Task[Any, Any]],
+    func: Callable[P, R],
+    *,
+    name: str | None,
+    max_attempts: int | None,
+    priority: int,
+) -> Task[P, R]:
+    """Check ``func`` and the options, then register a ``Task`` in ``registry``.
+
+    Raises ``TypeError`` (not a function, an async function, bad option types)
+    or ``ValueError`` (a name that is not stable or already taken by another
+    function).
+    """
+    if not callable(func):
+        raise TypeError(f"@queue.task needs a function, not {func!r}")
+    if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+        raise TypeError(
+            f"{_describe(func)} is an async function; jobq runs tasks in worker "
+            "threads, so a task must be a plain function"
+        )
+    task_name = _task_name(func, name)
+    if max_attempts is None:
+        max_attempts = queue.policy.max_attempts
+    elif isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+        raise TypeError(f"max_attempts must be an int, not {max_attempts!r}")
+    elif max_attempts < 1:
+        raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
+    try:
+        signature: inspect.Signature | None = inspect.signature(func)
+    except (TypeError, ValueError):  # some builtins: arguments are not checked
+        signature = None
+    task = Task(
+        queue,
+        func,
+        name=task_name,
+        max_attempts=max_attempts,
+        priority=_check_priority(priority),
+        _signature=signature,
+    )
+    with _registering:
+        existing = registry.get(task_name)
+        if existing is not None and not _redefinition(existing.func, func):
+            raise ValueError(
+                f"a task named {task_name!r} is already registered with this "
+                f"queue, for {_describe(existing.func)}; give "
+                f"{_describe(func)} another name with @queue.task(name=...)"
+            )
+        registry[task_name] = task
+    return task
+
+
+def task_arguments(payload: str) -> tuple[list[Any], dict[str, Any]]:
+    """The ``args`` and ``kwargs`` stored in a task job's payload.
+
+    A missing key means none of that kind; anything else that is not
+    ``{"args": [...], "kwargs": {...}}`` raises ``InvalidTaskPayload``.
+    """
+    value = decode(payload)
+    if isinstance(value, dict) and value.keys() <= PAYLOAD_KEYS:
+        args = value.get("args", [])
+        kwargs = value.get("kwargs", {})
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            return args, kwargs
+    raise InvalidTaskPayload(
+        'a task job\'s payload must be {"args": [...], "kwargs": {...}}, '
+        f"not {payload[:200]}"
+    )
+
+
+def unknown_task(name: str) -> UnknownTask:
+    return UnknownTask(f"no task named {name!r} is registered with this queue")
+
+
+def _task_name(func: Callable[..., Any], name: str | None) -> str:
+    """``name`` checked, or ``module.qualname`` if that is stable across processes."""
+    if name is not None:
+        if not isinstance(name, str):
+            raise TypeError(f"a task's name must be a str, not {name!r}")
+        if not name or not name.isprintable() or name.strip() != name:
+            raise ValueError(
+                "a task's name must be non-empty printable text without "
+                f"surrounding spaces, not {name!r}"
+            )
+        return name
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        raise ValueError(
+            f"{func!r} has no module and qualified name to find it by; "
+            "pass @queue.task(name=...)"
+        )
+    if module == "__main__":
+        raise ValueError(
+            f"{qualname} is defined in __main__, whose name differs between "
+            "processes (a worker that imports your script sees another module "
+            "name); pass @queue.task(name=...), or move it into a module"
+        )
+    if "<" in qualname:  # <locals> (a nested function), <lambda>
+        raise ValueError(
+            f"{module}.{qualname} is not a module-level function, so it has no "
+            "name another process can find it by; pass @queue.task(name=...) "
+            "(and register it in every process), or define it at module level"
+        )
+    return f"{module}.{qualname}"
+
+
+def _redefinition(old: Callable[..., Any], new: Callable[..., Any]) -> bool:
+    """Whether ``new`` is the same module-level function defined again (a
+    module reloaded, a notebook cell run again): it then replaces ``old``."""
+    qualname = getattr(new, "__qualname__", None)
+    return (
+        isinstance(qualname, str)
+        and "<" not in qualname
+        and qualname == getattr(old, "__qualname__", None)
+        and getattr(new, "__module__", None) == getattr(old, "__module__", None)
+    )
+
+
+def _check_priority(priority: object) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, not {priority!r}")
+    return priority
+
+
+def _describe(func: object) -> str:
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", None)
+    if isinstance(module, str) and isinstance(qualname, str):
+        return f"{module}.{qualname}"
+    return repr(func)
