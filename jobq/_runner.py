@@ -157,19 +157,12 @@ class Runner:
                     "job %d succeeded but its result is not JSON; keeping None",
                     claim.id,
                 )
-        # Counted first, so that whoever the store's settling wakes (join)
-        # already sees it; taken back if the store did not record it.
-        self.counters.count(completed=1)
-        try:
-            recorded = self.store.finish(claim, stored, keep_until, now)
-        except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
-            recorded = False
-            _log_unrecorded(claim, "success", store_error)
-        else:
-            if not recorded:
-                _log_stale(claim, "success")
-        if not recorded:
-            self.counters.count(completed=-1)
+        self._record(
+            claim,
+            "success",
+            lambda: self.store.finish(claim, stored, keep_until, now),
+            completed=1,
+        )
 
     def _failed(self, claim: Claim, exc: BaseException) -> None:
         now = self.clock()
@@ -177,19 +170,15 @@ class Runner:
         retry_at = None
         if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
             retry_at = now + self._retry_delay(claim, exc)
-        retried = int(retry_at is not None)
-        self.counters.count(retried=retried)  # first: see _succeeded
-        try:
-            recorded = self.store.fail(claim, error, retry_at, now)
-        except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
-            recorded = False
-            _log_unrecorded(claim, "failure", store_error)
-        else:
-            if not recorded:
-                _log_stale(claim, "failure")
+        recorded = self._record(
+            claim,
+            "failure",
+            lambda: self.store.fail(claim, error, retry_at, now),
+            retried=int(retry_at is not None),
+        )
         if not recorded:
-            self.counters.count(retried=-retried)
-        elif retry_at is None:
+            return
+        if retry_at is None:
             logger.error(
                 "job %d is dead after %d attempt(s): %s: %s",
                 claim.id,
@@ -207,6 +196,29 @@ class Runner:
                 error.message,
                 retry_at - now,
             )
+
+    def _record(
+        self, claim: Claim, outcome: str, write: Callable[[], bool], **counts: int
+    ) -> bool:
+        """Record an outcome with ``write`` (the store call); whether it was.
+
+        The counters move first, so that whoever the store's settling wakes
+        (``join``) already sees them, and move back if the store did not
+        record the outcome (a stale claim, or a store error: the worker goes
+        on either way).
+        """
+        self.counters.count(**counts)
+        try:
+            recorded = write()
+        except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
+            recorded = False
+            _log_unrecorded(claim, outcome, store_error)
+        else:
+            if not recorded:
+                _log_stale(claim, outcome)
+        if not recorded:
+            self.counters.count(**{name: -n for name, n in counts.items()})
+        return recorded
 
     def _retry_delay(self, claim: Claim, exc: BaseException) -> float:
         if isinstance(exc, Retry) and exc.after is not None:
