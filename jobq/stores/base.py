@@ -51,6 +51,17 @@ def log_dropped_dead(limit: int, job_id: int, last_error: str | None) -> None:
     )
 
 
+def log_recovered(job_ids: Iterable[int]) -> None:
+    """Say which claims were recovered as failed attempts (their process died
+    or stopped renewing their lease)."""
+    for job_id in job_ids:
+        logger.warning(
+            "job %d was running in a process that died or stopped renewing its "
+            "lease: recorded a failed attempt",
+            job_id,
+        )
+
+
 def positive_seconds(value: object, name: str) -> float:
     """A store option in seconds: a finite number > 0, else ``TypeError`` or
     ``ValueError`` naming the option."""

@@ -87,6 +87,7 @@ from jobq.stores.base import (
     StoreStats,
     describe_error,
     log_dropped_dead,
+    log_recovered,
     positive_seconds,
     process_died,
     record_from_row,
@@ -1039,12 +1040,7 @@ class PostgresStore:
             if recovered:
                 self._settle(conn)
         self._log_dropped(dropped)
-        for job_id in recovered:
-            logger.warning(
-                "job %d was running in a process that died or stopped renewing its "
-                "lease: recorded a failed attempt",
-                job_id,
-            )
+        log_recovered(recovered)
         if recovered:
             self._signal.jobs_added(len(recovered))
             self._notify_others()

@@ -53,6 +53,7 @@ from jobq.stores.base import (
     add_error,
     describe_error,
     log_dropped_dead,
+    log_recovered,
     positive_seconds,
     process_died,
     record_from_row,
@@ -725,12 +726,7 @@ class SqliteStore:
                 )
             settled = bool(recovered) and self._settled(conn)
         self._log_dropped(dropped)
-        for job_id in recovered:
-            logger.warning(
-                "job %d was running in a process that died or stopped renewing its "
-                "lease: recorded a failed attempt",
-                job_id,
-            )
+        log_recovered(recovered)
         if recovered:
             self._signal.jobs_added(len(recovered))
         if settled:
