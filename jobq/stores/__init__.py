@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobq.stores.base import Claim, NewJob, Signal, Store, StoreStats
 from jobq.stores.jsonfile import JsonFileStore
 from jobq.stores.memory import MemoryStore
-from jobq.stores.postgres import PostgresStore
-from jobq.stores.sqlite import SqliteStore, path_from_url
+
+if TYPE_CHECKING:
+    from jobq.stores.postgres import PostgresStore
+    from jobq.stores.sqlite import SqliteStore
+
+# The database stores are imported on first use, so that ``import jobq`` does
+# not pay for modules (and ``sqlite3``) an app that keeps a JSON file never uses.
+_LAZY = {"PostgresStore": "jobq.stores.postgres", "SqliteStore": "jobq.stores.sqlite"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Claim",
@@ -41,8 +54,12 @@ def store_from(spec: Any) -> Store:
         if not spec.strip():
             raise ValueError("store must not be an empty string")
         if spec[:7].lower() == "sqlite:":
+            from jobq.stores.sqlite import SqliteStore, path_from_url
+
             return SqliteStore(path_from_url(spec))
         if spec.lower().startswith(("postgresql:", "postgres:")):
+            from jobq.stores.postgres import PostgresStore
+
             return PostgresStore(spec)
         if "://" in spec:
             scheme = spec.split(":", 1)[0].lower()
