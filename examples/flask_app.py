@@ -1,78 +1,82 @@
-"""A Flask app that sends its welcome e-mails through jobq.
+"""A Flask app that sends its welcome e-mails through jobq's Flask extension.
 
     pip install -e '.[flask]'
-    JOBQ_STORE=jobs.json python examples/flask_app.py
+    flask --app examples/flask_app run --debug
     curl -X POST localhost:5000/signup -H 'Content-Type: application/json' \\
          -d '{"email": "ann@example.com"}'
     curl localhost:5000/stats
+    cat outbox.jsonl                  # the mail, after one retry (see below)
+    flask --app examples/flask_app jobq dead
 
-``flask --app examples/flask_app run --debug`` works too: it calls
-``create_app()`` (the memory store), and
-``flask --app 'examples/flask_app:create_app("jobs.json")' run`` keeps the jobs
-in a file.
+Settings also come from ``FLASK_*`` environment variables
+(``app.config.from_prefixed_env()``): ``FLASK_JOBQ_STORE=jobs.json`` keeps the
+jobs in a file (memory by default), ``FLASK_OUTBOX=...`` moves the outbox.
 
-The request handler only enqueues and answers 202 at once; a worker thread
-"sends" the mail (appends it to an outbox list, ``app.extensions["outbox"]``).
-A full Flask extension (config keys, CLI commands) comes with
-``jobq.contrib.flask``; this file shows the pattern with plain Flask.
+The request handler only enqueues and answers 202; a worker thread "sends"
+the mail: the pretend mail server refuses every address's first delivery
+("421 try again later"), so the log shows a retry before the mail lands in
+``outbox.jsonl``; an address ending in ``.invalid`` is a dead letter at once.
+
+The workers start with the first request, in the process that serves it, not
+in ``create_app()``: ``flask run --debug`` also creates the app in the
+reloader's watcher process, which then starts nothing (and takes no lock on
+a JSON store).
 """
 
 from __future__ import annotations
 
-import atexit
-import dataclasses
+import json
 import logging
-import os
+import threading
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from flask import Flask, current_app, request
 
 import jobq
+from jobq.contrib.flask import JobQ
 
-Mail = dict[str, str]
-
-
-def send_welcome_mail(job: jobq.Job[Mail]) -> None:
-    """Deliver one welcome mail. Runs on a worker thread, inside the app context."""
-    to = job.payload["to"]
-    if to.endswith(".invalid"):
-        raise jobq.Fatal(f"no mail server for {to}")  # dead letter, no retries
-    outbox: list[dict[str, Any]] = current_app.extensions["outbox"]
-    # Delivery is at least once: after a crash this job may run again. The job
-    # id is a natural idempotency key (a real mail API would take it as one).
-    if any(mail["job"] == job.id for mail in outbox):
-        return
-    outbox.append({"job": job.id, "to": to, "subject": "Welcome!"})
+jobs = JobQ(max_attempts=5)  # defaults; the app's JOBQ_* config wins
 
 
-def create_app(store_path: str | os.PathLike[str] | None = None) -> Flask:
-    """The app; ``store_path`` is the JSON file for the jobs (memory if ``None``).
+class MailServer:
+    """A pretend SMTP server: refuses each address's first delivery."""
 
-    Building the queue opens nothing, so creating the app is always safe. The
-    workers start with the first request, in the process that serves it: under
-    ``flask run --debug`` the app is also created in the reloader's watcher
-    process, which never serves a request and so never takes the JSON file's
-    lock (and gunicorn's master with ``--preload`` stays thread-free). Jobs
-    left pending by the previous run resume with that first request.
+    def __init__(self, outbox: Path) -> None:
+        self.outbox = outbox
+        self.tries: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def deliver(self, to: str, subject: str) -> None:
+        with self.lock:
+            self.tries[to] += 1
+            if self.tries[to] == 1:
+                raise ConnectionError("421 try again later")
+            with self.outbox.open("a", encoding="utf-8") as file:
+                file.write(json.dumps({"to": to, "subject": subject}) + "\n")
+
+
+@jobs.task
+def send_welcome_mail(to: str) -> None:
+    """Runs on a worker thread, inside the app context (``current_app`` works).
+
+    Any exception is retried with backoff; ``jobq.Fatal`` is a dead letter.
     """
+    if to.endswith(".invalid"):
+        raise jobq.Fatal(f"no mail server for {to}")
+    server: MailServer = current_app.extensions["mail_server"]
+    server.deliver(to, "Welcome!")
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """The app. Creating it opens nothing and starts no thread."""
     app = Flask(__name__)
-    app.extensions["outbox"] = []
-
-    def run_in_app_context(job: jobq.Job[Mail]) -> None:
-        with app.app_context():
-            send_welcome_mail(job)
-
-    queue: jobq.JobQueue[Mail] = jobq.JobQueue(
-        run_in_app_context, store=store_path, max_attempts=5, base_delay=1.0
-    )
-    app.extensions["jobq"] = queue
-    # On exit: let running jobs finish (up to 10 s) and release the store.
-    # Pending jobs stay in the JSON file for the next start.
-    atexit.register(queue.close, timeout=10)
-
-    @app.before_request
-    def start_workers() -> None:
-        queue.start(workers=2)  # a no-op while the workers run
+    app.config.update(JOBQ_WORKERS=2, JOBQ_BASE_DELAY=1.0, OUTBOX="outbox.jsonl")
+    app.config.from_prefixed_env()  # FLASK_JOBQ_STORE=jobs.json -> JOBQ_STORE
+    app.config.update(config or {})
+    app.extensions["mail_server"] = MailServer(Path(app.config["OUTBOX"]))
+    jobs.init_app(app)
 
     @app.post("/signup")
     def signup() -> tuple[dict[str, Any], int]:
@@ -81,12 +85,19 @@ def create_app(store_path: str | os.PathLike[str] | None = None) -> Flask:
         if not isinstance(email, str) or "@" not in email:
             return {"error": 'send JSON like {"email": "ann@example.com"}'}, 400
         # key: a double submit while the mail is still queued is not sent twice.
-        enqueued = queue.enqueue({"to": email}, key=f"welcome:{email}")
+        enqueued = send_welcome_mail.using(key=f"welcome:{email}").enqueue(email)
         return {"job": enqueued.id, "duplicate": enqueued.duplicate}, 202
 
     @app.get("/stats")
     def stats() -> dict[str, int]:
-        return dataclasses.asdict(queue.stats())
+        s = jobs.queue.stats()
+        return {
+            "pending": s.pending,
+            "running": s.running,
+            "dead": s.dead,
+            "completed": s.completed,
+            "retried": s.retried,
+        }
 
     return app
 
@@ -94,4 +105,4 @@ def create_app(store_path: str | os.PathLike[str] | None = None) -> Flask:
 if __name__ == "__main__":
     # jobq logs retries (WARNING) and dead jobs (ERROR) on the "jobq" logger.
     logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
-    create_app(os.environ.get("JOBQ_STORE")).run()
+    create_app().run()

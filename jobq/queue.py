@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import datetime as dt
 import logging
+import sys
 import threading
 import time
 import weakref
@@ -59,8 +60,18 @@ _running_queues: set[JobQueue[Any]] = set()
 _open_queues: weakref.WeakSet[JobQueue[Any]] = weakref.WeakSet()
 
 
+#: Set when the interpreter starts to exit: a lazy start never starts then.
+_exiting = False
+
+
+def _shutting_down() -> bool:
+    return _exiting or sys.is_finalizing()
+
+
 @atexit.register
 def _stop_at_exit() -> None:
+    global _exiting
+    _exiting = True
     deadline = time.monotonic() + EXIT_TIMEOUT  # one wait for all queues together
     for queue in dict.fromkeys([*_running_queues, *_open_queues]):
         queue.stop(timeout=max(deadline - time.monotonic(), 0.0))
@@ -159,37 +170,73 @@ class JobQueue(Generic[P]):
             self._warn_running_after,
         )
         self._opened = False
-        self._start_on_open = start_workers
+        #: Workers to start on first use (0: none): set by ``start(lazy=True)``
+        #: and in a forked child of a started queue; honoured by
+        #: ``ensure_started``, ``enqueue`` and ``join``; cleared by ``stop``.
+        self._start_on_use = start_workers
 
     def _after_fork_in_child(self) -> None:
         """A forked child gets workers of its own on first use, never the
-        parent's threads, locks or store handles."""
+        parent's threads, locks or store handles; a lazy start's wish is kept."""
         _running_queues.discard(self)
         self._build_runtime(
-            start_workers=self._pool.workers if self._pool.running else 0
+            start_workers=self._pool.workers
+            if self._pool.running
+            else self._start_on_use
         )
 
     # -- lifecycle ------------------------------------------------------------
 
-    def start(self, workers: int = 4) -> JobQueue[P]:
-        """Start ``workers`` worker threads; a no-op while running."""
+    def start(self, workers: int = 4, *, lazy: bool = False) -> JobQueue[P]:
+        """Start ``workers`` worker threads; a no-op while running.
+
+        ``lazy=True`` starts nothing and opens nothing yet: the workers start
+        in the process that first *uses* the queue, with its first
+        ``ensure_started()`` (a web framework's first request), ``enqueue``
+        or ``join``. So an app factory (or ``AppConfig.ready()``) may call it
+        although it also runs in processes that never serve: the reloader's
+        watcher, gunicorn's master with ``--preload``, management commands,
+        tests. A forked child keeps the wish and starts its own workers on
+        its own first use. ``stop()`` cancels the wish; nothing starts while
+        the interpreter exits.
+        """
         if isinstance(workers, bool) or not isinstance(workers, int):
             raise TypeError(f"workers must be an int, not {workers!r}")
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
         self._require_handler()
         with self._lifecycle:
-            self._start_on_open = 0
+            if lazy:
+                if self._closed:
+                    raise QueueClosed("this queue was closed")
+                if not self._pool.running:
+                    self._start_on_use = workers
+                return self
+            self._start_on_use = 0
             self._open_locked()
             self._start_locked(workers)
         return self
+
+    def ensure_started(self) -> bool:
+        """Start the workers a lazy ``start`` (or a started parent of this
+        forked child) asked for, if they do not run yet; whether workers run
+        in this process now.
+
+        Cheap once started: meant to be called on every request by a
+        framework hook. Without such a wish (never started, or stopped) it
+        starts nothing and opens nothing. JSON store: while another process
+        owns the file, nothing starts (``False``); a later call tries again.
+        """
+        if self._start_on_use:
+            self._ensure_open(start=True)
+        return self._pool.running
 
     def _start_locked(self, workers: int) -> None:
         if not self._pool.running:
             self.store.recover(self._clock())  # also proves we may write it
             self._pool.start(workers)
             _running_queues.add(self)
-        self._start_on_open = 0  # only once started: a failed start is tried again
+        self._start_on_use = 0  # only once started: a failed start is tried again
 
     def stop(self, timeout: float | None = None) -> None:
         """Take no new jobs, wait for running ones (up to ``timeout``), save.
@@ -200,7 +247,7 @@ class JobQueue(Generic[P]):
         """
         with self._lifecycle:
             _running_queues.discard(self)
-            self._start_on_open = 0
+            self._start_on_use = 0
             self._pool.stop(timeout)
             if self._opened and not self._closed:
                 try:
@@ -317,7 +364,7 @@ class JobQueue(Generic[P]):
                 f"{type(self.store).__name__} cannot add jobs in the caller's "
                 "transaction (connection=...); the PostgreSQL store can"
             )
-        self._ensure_open()
+        self._ensure_open(start=True)
         if not jobs:
             return []
         if self.max_pending is not None:
@@ -365,7 +412,7 @@ class JobQueue(Generic[P]):
         Returns ``False`` if ``timeout`` passed first. Jobs are run by this
         queue's workers, or by other processes sharing the store.
         """
-        self._ensure_open()
+        self._ensure_open(start=True)
         deadline = None if timeout is None else time.monotonic() + timeout
         signal = self._signal
         with signal.lock:
@@ -509,26 +556,29 @@ class JobQueue(Generic[P]):
 
     # -- helpers --------------------------------------------------------------
 
-    def _ensure_open(self) -> None:
+    def _ensure_open(self, *, start: bool = False) -> None:
+        """Open the store if needed; with ``start``, also start the workers
+        that are wished for on first use (see ``start(lazy=True)``)."""
         if self._closed:
             raise QueueClosed("this queue was closed")
-        if not self._opened or self._start_on_open:
+        if not self._opened or (start and self._start_on_use):
             with self._lifecycle:
-                self._open_locked()
+                self._open_locked(start=start)
 
-    def _open_locked(self) -> None:
+    def _open_locked(self, *, start: bool = False) -> None:
         if self._closed:
             raise QueueClosed("this queue was closed")
         if not self._opened:
             self.store.open(self._signal, dead_letter_limit=self.dead_letter_limit)
             self._opened = True
             _open_queues.add(self)
-        if self._start_on_open:  # the parent of this forked child had started
-            # JSON: while the parent still owns the file, reading works and a
-            # change raises StoreLocked itself; the workers start with the
-            # first call after the parent released the file (or died).
+        if start and self._start_on_use and not _shutting_down():
+            # JSON: while another process (say, the parent of this forked
+            # child) owns the file, reading works and a change raises
+            # StoreLocked itself; the workers start with the first use after
+            # that process released the file (or died).
             with contextlib.suppress(StoreLocked):
-                self._start_locked(self._start_on_open)
+                self._start_locked(self._start_on_use)
 
     def _require_handler(self) -> None:
         if self._handler is None and not self._tasks:

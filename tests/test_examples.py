@@ -106,40 +106,64 @@ def flask_example() -> ModuleType:
 
 @pytest.fixture
 def app(flask_example: ModuleType, tmp_path: Path) -> Iterator[Any]:
-    app = flask_example.create_app(tmp_path / "jobs.json")
+    app = flask_example.create_app(
+        {
+            "JOBQ_STORE": str(tmp_path / "jobs.json"),
+            "JOBQ_BASE_DELAY": 0.01,
+            "OUTBOX": str(tmp_path / "outbox.jsonl"),
+        }
+    )
     yield app
-    app.extensions["jobq"].close(timeout=5)
+    app.extensions["jobq"].queue.close(timeout=5)
+
+
+def outbox(app: Any) -> list[dict[str, str]]:
+    path = Path(app.config["OUTBOX"])
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_creating_the_flask_app_opens_nothing(
     flask_example: ModuleType, tmp_path: Path
 ) -> None:
-    app = flask_example.create_app(tmp_path / "jobs.json")
+    app = flask_example.create_app({"JOBQ_STORE": str(tmp_path / "jobs.json")})
     try:
         assert list(tmp_path.iterdir()) == []  # no file, no lock: reloader-safe
     finally:
-        app.extensions["jobq"].close()
+        app.extensions["jobq"].queue.close()
 
 
-def test_signup_enqueues_a_welcome_mail_that_a_worker_sends(app: Any) -> None:
+def test_signup_enqueues_a_welcome_mail_that_a_worker_sends_after_a_retry(
+    app: Any,
+) -> None:
     client = app.test_client()
 
     response = client.post("/signup", json={"email": "ann@example.com"})
 
     assert response.status_code == 202
     assert response.get_json() == {"job": 1, "duplicate": False}
-    assert app.extensions["jobq"].join(timeout=10)
-    assert app.extensions["outbox"] == [
-        {"job": 1, "to": "ann@example.com", "subject": "Welcome!"}
-    ]
+    assert app.extensions["jobq"].queue.join(timeout=10)
+    assert outbox(app) == [{"to": "ann@example.com", "subject": "Welcome!"}]
     stats = client.get("/stats").get_json()
     assert stats == {
         "pending": 0,
         "running": 0,
         "dead": 0,
         "completed": 1,
-        "retried": 0,
+        "retried": 1,  # the pretend mail server refused the first try
     }
+
+
+def test_a_double_signup_while_queued_is_one_mail(app: Any) -> None:
+    client = app.test_client()
+    app.extensions["jobq"].queue.stop()  # keep the first job pending
+
+    first = client.post("/signup", json={"email": "ann@example.com"}).get_json()
+    second = client.post("/signup", json={"email": "ann@example.com"}).get_json()
+
+    assert first == {"job": 1, "duplicate": False}
+    assert second == {"job": 1, "duplicate": True}
 
 
 def test_a_mail_that_cannot_be_delivered_is_a_dead_letter(app: Any) -> None:
@@ -148,12 +172,22 @@ def test_a_mail_that_cannot_be_delivered_is_a_dead_letter(app: Any) -> None:
     response = client.post("/signup", json={"email": "bob@nowhere.invalid"})
 
     assert response.status_code == 202
-    queue = app.extensions["jobq"]
+    queue = app.extensions["jobq"].queue
     assert queue.join(timeout=10)
     assert client.get("/stats").get_json()["dead"] == 1
     [dead] = queue.dead_jobs()
     assert dead.last_error == "Fatal: no mail server for bob@nowhere.invalid"
-    assert app.extensions["outbox"] == []
+    assert outbox(app) == []
+
+
+def test_the_dead_letter_shows_in_flask_jobq_dead(app: Any) -> None:
+    app.test_client().post("/signup", json={"email": "bob@nowhere.invalid"})
+    assert app.extensions["jobq"].queue.join(timeout=10)
+
+    result = app.test_cli_runner().invoke(args=["jobq", "dead"])
+
+    assert result.exit_code == 0, result.output
+    assert "Fatal: no mail server for bob@nowhere.invalid" in result.output
 
 
 @pytest.mark.parametrize(
@@ -168,4 +202,4 @@ def test_signup_without_an_email_is_refused_and_enqueues_nothing(
 
     assert response.status_code == 400
     assert client.get("/stats").get_json()["pending"] == 0
-    assert app.extensions["jobq"].get(1) is None
+    assert app.extensions["jobq"].queue.get(1) is None

@@ -1,0 +1,260 @@
+"""jobq for Django: add ``"jobq.contrib.django"`` to ``INSTALLED_APPS``.
+
+One queue per process, built from ``settings.JOBQ`` by the first
+``get_queue()`` (building opens nothing: no file, connection or thread)::
+
+    JOBQ = {"STORE": "sqlite:///jobs.db", "WORKERS": 4, "MAX_ATTEMPTS": 5}
+
+    # myapp/tasks.py (imported by the app at startup, like admin.py)
+    from jobq.contrib.django import task
+
+    @task
+    def send_welcome(user_id: int) -> None: ...
+
+    send_welcome.enqueue(user.pk)        # in a view
+
+What Django adds to a plain ``jobq.JobQueue``:
+
+* A job enqueued while the ``DATABASE`` connection is in an atomic block
+  (``transaction.atomic``, ``ATOMIC_REQUESTS``) is written to the store with
+  ``transaction.on_commit``: it never exists if the transaction rolls back,
+  and no worker can run it before the data it needs is committed. Such an
+  ``enqueue`` returns a ``Deferred`` (``id`` 0: the id is not known yet).
+  Passing ``connection=`` (PostgreSQL store in the same database) writes it
+  in the caller's transaction instead, with its real id.
+* Every job runs between two ``django.db.close_old_connections()`` calls, as
+  a request does, so worker threads never keep broken or expired
+  connections (skipped in ``IMMEDIATE`` mode and inside an atomic block).
+* Workers start in the serving process on its first request
+  (``request_started``; ``AUTOSTART``), never in ``AppConfig.ready()``, so
+  ``migrate``, ``shell`` or ``test`` start none. ``manage.py jobq_worker``
+  runs workers in a process of their own; ``manage.py jobq`` looks at and
+  manages the jobs (``stats``, ``dead``, ``show``, ``retry``, ...).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar, overload
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import close_old_connections, connections, transaction
+from django.utils.module_loading import import_string
+
+from jobq.errors import JobqError
+from jobq.queue import JobQueue
+from jobq.stores.base import Claim
+from jobq.tasks import Task
+from jobq.types import Enqueued, Job
+
+from . import conf
+
+__all__ = [
+    "Deferred",
+    "DjangoJobQueue",
+    "enqueue",
+    "enqueue_many",
+    "get_queue",
+    "task",
+]
+
+logger = logging.getLogger("jobq")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred(Enqueued):
+    """What ``enqueue`` returns for a job whose store write waits for the
+    current transaction to commit: ``id`` is 0 and ``duplicate`` False, since
+    neither is known before the commit. A rollback drops the job."""
+
+    id: int = 0
+    duplicate: bool = False
+
+
+class DjangoJobQueue(JobQueue[Any]):
+    """A ``JobQueue`` that defers enqueues to the commit of the current
+    transaction and closes old database connections around each job."""
+
+    def __init__(
+        self,
+        handler: Callable[[Job[Any]], Any] | None = None,
+        *,
+        on_commit: bool = True,
+        database: str = "default",
+        workers: int = 4,
+        autostart: bool = True,
+        **options: Any,
+    ) -> None:
+        self.on_commit = on_commit
+        self.database = database
+        self.workers = workers
+        self.autostart = autostart
+        super().__init__(handler, **options)
+
+    def _build_runtime(self, start_workers: int = 0) -> None:
+        super()._build_runtime(start_workers)
+        run = self._runner.run  # the one path of worker threads and run_pending
+
+        def run_closing_connections(claim: Claim) -> BaseException | None:
+            if self.immediate or _in_atomic_block():
+                return run(claim)  # the caller's connection: leave it alone
+            close_old_connections()
+            try:
+                return run(claim)
+            finally:
+                close_old_connections()
+
+        self._runner.run = run_closing_connections  # type: ignore[method-assign]
+
+    def _add(
+        self,
+        payloads: Iterable[object],
+        *,
+        connection: Any,
+        **options: Any,
+    ) -> list[Enqueued]:
+        db = transaction.get_connection(self.database)
+        if connection is not None or not self.on_commit or not db.in_atomic_block:
+            return super()._add(payloads, connection=connection, **options)
+        jobs = list(payloads)
+        for payload in jobs:  # a payload that cannot be stored fails now
+            self._encode(payload, options.get("what", "payload"))
+        self._run_at(0.0, options["delay"], options["at"])
+
+        def write() -> None:
+            super(DjangoJobQueue, self)._add(jobs, connection=None, **options)
+
+        transaction.on_commit(write, using=self.database)
+        return [Deferred() for _ in jobs]
+
+
+def _in_atomic_block() -> bool:
+    return any(db.in_atomic_block for db in connections.all(initialized_only=True))
+
+
+class _LazyHandler:
+    """``JOBQ["HANDLER"]``, imported at the first job (the module may itself
+    import ``jobq.contrib.django``)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._function: Callable[[Job[Any]], Any] | None = None
+
+    def __call__(self, job: Job[Any]) -> Any:
+        if self._function is None:
+            self._function = import_string(self.path)
+        return self._function(job)
+
+
+_lock = threading.Lock()
+_queue: DjangoJobQueue | None = None
+_wished_in: int | None = None  # the pid whose first request asked for workers
+
+
+def config() -> conf.Config:
+    """``settings.JOBQ`` as read for the queue; ``ImproperlyConfigured`` if
+    it has problems (``manage.py check`` lists them all)."""
+    found = conf.read()
+    if found.problems:
+        raise ImproperlyConfigured(" ".join(f"{p.id}: {p.msg}" for p in found.problems))
+    return found
+
+
+def get_queue() -> DjangoJobQueue:
+    """The process's queue, built from ``settings.JOBQ`` on first call.
+
+    ``JOBQ`` is read once: changing it afterwards (``override_settings``)
+    does not rebuild the queue, since tasks registered on it stay bound to it.
+    """
+    global _queue
+    if _queue is None:
+        with _lock:
+            if _queue is None:
+                found = config()
+                handler = None if found.handler is None else _LazyHandler(found.handler)
+                _queue = DjangoJobQueue(
+                    handler,
+                    store=found.store,
+                    on_commit=found.on_commit,
+                    database=found.database,
+                    workers=found.workers,
+                    autostart=found.autostart,
+                    **found.queue_options,
+                )
+    return _queue
+
+
+def start_lazily(**kwargs: Any) -> None:
+    """``request_started`` receiver: start this process's workers on its first
+    request, if ``AUTOSTART`` and the queue has a handler or tasks; later
+    requests only call ``ensure_started()`` (cheap; retries a JSON store
+    that another process owned)."""
+    global _wished_in
+    queue = get_queue()
+    if not queue.autostart:
+        return
+    try:
+        if _wished_in != os.getpid():
+            with _lock:
+                if _wished_in != os.getpid():
+                    _wished_in = os.getpid()
+                    queue.start(queue.workers, lazy=True)
+        queue.ensure_started()
+    except TypeError:  # no handler and no tasks: nothing to run here
+        return
+    except JobqError:
+        logger.exception("jobq: starting the workers of this process failed")
+
+
+@overload
+def task(
+    func: Callable[P, R],
+    /,
+    *,
+    name: str | None = None,
+    max_attempts: int | None = None,
+    priority: int = 0,
+) -> Task[P, R]: ...
+
+
+@overload
+def task(
+    func: None = None,
+    /,
+    *,
+    name: str | None = None,
+    max_attempts: int | None = None,
+    priority: int = 0,
+) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+
+def task(
+    func: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    max_attempts: int | None = None,
+    priority: int = 0,
+) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+    """``@get_queue().task``: register a named task of the project's queue."""
+    queue = get_queue()
+    if func is None:
+        return queue.task(name=name, max_attempts=max_attempts, priority=priority)
+    return queue.task(func, name=name, max_attempts=max_attempts, priority=priority)
+
+
+def enqueue(payload: Any, **options: Any) -> Enqueued:
+    """``get_queue().enqueue(payload, **options)`` (for ``JOBQ["HANDLER"]``)."""
+    return get_queue().enqueue(payload, **options)
+
+
+def enqueue_many(payloads: Iterable[Any], **options: Any) -> list[Enqueued]:
+    """``get_queue().enqueue_many(payloads, **options)``."""
+    return get_queue().enqueue_many(payloads, **options)

@@ -1,0 +1,398 @@
+"""Flask integration: ``JobQ``, an extension that gives each app its queue.
+
+    from jobq.contrib.flask import JobQ
+
+    jobs = JobQ()                       # extensions.py: no app yet
+
+    @jobs.task                          # tasks.py: registered for every app
+    def send_welcome_mail(to: str) -> None:
+        ...                             # runs inside the app's app context
+
+    def create_app() -> Flask:          # the app factory
+        app = Flask(__name__)
+        app.config["JOBQ_STORE"] = "sqlite:///jobs.db"
+        jobs.init_app(app)
+        return app
+
+    send_welcome_mail.enqueue("ann@example.com")   # in a request or CLI command
+
+Design: the store is fixed when a ``JobQueue`` is built, and an app factory
+may build many apps with different configs (tests do), so ``init_app`` builds
+one ``JobQueue`` per app from that app's ``JOBQ_*`` config (keyword arguments
+given to ``JobQ(...)`` are the defaults under it) and keeps it in
+``app.extensions["jobq"]``. ``@jobs.task`` records the function on the
+extension and registers it on every app's queue, built before or after; the
+returned ``AppTask`` enqueues to the queue of ``flask.current_app``.
+``jobs.queue`` is the current app's ``JobQueue``.
+
+Every job, handler or task, runs inside ``app.app_context()`` on the worker
+thread. With ``JOBQ_AUTOSTART`` (the default) the workers start lazily: in
+the process that serves the first request (or enqueues first), never in
+``create_app()``, so the reloader's watcher process of ``flask run --debug``,
+gunicorn's master with ``--preload`` and ``flask`` commands start none.
+
+``flask jobq worker|stats|dead|show|retry|delete|purge-dead`` are the
+commands of ``jobq.cli`` over the app's queue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import io
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+import click
+from flask import Flask, current_app, has_app_context
+from flask.cli import AppGroup
+
+from jobq import cli
+from jobq.errors import JobqError
+from jobq.queue import JobQueue
+from jobq.tasks import Task, _task_name
+from jobq.types import Enqueued, Job
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: ``app.config`` keys and the ``JobQueue`` option each sets.
+CONFIG_OPTIONS = {
+    "JOBQ_STORE": "store",
+    "JOBQ_MAX_ATTEMPTS": "max_attempts",
+    "JOBQ_BASE_DELAY": "base_delay",
+    "JOBQ_MAX_DELAY": "max_delay",
+    "JOBQ_DEAD_LETTER_LIMIT": "dead_letter_limit",
+    "JOBQ_KEEP_COMPLETED": "keep_completed",
+    "JOBQ_MAX_PENDING": "max_pending",
+    "JOBQ_IMMEDIATE": "immediate",
+}
+
+
+@dataclass(frozen=True)
+class JobQState:
+    """What ``init_app`` keeps in ``app.extensions["jobq"]``."""
+
+    extension: JobQ
+    queue: JobQueue[Any]
+    workers: int
+    autostart: bool
+
+
+@dataclass(frozen=True)
+class _TaskSpec:
+    func: Callable[..., Any]
+    name: str
+    max_attempts: int | None
+    priority: int
+
+
+@dataclass
+class _Registry:
+    """The extension's tasks and the apps it was initialised on."""
+
+    tasks: list[_TaskSpec] = field(default_factory=list)
+    apps: weakref.WeakSet[Flask] = field(default_factory=weakref.WeakSet)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class JobQ:
+    """The jobq Flask extension; see the module's documentation.
+
+    ``handler``: for plain jobs (``jobs.queue.enqueue(payload)``), called with
+    a ``jobq.Job`` inside the app context. ``queue_options``: ``JobQueue``
+    keyword arguments, the defaults under the app's ``JOBQ_*`` config.
+    """
+
+    def __init__(
+        self,
+        app: Flask | None = None,
+        *,
+        handler: Callable[[Job[Any]], Any] | None = None,
+        **queue_options: Any,
+    ) -> None:
+        self.handler = handler
+        self.queue_options = queue_options
+        self._registry = _Registry()
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        """Build ``app``'s queue from its config; add the lazy start and the
+        ``flask jobq`` commands. Opens nothing and starts no thread."""
+        if "jobq" in app.extensions:
+            raise RuntimeError(
+                "jobq is already initialised on this app; call init_app once"
+            )
+        config = app.config
+        options = dict(self.queue_options)
+        for key, option in CONFIG_OPTIONS.items():
+            if key in config:
+                options[option] = config[key]
+        workers = config.setdefault("JOBQ_WORKERS", 4)
+        autostart = config.setdefault("JOBQ_AUTOSTART", True)
+        handler = None if self.handler is None else _in_context(app, self.handler)
+        queue: JobQueue[Any] = JobQueue(handler, **options)
+        with self._registry.lock:
+            for spec in self._registry.tasks:
+                _register(app, queue, spec)
+            self._registry.apps.add(app)
+        app.extensions["jobq"] = JobQState(self, queue, workers, bool(autostart))
+        if autostart and (handler is not None or self._registry.tasks):
+            queue.start(workers, lazy=True)  # nothing runs yet
+        if autostart:
+            app.before_request(functools.partial(_ensure_started, queue))
+        app.cli.add_command(_command_group())
+
+    # -- the current app's queue -----------------------------------------------
+
+    @property
+    def queue(self) -> JobQueue[Any]:
+        """The ``JobQueue`` of ``flask.current_app``."""
+        return self.state().queue
+
+    def state(self, app: Flask | None = None) -> JobQState:
+        """``app``'s (default: the current app's) state; ``RuntimeError`` if
+        ``init_app`` was not called for it."""
+        if app is None:
+            if not has_app_context():
+                raise RuntimeError(
+                    "working outside of an application context: use this in a "
+                    "request, a flask command or `with app.app_context():`, or "
+                    "pass the app"
+                )
+            app = current_app._get_current_object()  # type: ignore[attr-defined]
+        state = app.extensions.get("jobq")
+        if not isinstance(state, JobQState) or state.extension is not self:
+            raise RuntimeError(
+                f"the app {app.name!r} is not initialised with this JobQ; "
+                "did you forget to call jobs.init_app(app)?"
+            )
+        return state
+
+    # -- tasks -----------------------------------------------------------------
+
+    @overload
+    def task(
+        self,
+        func: Callable[P, R],
+        /,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> AppTask[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> Callable[[Callable[P, R]], AppTask[P, R]]: ...
+
+    def task(
+        self,
+        func: Callable[P, R] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+    ) -> AppTask[P, R] | Callable[[Callable[P, R]], AppTask[P, R]]:
+        """``@jobs.task`` or ``@jobs.task(name=..., max_attempts=...,
+        priority=...)``: ``@queue.task`` on every app's queue (see
+        ``JobQueue.task``); the function runs inside the app context."""
+
+        def decorate(function: Callable[P, R]) -> AppTask[P, R]:
+            spec = _TaskSpec(
+                function, _task_name(function, name), max_attempts, priority
+            )
+            with self._registry.lock:
+                if any(s.name == spec.name for s in self._registry.tasks):
+                    raise ValueError(
+                        f"a task named {spec.name!r} is already registered"
+                    )
+                for app in list(self._registry.apps):
+                    state: JobQState = app.extensions["jobq"]
+                    _register(app, state.queue, spec)
+                    if (
+                        state.autostart
+                        and not self._registry.tasks
+                        and not self.handler
+                    ):
+                        # the first task: init_app had nothing to start yet
+                        state.queue.start(state.workers, lazy=True)
+                self._registry.tasks.append(spec)
+            return AppTask(self, spec)
+
+        return decorate if func is None else decorate(func)
+
+
+class AppTask(Generic[P, R]):
+    """A task of a ``JobQ``: calling it runs the function here and now;
+    ``enqueue`` and ``using`` act on the current app's ``jobq.Task``."""
+
+    def __init__(self, extension: JobQ, spec: _TaskSpec) -> None:
+        self._extension = extension
+        self._spec = spec
+        self.name = spec.name
+        self.func: Callable[P, R] = spec.func
+        functools.update_wrapper(self, spec.func)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(*args, **kwargs)
+
+    def task(self, app: Flask | None = None) -> Task[P, R]:
+        """The ``jobq.Task`` on ``app``'s (default: the current app's) queue."""
+        queue = self._extension.state(app).queue
+        found: Task[P, R] = queue._tasks[self.name]
+        return found
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
+        """``jobq.Task.enqueue`` on the current app's queue."""
+        return self.task().enqueue(*args, **kwargs)
+
+    def using(self, **options: Any) -> Task[P, R]:
+        """``jobq.Task.using`` on the current app's queue."""
+        return self.task().using(**options)
+
+    def __repr__(self) -> str:
+        return f"<jobq.contrib.flask.AppTask {self.name!r}>"
+
+
+def _in_context(app: Flask, func: Callable[P, R]) -> Callable[P, R]:
+    """``func`` run inside ``app.app_context()`` (in whichever thread)."""
+
+    @functools.wraps(func)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        with app.app_context():
+            return func(*args, **kwargs)
+
+    return run
+
+
+def _register(app: Flask, queue: JobQueue[Any], spec: _TaskSpec) -> None:
+    queue.task(
+        _in_context(app, spec.func),
+        name=spec.name,
+        max_attempts=spec.max_attempts,
+        priority=spec.priority,
+    )
+
+
+def _ensure_started(queue: JobQueue[Any]) -> None:
+    queue.ensure_started()  # cheap once the workers run
+
+
+# -- flask jobq ... --------------------------------------------------------------
+
+
+def _current_queue() -> JobQueue[Any]:
+    state = current_app.extensions.get("jobq")
+    if not isinstance(state, JobQState):  # pragma: no cover - added by init_app
+        raise click.UsageError("jobq is not initialised on this app")
+    return state.queue
+
+
+def _run(command: str, **arguments: Any) -> None:
+    """``jobq.cli``'s ``run_<command>`` over the current app's queue."""
+    runner: Callable[..., int] = getattr(cli, f"run_{command.replace('-', '_')}")
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        code = runner(_current_queue(), argparse.Namespace(**arguments), out, err=err)
+    except (cli.CommandError, JobqError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(out.getvalue(), nl=False)
+    click.echo(err.getvalue(), nl=False, err=True)
+    if code:
+        raise SystemExit(code)
+
+
+def _json_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--json", "json_", is_flag=True, help="print JSON")
+
+
+def _command_group() -> AppGroup:
+    group = AppGroup("jobq", help="Run and inspect this app's jobq queue.")
+
+    @group.command("worker")
+    @click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=None,
+        help="worker threads (default: JOBQ_WORKERS)",
+    )
+    @click.option(
+        "--shutdown-timeout",
+        type=click.FloatRange(min=0),
+        default=cli.SHUTDOWN_TIMEOUT,
+        show_default=True,
+        help="seconds to wait for running jobs after SIGTERM or SIGINT",
+    )
+    @click.option(
+        "--log-level",
+        default="INFO",
+        show_default=True,
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+    )
+    def worker(workers: int | None, shutdown_timeout: float, log_level: str) -> None:
+        """Run the workers in the foreground until SIGTERM or SIGINT."""
+        state: JobQState = current_app.extensions["jobq"]
+        args = argparse.Namespace(
+            workers=workers or state.workers,
+            shutdown_timeout=shutdown_timeout,
+            log_level=log_level,
+        )
+        code = cli.run_worker(state.queue, args, sys.stdout, err=sys.stderr)
+        if code:
+            raise SystemExit(code)
+
+    @group.command("stats")
+    @_json_option()
+    def stats(json_: bool) -> None:
+        """Pending (delayed included), running and dead jobs."""
+        _run("stats", json=json_)
+
+    @group.command("dead")
+    @_json_option()
+    def dead(json_: bool) -> None:
+        """The dead-letter list, oldest first."""
+        _run("dead", json=json_)
+
+    @group.command("show")
+    @click.argument("job_id", type=click.IntRange(min=1))
+    @_json_option()
+    def show(job_id: int, json_: bool) -> None:
+        """One job with its errors and tracebacks."""
+        _run("show", id=job_id, json=json_)
+
+    @group.command("retry")
+    @click.argument("job_id", type=click.IntRange(min=1))
+    @_json_option()
+    def retry(job_id: int, json_: bool) -> None:
+        """Make a dead job pending again."""
+        _run("retry", id=job_id, json=json_)
+
+    @group.command("delete")
+    @click.argument("job_id", type=click.IntRange(min=1))
+    @_json_option()
+    def delete(job_id: int, json_: bool) -> None:
+        """Remove a dead job for good."""
+        _run("delete", id=job_id, json=json_)
+
+    @group.command("purge-dead")
+    @click.option("--yes", is_flag=True, help="really delete them")
+    @_json_option()
+    def purge_dead(yes: bool, json_: bool) -> None:
+        """Remove every dead job (only with --yes)."""
+        _run("purge-dead", yes=yes, json=json_)
+
+    return group

@@ -1,0 +1,43 @@
+"""Settings of the Django project the jobq.contrib.django tests run in."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+
+SECRET_KEY = "jobq-tests-only"  # noqa: S105
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "localhost"]
+USE_TZ = True
+ROOT_URLCONF = "djproject.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.contenttypes",
+    "jobq.contrib.django",
+    "djapp",
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": ":memory:",
+    }
+}
+
+# One SQLite store per test session, shared with the worker processes the
+# tests start (they inherit the environment variable).
+if "JOBQ_DJANGO_TEST_STORE" not in os.environ:
+    _directory = tempfile.mkdtemp(prefix="jobq-django-")
+    atexit.register(shutil.rmtree, _directory, ignore_errors=True)
+    os.environ["JOBQ_DJANGO_TEST_STORE"] = f"sqlite:///{_directory}/jobs.db"
+
+JOBQ = {
+    "STORE": os.environ["JOBQ_DJANGO_TEST_STORE"],
+    "WORKERS": 2,
+    "MAX_ATTEMPTS": 3,
+    "BASE_DELAY": 0.1,
+    "KEEP_COMPLETED": 3600,
+}

@@ -1,0 +1,889 @@
+"""The ``jobq`` command: every command against the JSON, SQLite and PostgreSQL
+stores, called in-process through ``main`` (``worker`` also as a subprocess
+that is stopped with a signal).
+
+What must hold beyond "it prints the right thing":
+- ``--json`` output parses, has stable keys and is ASCII only;
+- exit status 0 done, 1 no such job / not dead / store failure, 2 usage;
+- nothing from a job reaches the terminal raw: ESC, line breaks, C1 controls
+  and bidi overrides in payloads, keys and errors are shown escaped;
+- read-only commands on a JSON store never take its owner's lock, so an app
+  that (re)starts while someone looks still owns its file;
+- ``worker`` runs the handler of ``--app``'s queue and exits 0 on SIGTERM or
+  SIGINT, waiting no longer than ``--shutdown-timeout`` for running jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jobq
+from jobq import cli
+from jobq._fileio import OwnerLock
+from jobq.stores import JsonFileStore, PostgresStore, SqliteStore, Store
+
+ROOT = Path(__file__).resolve().parents[1]
+POSTGRES_URL = os.environ.get(
+    "JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
+WAIT = 30.0  # seconds; a cap so that a broken worker fails a test, never hangs it
+FAR = 3600.0  # a delay that keeps a job pending for the whole test
+
+#: Text that would drive a terminal if written raw: colour, a line break, a
+#: carriage return, the C1 control sequence introducer and a bidi override.
+NASTY = "\x1b[31mred\nsecond line\r\x9b2J\u202eevil"
+RAW = ("\x1b", "\x9b", "\u202e", "\r")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
+def fail(job: jobq.Job[Any]) -> None:
+    raise ValueError(job.payload.get("error", "boom"))
+
+
+@dataclass
+class Target:
+    """A persistent store the command can reach, and queues on it for setup."""
+
+    kind: str
+    args: list[str]
+    new_store: Callable[[], Store]
+    queues: list[jobq.JobQueue[Any]] = field(default_factory=list)
+
+    def queue(self, handler: Any = fail, **options: Any) -> jobq.JobQueue[Any]:
+        queue: jobq.JobQueue[Any] = jobq.JobQueue(
+            handler, store=self.new_store(), **options
+        )
+        self.queues.append(queue)
+        return queue
+
+    def seed(
+        self, dead: Sequence[Any] = (), pending: Sequence[Any] = (), **enqueue: Any
+    ) -> tuple[list[int], list[int]]:
+        """Bury the ``dead`` payloads (each fails once: ``{"error": ...}``
+        sets the message), add the ``pending`` ones for later, release the store."""
+        queue = self.queue(fail, max_attempts=1)
+        dead_ids = [queue.enqueue(p, **enqueue).id for p in dead]
+        queue.run_pending()
+        pending_ids = [queue.enqueue(p, delay=FAR).id for p in pending]
+        queue.close()
+        return dead_ids, pending_ids
+
+
+@pytest.fixture(params=["json", "sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
+    kind = str(request.param)
+    if kind == "json":
+        path = tmp_path / "jobs.json"
+        made = Target(kind, ["--store", str(path)], lambda: JsonFileStore(path))
+    elif kind == "sqlite":
+        path = tmp_path / "jobs.db"
+        made = Target(kind, ["--store", f"sqlite:///{path}"], lambda: SqliteStore(path))
+    else:
+        schema = request.getfixturevalue("postgres_schema")
+        name = f"cli-{secrets.token_hex(4)}"
+        made = Target(
+            kind,
+            ["--store", POSTGRES_URL, "--schema", schema, "--queue", name],
+            lambda: PostgresStore(POSTGRES_URL, schema=schema, queue=name),
+        )
+    yield made
+    for queue in made.queues:
+        queue.close(timeout=5)
+
+
+# -- stats, dead, show ---------------------------------------------------------
+
+
+def test_stats_as_text_and_json(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target.seed(dead=[{"n": 1}], pending=[{"n": 2}, {"n": 3}])
+
+    text = run(capsys, "stats", *target.args)
+    as_json = run(capsys, "stats", "--json", *target.args)
+
+    assert text.code == 0
+    assert text.out.split() == ["pending", "2", "running", "0", "dead", "1"]
+    assert as_json.code == 0
+    assert json.loads(as_json.out) == {"pending": 2, "running": 0, "dead": 1}
+
+
+def test_dead_lists_an_aligned_table_oldest_first(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long_error = "x" * 500
+    (first, second), _ = target.seed(
+        dead=[{"error": "no such address"}, {"error": long_error}], pending=["p"]
+    )
+
+    result = run(capsys, "dead", *target.args)
+
+    assert result.code == 0
+    header, *rows = result.out.splitlines()
+    assert header.split() == [
+        "ID", "ATTEMPTS", "BURIED", "(UTC)", "CREATED", "(UTC)", "KEY", "LAST", "ERROR"
+    ]  # fmt: skip
+    assert [row.split()[0] for row in rows] == [str(first), str(second)]
+    assert rows[0].split()[1] == "1/1"
+    assert "ValueError: no such address" in rows[0]
+    assert long_error not in result.out  # cut, with a mark
+    assert rows[1].endswith("...")
+    column = header.index("LAST ERROR")
+    assert rows[0][column:].startswith("ValueError")  # aligned under its header
+
+
+def test_dead_json_has_stable_keys(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job,), _ = target.seed(dead=[{"error": "bad", "to": "ann"}], key="mail:ann")
+
+    result = run(capsys, "dead", "--json", *target.args)
+
+    assert result.code == 0
+    (listed,) = json.loads(result.out)
+    assert list(listed) == [
+        "id", "state", "attempts", "max_attempts", "priority", "key", "task",
+        "created_at", "run_at", "buried_at", "last_error", "payload",
+    ]  # fmt: skip
+    assert listed["id"] == job
+    assert listed["state"] == "dead"
+    assert listed["attempts"] == listed["max_attempts"] == 1
+    assert listed["key"] == "mail:ann"
+    assert listed["last_error"] == "ValueError: bad"
+    assert listed["payload"] == {"error": "bad", "to": "ann"}
+    assert listed["buried_at"] >= listed["created_at"] > 0
+
+
+def test_dead_with_no_dead_jobs(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target.seed(pending=["waiting"])
+
+    assert run(capsys, "dead", *target.args).out == "no dead jobs\n"
+    assert json.loads(run(capsys, "dead", "--json", *target.args).out) == []
+
+
+def test_show_prints_every_field_and_each_traceback(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue = target.queue(fail, max_attempts=2, base_delay=0.0, jitter=False)
+    job = queue.enqueue({"error": "first"}, key="k1", priority=3).id
+    queue.run_pending()  # fails; retried at once (base_delay 0)
+    queue.run_pending()  # fails again: dead
+    queue.close()
+
+    text = run(capsys, "show", str(job), *target.args)
+    details = run(capsys, "show", str(job), "--json", *target.args)
+
+    assert text.code == 0
+    fields = dict(
+        line.split(None, 1) if " " in line else (line, "")
+        for line in text.out.split("\n\n")[0].splitlines()
+    )
+    assert fields["id"] == str(job)
+    assert fields["state"] == "dead"
+    assert fields["priority"] == "3"
+    assert fields["key"] == "k1"
+    assert "last error  ValueError: first" in text.out
+    assert 'payload     {"error": "first"}' in text.out
+    assert text.out.count("Traceback (most recent call last):") == 2
+    assert "error 2 of 2, at " in text.out
+    assert details.code == 0
+    shown = json.loads(details.out)
+    assert shown["state"] == "dead"
+    assert shown["attempts"] == 2
+    assert shown["result"] is None
+    assert [e["type"] for e in shown["errors"]] == ["ValueError", "ValueError"]
+    assert all("Traceback" in e["traceback"] for e in shown["errors"])
+    assert list(shown["errors"][0]) == ["type", "message", "traceback", "at"]
+
+
+def test_show_a_pending_job(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    _, (job,) = target.seed(pending=[["a", 1]])
+
+    result = run(capsys, "show", str(job), "--json", *target.args)
+
+    shown = json.loads(result.out)
+    assert (shown["state"], shown["payload"], shown["errors"]) == (
+        "pending",
+        ["a", 1],
+        [],
+    )
+    assert shown["buried_at"] is None
+    assert "due " in run(capsys, "show", str(job), *target.args).out
+
+
+def test_show_of_no_such_job_exits_1(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target.seed(pending=["p"])
+
+    result = run(capsys, "show", "999999", *target.args)
+
+    assert result.code == 1
+    assert result.out == ""
+    assert result.err == "jobq show: no job 999999\n"
+
+
+# -- escaping ------------------------------------------------------------------
+
+
+def test_payloads_keys_and_errors_are_shown_escaped(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job,), _ = target.seed(dead=[{"error": NASTY, "text": NASTY}], key=f"k{NASTY}")
+
+    listing = run(capsys, "dead", *target.args)
+    shown = run(capsys, "show", str(job), *target.args)
+
+    for output in (listing.out, shown.out):
+        assert not any(raw in output for raw in RAW)
+        assert "\\x1b[31mred\\nsecond line\\r\\x9b2J\\u202eevil" in output
+    assert len(listing.out.splitlines()) == 2  # the header and one row
+    # One-line fields stay on one line; a traceback keeps its own line breaks
+    # (indented under its heading) but nothing else raw.
+    assert f"key         k{cli.escape(NASTY)}\n" in shown.out
+    assert "payload     {" in shown.out
+    payload_line = next(ln for ln in shown.out.splitlines() if ln.startswith("payload"))
+    assert "\\u001b[31mred\\nsecond line" in payload_line  # JSON's escapes
+
+
+def test_json_output_is_ascii_and_exact(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job,), _ = target.seed(dead=[{"error": NASTY, "text": NASTY}], key=NASTY)
+
+    listing = run(capsys, "dead", "--json", *target.args)
+    shown = run(capsys, "show", str(job), "--json", *target.args)
+
+    for output in (listing.out, shown.out):
+        assert output.isascii()
+        assert not any(raw in output for raw in RAW)
+    (listed,) = json.loads(listing.out)
+    assert listed["payload"] == {"error": NASTY, "text": NASTY}
+    assert listed["key"] == NASTY
+    assert listed["last_error"] == f"ValueError: {NASTY}"
+    assert json.loads(shown.out)["errors"][0]["message"] == NASTY
+
+
+def test_error_messages_about_jobs_are_escaped(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job,), _ = target.seed(dead=[{"error": "x"}], key=NASTY)
+    holder = target.queue(fail)
+    holder.enqueue("holds the key", key=NASTY, delay=FAR)
+    holder.close()
+
+    result = run(capsys, "retry", str(job), *target.args)
+
+    assert result.code == 1
+    assert not any(raw in result.err for raw in RAW)
+    assert "key" in result.err
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("plain text", "plain text"),
+        ("é ü 日本 ✓", "é ü 日本 ✓"),  # printable non-ASCII stays
+        ("\x1b[31m", "\\x1b[31m"),
+        ("a\nb\tc\rd", "a\\nb\\tc\\rd"),
+        ("\x00\x7f\x9b", "\\x00\\x7f\\x9b"),
+        ("\u202e\u2028\ufeff", "\\u202e\\u2028\\ufeff"),
+        ("\udcff", "\\udcff"),  # a lone surrogate
+        ("\U000e0001", "\\U000e0001"),  # a tag character
+    ],
+)
+def test_escape(text: str, shown: str) -> None:
+    assert cli.escape(text) == shown
+
+
+def test_escape_can_keep_line_breaks() -> None:
+    assert cli.escape("a\n\x1bb", keep="\n") == "a\n\\x1bb"
+
+
+# -- retry, delete, purge-dead -------------------------------------------------
+
+
+def test_retry_makes_a_dead_job_pending(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job,), _ = target.seed(dead=[{"n": 1}], pending=["p"])
+
+    result = run(capsys, "retry", str(job), *target.args)
+
+    assert (result.code, result.out) == (0, f"job {job} is pending again\n")
+    shown = json.loads(run(capsys, "show", str(job), "--json", *target.args).out)
+    assert (shown["state"], shown["attempts"]) == ("pending", 0)
+
+    again = run(capsys, "retry", str(job), *target.args)
+    assert again.code == 1
+    assert (
+        again.err == f"jobq retry: job {job} is pending, not dead; it was not retried\n"
+    )
+    missing = run(capsys, "retry", "999999", "--json", *target.args)
+    assert (missing.code, missing.out, missing.err) == (
+        1,
+        "",
+        "jobq retry: no job 999999\n",
+    )
+
+
+def test_retry_json(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    (job,), _ = target.seed(dead=[1])
+
+    result = run(capsys, "retry", str(job), "--json", *target.args)
+
+    assert json.loads(result.out) == {"id": job, "retried": True}
+
+
+def test_delete_removes_a_dead_job_only(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job,), (waiting,) = target.seed(dead=[1], pending=[2])
+
+    result = run(capsys, "delete", str(job), "--json", *target.args)
+
+    assert result.code == 0
+    assert json.loads(result.out) == {"id": job, "deleted": True}
+    assert run(capsys, "show", str(job), *target.args).code == 1
+    assert run(capsys, "delete", str(job), *target.args).code == 1
+    pending = run(capsys, "delete", str(waiting), *target.args)
+    assert pending.code == 1
+    assert "is pending, not dead" in pending.err
+    assert run(capsys, "show", str(waiting), *target.args).code == 0
+
+
+def test_purge_dead_refuses_without_yes(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target.seed(dead=[1, 2, 3], pending=[4])
+
+    refused = run(capsys, "purge-dead", *target.args)
+
+    assert refused.code == 2
+    assert refused.out == ""
+    assert "3 dead jobs" in refused.err
+    assert "--yes" in refused.err
+    counts = json.loads(run(capsys, "stats", "--json", *target.args).out)
+    assert counts == {"pending": 1, "running": 0, "dead": 3}
+
+
+def test_purge_dead_with_yes_deletes_every_dead_job(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target.seed(dead=[1, 2, 3], pending=[4])
+
+    result = run(capsys, "purge-dead", "--yes", "--json", *target.args)
+
+    assert result.code == 0
+    assert json.loads(result.out) == {"deleted": 3}
+    counts = json.loads(run(capsys, "stats", "--json", *target.args).out)
+    assert counts == {"pending": 1, "running": 0, "dead": 0}
+    assert (
+        run(capsys, "purge-dead", "--yes", *target.args).out == "deleted 0 dead jobs\n"
+    )
+
+
+# -- usage errors and finding the store ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["nonsense"],
+        ["show"],
+        ["show", "x", "--store", "jobs.json"],
+        ["show", "0", "--store", "jobs.json"],
+        ["stats", "--store", "redis://localhost"],
+        ["stats", "--store", "sqlite://host/jobs.db"],
+        ["stats", "--store", "jobs.json", "--queue", "mail"],
+        ["stats", "--store", "jobs.json", "--app", "somewhere:queue"],
+        ["stats", "--app", "no_such_module_for_jobq_tests:queue"],
+        ["stats", "--app", "jobq"],
+        ["stats", "--app", "jobq:no_such_attribute"],
+        ["stats", "--app", "jobq:Job"],
+        ["worker", "--store", "jobs.json"],
+        ["worker", "--app", "jobq:JobQueue", "--workers", "0"],
+        ["worker", "--app", "jobq:JobQueue", "--shutdown-timeout", "-1"],
+    ],
+)
+def test_usage_errors_exit_2(
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.delenv(cli.STORE_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [*sys.path])  # --app may add the directory
+
+    result = run(capsys, *argv)
+
+    assert result.code == 2
+    assert result.out == ""
+    assert "error" in result.err
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+def test_no_store_named_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(cli.STORE_ENV, raising=False)
+
+    result = run(capsys, "stats")
+
+    assert result.code == 2
+    assert "--store" in result.err
+    assert cli.STORE_ENV in result.err
+
+
+def test_store_from_the_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = tmp_path / "jobs.db"
+    with jobq.JobQueue(store=f"sqlite:///{path}") as queue:
+        queue.enqueue("x", delay=FAR)
+    monkeypatch.setenv(cli.STORE_ENV, f"sqlite:///{path}")
+
+    result = run(capsys, "stats", "--json")
+
+    assert json.loads(result.out)["pending"] == 1
+
+
+@pytest.mark.parametrize("spec", ["missing.json", "sqlite:///missing.db"])
+def test_a_store_file_that_does_not_exist_is_not_created(
+    spec: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    for argv in (["stats"], ["retry", "1"], ["purge-dead", "--yes"]):
+        result = run(capsys, *argv, "--store", spec)
+
+        assert result.code == 1
+        assert "no " in result.err
+        assert "missing" in result.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_postgres_schema_is_an_error_and_not_created(
+    postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    missing = f"{postgres_schema}_missing"
+
+    result = run(capsys, "stats", "--store", POSTGRES_URL, "--schema", missing)
+
+    assert result.code == 1
+    assert "does not exist" in result.err
+    with psycopg.connect(POSTGRES_URL) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (missing,)
+        ).fetchone()
+    assert row == (0,)
+
+
+def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "--help").code == 0
+    assert run(capsys, "worker", "--help").code == 0
+    version = run(capsys, "--version")
+    assert (version.code, version.out) == (0, f"jobq {jobq.__version__}\n")
+
+
+def test_build_parser_names_every_command() -> None:
+    parser = cli.build_parser()
+
+    for command in cli.COMMANDS:
+        argv = [command, "1"] if command in ("show", "retry", "delete") else [command]
+        assert parser.parse_args(argv).command == command
+
+
+def test_console_script_is_declared() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    assert project["scripts"]["jobq"] == "jobq.cli:main"
+
+
+# -- --app ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def app_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], str]:
+    """Writes a module holding ``queue = jobq.JobQueue(handle, store=store)``
+    (``None``: memory); returns its ``--app`` spec (each module gets a new
+    name: imports are cached)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def make(store: str | None) -> str:
+        name = f"cli_test_app_{secrets.token_hex(4)}"
+        (tmp_path / f"{name}.py").write_text(
+            "import jobq\n"
+            "def handle(job):\n"
+            "    raise ValueError('app handler')\n"
+            f"queue = jobq.JobQueue(handle, store={store!r}, max_attempts=1)\n"
+        )
+        monkeypatch.delitem(sys.modules, name, raising=False)
+        return f"{name}:queue"
+
+    return make
+
+
+def test_app_names_the_store(
+    app_module: Callable[[str | None], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "jobs.db"
+    with jobq.JobQueue(fail, store=f"sqlite:///{path}", max_attempts=1) as queue:
+        dead = queue.enqueue({"n": 1}).id
+        queue.run_pending()
+    app = app_module(f"sqlite:///{path}")
+
+    listing = run(capsys, "dead", "--json", "--app", app)
+    retried = run(capsys, "retry", str(dead), "--app", app)
+
+    assert [job["id"] for job in json.loads(listing.out)] == [dead]
+    assert retried.code == 0
+
+
+def test_app_with_a_memory_queue_is_refused(
+    app_module: Callable[[str | None], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = app_module(None)
+
+    result = run(capsys, "stats", "--app", app)
+
+    assert result.code == 2
+    assert "memory" in result.err
+
+
+# -- the JSON store: looking never takes the owner's lock ----------------------
+
+
+@pytest.fixture
+def json_target(tmp_path: Path) -> Iterator[Target]:
+    path = tmp_path / "jobs.json"
+    made = Target("json", ["--store", str(path)], lambda: JsonFileStore(path))
+    yield made
+    for queue in made.queues:
+        queue.close(timeout=5)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["stats"], ["dead"], ["dead", "--json"], ["show", "1"], ["purge-dead"]],
+)
+def test_read_only_commands_never_take_the_json_lock(
+    argv: list[str],
+    json_target: Target,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    app_module: Callable[[str | None], str],
+) -> None:
+    json_target.seed(dead=[1], pending=[2])  # closed: no one owns the file now
+
+    def refuse(lock: OwnerLock) -> None:
+        raise AssertionError(f"{argv[0]} took the lock of {lock.path}")
+
+    monkeypatch.setattr(OwnerLock, "acquire", refuse)
+    via_store = run(capsys, *argv, *json_target.args)
+    via_app = run(capsys, *argv, "--app", app_module(json_target.args[1]))
+
+    assert via_store.code == via_app.code == (2 if argv == ["purge-dead"] else 0)
+    assert via_store.out == via_app.out
+
+
+def test_an_owner_can_start_while_the_command_reads(
+    json_target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    json_target.seed(dead=[1])
+    args = cli.build_parser().parse_args(["stats", "--json", *json_target.args])
+    reader = cli.queue_from_args(args, read_only=True)  # what `jobq stats` opens
+    before, after = io.StringIO(), io.StringIO()
+    cli.run_stats(reader, args, before)  # the reader is open; no one owned the file
+
+    owner = json_target.queue(fail)
+    owner.enqueue("added by the owner", delay=FAR)  # no StoreLocked: it owns the file
+    cli.run_stats(reader, args, after)  # and the reader sees what the owner wrote
+    reader.close()
+
+    assert json.loads(before.getvalue())["pending"] == 0
+    assert json.loads(after.getvalue())["pending"] == 1
+    lock = OwnerLock(str(json_target.args[1]))
+    with pytest.raises(jobq.StoreLocked):
+        lock.acquire()  # still the owner's
+
+
+def test_reading_while_an_owner_runs_and_changing_is_refused(
+    json_target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (job,), _ = json_target.seed(dead=[1])
+    owner = json_target.queue(fail)
+    owner.enqueue("x", delay=FAR)
+
+    looked = run(capsys, "stats", "--json", *json_target.args)
+    changed = run(capsys, "retry", str(job), *json_target.args)
+
+    assert json.loads(looked.out) == {"pending": 1, "running": 0, "dead": 1}
+    assert changed.code == 1
+    assert str(os.getpid()) in changed.err  # names the owner
+    assert "owns" in changed.err
+    assert owner.get(job).state == jobq.JobState.DEAD  # type: ignore[union-attr]
+
+
+def test_read_only_json_store_refuses_changes(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.json"
+    with jobq.JobQueue(fail, store=path, max_attempts=1) as owner:
+        dead = owner.enqueue(1).id
+        owner.run_pending()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    queue = jobq.JobQueue(fail, store=JsonFileStore(path, read_only=True))
+
+    assert queue.stats().dead == 1
+    with pytest.raises(jobq.StoreError, match="read-only"):
+        queue.enqueue(2)
+    with pytest.raises(jobq.StoreError, match="read-only"):
+        queue.retry_dead(dead)
+    with pytest.raises(jobq.StoreError, match="read-only"):
+        queue.start(workers=1)
+    queue.close()
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    OwnerLock(str(path)).acquire()  # free
+
+
+# -- worker --------------------------------------------------------------------
+
+HELPER = """
+import os, time
+import jobq
+
+DONE = os.environ["JOBQ_TEST_DONE"]
+
+def note(text):
+    with open(DONE, "a") as f:
+        f.write(text + "\\n")
+
+def handle(job):
+    if "sleep" in job.payload:
+        note("sleeping")
+        time.sleep(job.payload["sleep"])
+    if "error" in job.payload:
+        note("failing")
+        raise jobq.Fatal(job.payload["error"])
+    note(f"done {job.payload['n']}")
+
+queue = jobq.JobQueue(handle, store=os.environ["JOBQ_TEST_STORE"], max_attempts=1)
+"""
+
+
+class Worker:
+    """``python -m jobq.cli worker --app tests_helper_module:queue`` on a store;
+    its stderr goes to a file, so a test can read it while the worker runs."""
+
+    def __init__(self, tmp_path: Path, store: str, *options: str) -> None:
+        (tmp_path / "tests_helper_module.py").write_text(HELPER)
+        self.done = tmp_path / "done.txt"
+        self.log = tmp_path / "worker.err"
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]),
+            JOBQ_TEST_DONE=str(self.done),
+            JOBQ_TEST_STORE=store,
+        )
+        env.pop(cli.STORE_ENV, None)
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "jobq.cli", "worker",
+                 "--app", "tests_helper_module:queue", *options],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )  # fmt: skip
+
+    @property
+    def err(self) -> str:
+        return self.log.read_text()
+
+    def wait_for(self, *lines: str, file: Path | None = None) -> None:
+        """Until ``file`` (the handler's notes by default) has all ``lines``."""
+        file = file or self.done
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            if file.exists() and all(line in file.read_text() for line in lines):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.end()
+        raise AssertionError(f"the worker did not write {lines}: {self.err}")
+
+    def stop(self, signum: int = signal.SIGTERM) -> tuple[int, str, float]:
+        """Send ``signum``; the exit status, stderr and seconds until exit."""
+        started = time.monotonic()
+        self.proc.send_signal(signum)
+        out = self.end()
+        assert out == ""
+        return self.proc.returncode, self.err, time.monotonic() - started
+
+    def end(self) -> str:
+        try:
+            out, _ = self.proc.communicate(timeout=WAIT)
+        finally:
+            if self.proc.returncode is None:
+                self.proc.kill()
+                self.proc.communicate()
+        return out
+
+
+@pytest.fixture(params=["json", "sqlite"])
+def worker_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "json":
+        return str(tmp_path / "jobs.json")
+    return f"sqlite:///{tmp_path / 'jobs.db'}"
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"]
+)
+def test_worker_runs_jobs_and_exits_0_on_a_signal(
+    worker_store: str,
+    tmp_path: Path,
+    signum: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with jobq.JobQueue(store=worker_store) as queue:
+        queue.enqueue({"n": 1})
+        queue.enqueue({"n": 2})
+        queue.enqueue({"error": NASTY})
+    worker = Worker(tmp_path, worker_store, "--workers", "2")
+
+    worker.wait_for("done 1", "done 2", "failing")  # a running job is waited for
+    code, err, took = worker.stop(signum)
+
+    assert code == 0, err
+    assert took < 10
+    assert "worker" in err
+    assert "started: 2 workers" in err
+    assert f"stopping ({signal.Signals(signum).name})" in err
+    assert "stopped" in err
+    # The dead job was logged (the app configured no logging), escaped.
+    assert "is dead" in err
+    assert not any(raw in err for raw in RAW)
+    assert "\\x1b[31mred" in err
+    counts = run(capsys, "stats", "--json", "--store", worker_store)
+    assert json.loads(counts.out) == {"pending": 0, "running": 0, "dead": 1}
+
+
+def test_worker_waits_for_a_running_job_no_longer_than_its_shutdown_timeout(
+    worker_store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with jobq.JobQueue(store=worker_store) as queue:
+        job = queue.enqueue({"sleep": 60, "n": 1}).id
+    worker = Worker(tmp_path, worker_store, "--shutdown-timeout", "0.5")
+
+    worker.wait_for("sleeping")
+    code, err, took = worker.stop()
+
+    assert code == 0, err
+    assert took < 5
+    assert "waiting up to 0.5 s" in err
+    # The job was not lost: it is still running as stored (its lease or the
+    # next owner turns it into a failed attempt, and it runs again).
+    shown = json.loads(
+        run(capsys, "show", str(job), "--json", "--store", worker_store).out
+    )
+    assert shown["state"] in ("running", "pending")
+
+
+def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    with jobq.JobQueue(store=store) as queue:
+        queue.enqueue({"sleep": 60, "n": 1})
+    worker = Worker(tmp_path, store)  # waits up to 30 s for running jobs
+    worker.wait_for("sleeping")
+    worker.proc.send_signal(signal.SIGTERM)
+    worker.wait_for("stopping (SIGTERM)", file=worker.log)
+
+    code, err, took = worker.stop(signal.SIGINT)
+
+    assert code == 128 + signal.SIGINT
+    assert took < 5
+    assert "second signal" in err
+
+
+def test_worker_of_a_json_store_another_process_owns_exits_1(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.json"
+    with jobq.JobQueue(store=path) as owner:
+        owner.enqueue({"n": 1}, delay=FAR)
+        worker = Worker(tmp_path, str(path))
+        worker.end()
+        err = worker.err
+
+    assert worker.proc.returncode == 1
+    assert "StoreLocked" not in err  # a message, not a traceback
+    assert str(os.getpid()) in err
+
+
+def test_run_worker_can_be_reused_with_a_stop_event(tmp_path: Path) -> None:
+    done: list[Any] = []
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(
+        done.append, store=f"sqlite:///{tmp_path / 'jobs.db'}"
+    )
+    queue.enqueue("first")
+    stop = threading.Event()
+
+    def stop_when_done() -> None:
+        deadline = time.monotonic() + WAIT
+        while not done and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stop.set()
+
+    threading.Thread(target=stop_when_done, daemon=True).start()
+    args = argparse.Namespace(workers=1, shutdown_timeout=5.0, log_level="INFO")
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    code = cli.run_worker(queue, args, io.StringIO(), err=io.StringIO(), stop=stop)
+
+    assert code == 0
+    assert [job.payload for job in done] == ["first"]
+    with pytest.raises(jobq.QueueClosed):
+        queue.stats()  # closed by the worker command
+    assert handlers == {sig: signal.getsignal(sig) for sig in handlers}  # restored

@@ -1,0 +1,516 @@
+"""``jobq.contrib.flask``: the ``JobQ`` extension, its lazy start and ``flask jobq``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("flask")
+
+import flask
+from flask import Flask, current_app
+
+import jobq
+from jobq.contrib.flask import JobQ, JobQState
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MakeApp = Callable[..., Flask]
+
+
+def worker_threads() -> int:
+    return sum(t.name.startswith("jobq-worker-") for t in threading.enumerate())
+
+
+@pytest.fixture
+def make_app(tmp_path: Path) -> Iterator[MakeApp]:
+    """An app factory; every app's queue is closed after the test."""
+    apps: list[Flask] = []
+
+    def make(ext: JobQ, **config: Any) -> Flask:
+        app = Flask(f"app{len(apps)}")
+        app.config.update({"JOBQ_BASE_DELAY": 0.01, "JOBQ_WORKERS": 2, **config})
+        ext.init_app(app)
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.extensions["jobq"].queue.close(timeout=5)
+
+
+def state(app: Flask) -> JobQState:
+    found: JobQState = app.extensions["jobq"]
+    return found
+
+
+# -- jobs run inside the app context --------------------------------------------
+
+
+def test_a_task_runs_inside_its_apps_context(make_app: MakeApp) -> None:
+    jobs = JobQ()
+    seen: list[str] = []
+
+    @jobs.task(name="who")
+    def who(greeting: str) -> None:
+        seen.append(f"{greeting} from {current_app.name}")
+
+    app = make_app(jobs)
+    with app.app_context():
+        who.enqueue("hello")
+        assert jobs.queue.join(timeout=10)
+
+    assert seen == ["hello from app0"]
+
+
+def test_a_plain_job_runs_inside_the_app_context_too(make_app: MakeApp) -> None:
+    seen: list[Any] = []
+
+    def handler(job: jobq.Job[Any]) -> None:
+        seen.append((job.payload, current_app.config["MARK"]))
+
+    jobs = JobQ(handler=handler)
+    app = make_app(jobs, MARK="here")
+    with app.app_context():
+        jobs.queue.enqueue({"n": 1})
+        assert jobs.queue.join(timeout=10)
+
+    assert seen == [({"n": 1}, "here")]
+
+
+def test_calling_a_task_runs_it_here_and_now(make_app: MakeApp) -> None:
+    jobs = JobQ()
+
+    @jobs.task(name="double")
+    def double(n: int) -> int:
+        return 2 * n
+
+    assert double(21) == 42
+    assert double.name == "double"
+    assert double.__name__ == "double"
+
+
+# -- app factories ------------------------------------------------------------------
+
+
+def test_one_extension_serves_many_apps_each_with_its_own_queue(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    jobs = JobQ()
+    seen: list[tuple[str, int]] = []
+
+    @jobs.task(name="before")
+    def before(n: int) -> None:
+        seen.append((current_app.name, n))
+
+    first = make_app(jobs, JOBQ_STORE=f"sqlite:///{tmp_path / 'one.db'}")
+    second = make_app(jobs, JOBQ_STORE=f"sqlite:///{tmp_path / 'two.db'}")
+
+    @jobs.task(name="after")  # registered on the apps initialised already
+    def after(n: int) -> None:
+        seen.append((current_app.name, -n))
+
+    for app, n in [(first, 1), (second, 2)]:
+        with app.app_context():
+            before.enqueue(n)
+            after.enqueue(n)
+            assert jobs.queue.join(timeout=10)
+            assert jobs.queue.stats().completed == 2
+
+    assert sorted(seen) == [("app0", -1), ("app0", 1), ("app1", -2), ("app1", 2)]
+    assert state(first).queue is not state(second).queue
+    assert (tmp_path / "one.db").exists()
+    assert (tmp_path / "two.db").exists()
+
+
+def test_the_extension_needs_an_app_it_was_initialised_on(make_app: MakeApp) -> None:
+    jobs = JobQ()
+    app = make_app(jobs)
+
+    with pytest.raises(RuntimeError, match="application context"):
+        _ = jobs.queue
+    with app.app_context(), pytest.raises(RuntimeError, match="init_app"):
+        _ = JobQ().queue
+    with pytest.raises(RuntimeError, match="already initialised"):
+        jobs.init_app(app)
+
+
+def test_app_passed_to_the_constructor_is_initialised() -> None:
+    app = Flask("direct")
+    jobs = JobQ(app, handler=lambda job: None)
+    try:
+        assert state(app).extension is jobs
+    finally:
+        state(app).queue.close()
+
+
+def test_two_tasks_with_one_name_are_refused() -> None:
+    jobs = JobQ()
+    jobs.task(name="same")(lambda: None)
+
+    with pytest.raises(ValueError, match="already registered"):
+        jobs.task(name="same")(lambda: None)
+
+
+# -- config -------------------------------------------------------------------------
+
+
+def test_config_keys_set_the_queue_and_constructor_options_are_defaults(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    jobs = JobQ(handler=lambda job: None, max_attempts=7, max_delay=60.0)
+    app = make_app(
+        jobs,
+        JOBQ_STORE=f"sqlite:///{tmp_path / 'jobs.db'}",
+        JOBQ_MAX_ATTEMPTS=3,
+        JOBQ_BASE_DELAY=0.5,
+        JOBQ_WORKERS=3,
+    )
+    queue = state(app).queue
+
+    assert queue.policy.max_attempts == 3  # config wins
+    assert queue.policy.base_delay == 0.5
+    assert queue.policy.max_delay == 60.0  # from the constructor
+    assert type(queue.store).__name__ == "SqliteStore"
+    assert state(app).workers == 3
+    assert app.config["JOBQ_AUTOSTART"] is True  # defaults show in the config
+    before = worker_threads()
+    app.test_client().get("/")  # a 404 is a request too
+    assert worker_threads() == before + 3
+
+
+def test_autostart_off_starts_nothing_on_requests(make_app: MakeApp) -> None:
+    jobs = JobQ(handler=lambda job: None)
+    app = make_app(jobs, JOBQ_AUTOSTART=False)
+    before = worker_threads()
+
+    app.test_client().get("/")
+    with app.app_context():
+        jobs.queue.enqueue({"n": 1})
+
+    assert worker_threads() == before
+    with app.app_context():
+        assert jobs.queue.stats().pending == 1
+
+
+def test_a_bad_config_value_fails_at_init_app() -> None:
+    app = Flask("bad")
+    app.config["JOBQ_MAX_ATTEMPTS"] = 0
+    with pytest.raises(ValueError, match="max_attempts"):
+        JobQ(app, handler=lambda job: None)
+
+
+# -- lazy start ---------------------------------------------------------------------
+
+
+def test_creating_the_app_starts_no_thread_the_first_request_does(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    jobs = JobQ(handler=lambda job: None)
+    before = worker_threads()
+
+    app = make_app(jobs, JOBQ_STORE=str(tmp_path / "jobs.json"))
+
+    assert worker_threads() == before
+    assert list(tmp_path.iterdir()) == []  # no file, no lock
+    app.test_client().get("/")
+    assert worker_threads() == before + 2
+    app.test_client().get("/")
+    assert worker_threads() == before + 2
+
+
+def test_the_reloader_watcher_process_starts_nothing(
+    make_app: MakeApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flask run --debug`` loads the app in the watcher too
+    (WERKZEUG_RUN_MAIN unset there), which never serves a request."""
+    monkeypatch.delenv("WERKZEUG_RUN_MAIN", raising=False)
+    jobs = JobQ(handler=lambda job: None)
+    before = worker_threads()
+
+    app = make_app(jobs, JOBQ_STORE=str(tmp_path / "jobs.json"))
+    with app.app_context():
+        jobs.queue.stats()  # what `flask jobq stats` does
+
+    assert worker_threads() == before
+
+
+def test_the_first_task_registered_after_init_app_is_started_lazily(
+    make_app: MakeApp,
+) -> None:
+    jobs = JobQ()
+    app = make_app(jobs)  # no handler, no task yet: nothing to start
+    done = threading.Event()
+
+    @jobs.task(name="late")
+    def late() -> None:
+        done.set()
+
+    app.test_client().get("/")
+    with app.app_context():
+        late.enqueue()
+    assert done.wait(10)
+
+
+# -- flask jobq ...  ------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_app(make_app: MakeApp, tmp_path: Path) -> Flask:
+    """An app with one dead job (1) and one completed job."""
+    jobs = JobQ()
+
+    @jobs.task(name="fails")
+    def fails(n: int) -> None:
+        raise jobq.Fatal(f"no {n}")
+
+    app = make_app(
+        jobs,
+        JOBQ_STORE=f"sqlite:///{tmp_path / 'jobs.db'}",
+        JOBQ_AUTOSTART=False,
+    )
+    with app.app_context():
+        fails.enqueue(1)
+        assert jobs.queue.run_pending() == 1
+    return app
+
+
+def invoke(app: Flask, *args: str) -> Any:
+    return app.test_cli_runner().invoke(args=["jobq", *args])
+
+
+def test_flask_jobq_stats(cli_app: Flask) -> None:
+    result = invoke(cli_app, "stats", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {"pending": 0, "running": 0, "dead": 1}
+
+
+def test_flask_jobq_dead_lists_the_dead_letter(cli_app: Flask) -> None:
+    result = invoke(cli_app, "dead")
+
+    assert result.exit_code == 0, result.output
+    assert "Fatal: no 1" in result.output
+    assert json.loads(invoke(cli_app, "dead", "--json").output)[0]["id"] == 1
+
+
+def test_flask_jobq_retry_makes_the_job_pending_again(cli_app: Flask) -> None:
+    result = invoke(cli_app, "retry", "1")
+
+    assert result.exit_code == 0, result.output
+    assert "job 1 is pending again" in result.output
+    with cli_app.app_context():
+        assert state(cli_app).queue.stats().pending == 1
+    again = invoke(cli_app, "retry", "1")
+    assert again.exit_code == 1
+    assert "not dead" in again.output
+
+
+def test_flask_jobq_delete_removes_the_dead_job(cli_app: Flask) -> None:
+    result = invoke(cli_app, "delete", "1")
+
+    assert result.exit_code == 0, result.output
+    assert "job 1 deleted" in result.output
+    assert invoke(cli_app, "delete", "1").exit_code == 1
+    assert invoke(cli_app, "delete", "0").exit_code == 2  # not a job id
+
+
+def test_flask_jobq_purge_dead_needs_yes(cli_app: Flask) -> None:
+    refused = invoke(cli_app, "purge-dead")
+    assert refused.exit_code == 2
+    assert "--yes" in refused.output
+
+    result = invoke(cli_app, "purge-dead", "--yes")
+
+    assert result.exit_code == 0, result.output
+    assert "deleted 1 dead job" in result.output
+
+
+def test_flask_jobq_show(cli_app: Flask) -> None:
+    result = invoke(cli_app, "show", "1")
+
+    assert result.exit_code == 0, result.output
+    assert "Fatal: no 1" in result.output
+
+
+def test_the_commands_start_no_workers(make_app: MakeApp, tmp_path: Path) -> None:
+    jobs = JobQ(handler=lambda job: None)
+    app = make_app(jobs, JOBQ_STORE=f"sqlite:///{tmp_path / 'jobs.db'}")
+    before = worker_threads()
+
+    assert invoke(app, "stats").exit_code == 0
+    assert invoke(app, "dead").exit_code == 0
+
+    assert worker_threads() == before
+
+
+# -- real processes -----------------------------------------------------------------
+
+APP_MODULE = """
+import os
+from pathlib import Path
+
+from flask import Flask, current_app
+
+from jobq.contrib.flask import JobQ
+
+jobs = JobQ()
+
+
+@jobs.task(name="note")
+def note(text: str) -> None:
+    with open(current_app.config["NOTES"], "a") as file:
+        file.write(f"{text} {os.getpid()}\\n")
+
+
+def create_app() -> Flask:
+    app = Flask(__name__)
+    app.config.update(
+        JOBQ_STORE=os.environ["APP_STORE"],
+        JOBQ_WORKERS=2,
+        NOTES=os.environ["APP_NOTES"],
+    )
+    jobs.init_app(app)
+
+    @app.post("/note")
+    def add() -> dict[str, int]:
+        return {"job": note.enqueue("from-request").id}
+
+    return app
+"""
+
+
+def write_app(tmp_path: Path, store: str) -> dict[str, str]:
+    (tmp_path / "noteapp.py").write_text(textwrap.dedent(APP_MODULE))
+    env = dict(os.environ)
+    env.pop("WERKZEUG_RUN_MAIN", None)
+    env.update(
+        APP_STORE=store,
+        APP_NOTES=str(tmp_path / "notes.txt"),
+        FLASK_APP="noteapp:create_app",
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def notes(tmp_path: Path) -> list[str]:
+    path = tmp_path / "notes.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_flask_jobq_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    env = write_app(tmp_path, store)
+    with jobq.JobQueue[Any](store=store) as queue:  # e.g. the web process
+        queue.task(lambda text: None, name="note").enqueue("queued")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "flask", "jobq", "worker", "--workers", "1"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_for(lambda: len(notes(tmp_path)) == 1), notes(tmp_path)
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 0, err
+    assert notes(tmp_path)[0].startswith(f"queued {worker.pid}")
+    assert "stopping (SIGTERM)" in err
+    assert "stopped" in err
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def threads_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("Threads:")[1].split()[0])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+def test_flask_run_debug_serves_jobs_and_its_watcher_starts_no_workers(
+    tmp_path: Path,
+) -> None:
+    """The real reloader: the app is created in the watcher and in the
+    serving child; a JSON store works because only the child opens it."""
+    env = write_app(tmp_path, str(tmp_path / "jobs.json"))
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "flask", "run", "--debug", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/note"
+
+    def post() -> bool:
+        try:
+            request = urllib.request.Request(url, data=b"", method="POST")
+            with urllib.request.urlopen(request, timeout=2) as response:  # noqa: S310
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    try:
+        assert wait_for(post, timeout=30)
+        assert wait_for(lambda: len(notes(tmp_path)) == 1)
+        [line] = notes(tmp_path)
+        served_by = int(line.split()[1])
+        assert served_by != server.pid  # the reloader's child ran the job
+        assert threads_of(server.pid) == 1  # the watcher: no jobq threads
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            output, _ = server.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            output, _ = server.communicate()
+    assert "StoreLocked" not in output, output
+    assert "Traceback" not in output, output
+
+
+def test_flask_is_imported_only_by_the_extension() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import jobq, sys; print('flask' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    assert done.stdout.strip() == "False"
+    assert flask.__name__ == "flask"
