@@ -98,6 +98,9 @@ class JobQueue(Generic[P]):
     has moved.
     """
 
+    #: What runs claimed jobs (a subclass may run more kinds of jobs).
+    _runner_class: type[Runner] = Runner
+
     def __init__(
         self,
         handler: Callable[[Job[P]], Any] | None = None,
@@ -154,7 +157,7 @@ class JobQueue(Generic[P]):
         """The parts that belong to one process: lock, signal, workers, counters."""
         self._lifecycle = threading.Lock()
         self._signal = Signal(self._clock)
-        self._runner = Runner(
+        self._runner = self._runner_class(
             self.store,
             self._handler,
             self.policy,

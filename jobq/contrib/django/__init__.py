@@ -45,10 +45,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connections, transaction
 from django.utils.module_loading import import_string
 
+from jobq._runner import Runner
 from jobq.errors import JobqError
 from jobq.queue import JobQueue
 from jobq.stores.base import Claim
-from jobq.tasks import Task
+from jobq.tasks import Task, unknown_task
 from jobq.types import Enqueued, Job
 
 from . import conf
@@ -78,9 +79,48 @@ class Deferred(Enqueued):
     duplicate: bool = False
 
 
+class _DjangoRunner(Runner):
+    """Also runs the jobs of Django's Tasks framework (``JobqBackend``): a
+    job whose task name no ``@task`` of jobq registered here is taken for
+    the import path of a Django ``Task``, run only if it is one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.django_runs: dict[Claim, Any] = {}
+
+    def _call(self, claim: Claim) -> Any:
+        if claim.task is None or claim.task in self.tasks:
+            return super()._call(claim)
+        try:
+            from jobq.contrib.django._tasks_backend import Run
+        except ImportError:  # no Tasks framework here: nothing can run it
+            raise unknown_task(claim.task) from None
+        run = Run.start(claim, self)
+        self.django_runs[claim] = run
+        return run.call()
+
+    def _succeeded(self, claim: Claim, result: Any) -> None:
+        run = self.django_runs.pop(claim, None)
+        super()._succeeded(claim, result)
+        if run is not None:
+            run.succeeded(result)
+
+    def _failed(self, claim: Claim, exc: BaseException) -> None:
+        run = self.django_runs.pop(claim, None)
+        super()._failed(claim, exc)
+        if run is not None:
+            run.failed(exc)
+
+
 class DjangoJobQueue(JobQueue[Any]):
     """A ``JobQueue`` that defers enqueues to the commit of the current
-    transaction and closes old database connections around each job."""
+    transaction and closes old database connections around each job.
+
+    Its workers also run the tasks of Django's Tasks framework enqueued
+    through ``jobq.contrib.django.tasks.JobqBackend``.
+    """
+
+    _runner_class = _DjangoRunner
 
     def __init__(
         self,
@@ -118,21 +158,56 @@ class DjangoJobQueue(JobQueue[Any]):
         payloads: Iterable[object],
         *,
         connection: Any,
+        then: Callable[[list[Enqueued]], None] | None = None,
         **options: Any,
     ) -> list[Enqueued]:
+        """``then``, if given, is called with the added jobs once they are
+        written: at once, or at the commit of a deferred write."""
         db = transaction.get_connection(self.database)
         if connection is not None or not self.on_commit or not db.in_atomic_block:
-            return super()._add(payloads, connection=connection, **options)
+            added = super()._add(payloads, connection=connection, **options)
+            if then is not None:
+                then(added)
+            return added
         jobs = list(payloads)
         for payload in jobs:  # a payload that cannot be stored fails now
             self._encode(payload, options.get("what", "payload"))
         self._run_at(0.0, options["delay"], options["at"])
 
         def write() -> None:
-            super(DjangoJobQueue, self)._add(jobs, connection=None, **options)
+            added = super(DjangoJobQueue, self)._add(jobs, connection=None, **options)
+            if then is not None:
+                then(added)
 
         transaction.on_commit(write, using=self.database)
         return [Deferred() for _ in jobs]
+
+    def _require_handler(self) -> None:
+        if self._handler is None and not self._tasks and _serves_django_tasks():
+            return  # its jobs are Django Tasks, found by their import paths
+        super()._require_handler()
+
+
+def _serves_django_tasks() -> bool:
+    """Whether ``settings.TASKS`` names ``JobqBackend`` (or a subclass)."""
+    from django.conf import settings
+
+    backends = getattr(settings, "TASKS", None)
+    if not isinstance(backends, dict):
+        return False
+    for params in backends.values():
+        path = params.get("BACKEND") if isinstance(params, dict) else None
+        if not isinstance(path, str):
+            continue
+        try:
+            from jobq.contrib.django._tasks_backend import JobqBackend
+
+            backend = import_string(path)
+        except ImportError:
+            continue
+        if isinstance(backend, type) and issubclass(backend, JobqBackend):
+            return True
+    return False
 
 
 def _in_atomic_block() -> bool:

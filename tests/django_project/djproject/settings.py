@@ -41,3 +41,16 @@ JOBQ = {
     "BASE_DELAY": 0.1,
     "KEEP_COMPLETED": 3600,
 }
+
+# Django's Tasks framework (django.tasks, or the django_tasks backport on
+# Python 3.11) runs its tasks as jobs of the queue above.
+TASKS = {
+    "default": {
+        "BACKEND": "jobq.contrib.django.tasks.JobqBackend",
+        "QUEUES": ["default", "emails"],
+    }
+}
+
+# Django 6.1 warns without MAILERS (ignored by Django 5.2); the test runner
+# replaces every mailer with the in-memory one (mail.outbox).
+MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}

@@ -1,0 +1,318 @@
+"""jobq.contrib.django.tasks.JobqBackend: Django's Tasks framework on jobq.
+
+The tasks are in ``djapp/dtasks.py``, written as Django's Tasks
+documentation writes them; ``TASKS`` in the test project names the backend.
+On Python 3.11 the framework is the ``django_tasks`` backport; on 3.12+ it
+is Django's own ``django.tasks``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core import mail
+from django.db import transaction
+from django.utils import timezone
+
+from jobq.contrib.django import get_queue
+from jobq.contrib.django.tasks import JobqBackend, NotADjangoTask
+from jobq.types import JobState
+
+try:
+    from django.tasks import TaskResultStatus, task_backends
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+except ImportError:
+    from django_tasks import TaskResultStatus, task_backends
+    from django_tasks.exceptions import InvalidTaskError as InvalidTask
+    from django_tasks.exceptions import TaskResultDoesNotExist
+    from django_tasks.signals import task_enqueued, task_finished, task_started
+
+
+def _backend() -> Any:
+    return task_backends["default"]
+
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Iterator[None]:
+    from djapp import dtasks
+
+    get_queue().run_pending()  # jobs other tests left due
+    dtasks.seen.clear()
+    mail.outbox = []
+    yield
+    dtasks.seen.clear()
+
+
+@pytest.fixture
+def signals() -> Iterator[list[tuple[str, str, Any]]]:
+    """(signal, result id, status) for each Tasks signal sent."""
+    sent: list[tuple[str, str, Any]] = []
+
+    def receiver(name: str) -> Any:
+        def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+            assert sender is JobqBackend
+            sent.append((name, task_result.id, task_result.status))
+
+        return receive
+
+    receivers = {
+        task_enqueued: receiver("enqueued"),
+        task_started: receiver("started"),
+        task_finished: receiver("finished"),
+    }
+    for signal, receive in receivers.items():
+        signal.connect(receive)
+    yield sent
+    for signal, receive in receivers.items():
+        signal.disconnect(receive)
+
+
+def _run_until_finished(result: Any, timeout: float = 10.0) -> None:
+    """Run due jobs here until ``result`` is finished (retries wait their delay)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        get_queue().run_pending()
+        result.refresh()
+        if result.is_finished:
+            return
+        assert time.monotonic() < deadline, f"{result.id} still {result.status}"
+        time.sleep(0.02)
+
+
+def test_the_backend_is_the_one_configured() -> None:
+    assert isinstance(_backend(), JobqBackend)
+    assert _backend().supports_defer
+    assert _backend().supports_async_task
+    assert _backend().supports_priority
+    assert _backend().supports_get_result  # a SQLite store
+
+
+def test_the_documentation_example_works_unchanged(signals: list[Any]) -> None:
+    from djapp.dtasks import email_users
+
+    result = email_users.enqueue(
+        emails=["someone@example.com"],
+        subject="You have a message",
+        message="Hello there!",
+    )
+    assert result.status == TaskResultStatus.READY
+    assert result.id.isdigit()
+    assert result.enqueued_at is not None
+    assert result.kwargs["emails"] == ["someone@example.com"]
+    with pytest.raises(ValueError, match="not finished"):
+        _ = result.return_value
+    record = get_queue().get(int(result.id))
+    assert record is not None
+    assert record.task == "djapp.dtasks.email_users"
+    assert record.payload == {"args": [], "kwargs": result.kwargs}
+
+    assert get_queue().run_pending() == 1
+    assert len(mail.outbox) == 1
+    assert mail.outbox[0].subject == "You have a message"
+
+    fetched = email_users.get_result(result.id)
+    assert fetched.status == TaskResultStatus.SUCCESSFUL
+    assert fetched.return_value == 1
+    assert fetched.is_finished
+    assert fetched.attempts == 1
+    assert fetched.errors == []
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == 1
+    assert _backend().get_result(result.id).return_value == 1
+    assert signals == [
+        ("enqueued", result.id, TaskResultStatus.READY),
+        ("started", result.id, TaskResultStatus.RUNNING),
+        ("finished", result.id, TaskResultStatus.SUCCESSFUL),
+    ]
+
+
+def test_using_queue_name_and_context_as_documented() -> None:
+    from djapp.dtasks import email_priority, email_with_context
+
+    first = email_priority.using(priority=10).enqueue(
+        ["a@example.com"], "Urgent", "Now"
+    )
+    second = email_with_context.enqueue(emails=["b@example.com"], subject="Ctx")
+    assert get_queue().run_pending() == 2
+    assert email_priority.get_result(first.id).return_value == 1
+    assert email_with_context.get_result(second.id).return_value == 1
+    from djapp import dtasks
+
+    assert dtasks.seen == [(1, second.id)]
+    assert [m.body for m in mail.outbox] == ["Now", "Attempt 1"]
+
+
+def test_a_failure_retries_then_maps_to_failed_with_tracebacks(
+    signals: list[Any],
+) -> None:
+    from djapp.dtasks import fail
+
+    result = fail.enqueue("boom")
+    _run_until_finished(result)
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 3  # JOBQ["MAX_ATTEMPTS"]
+    assert len(result.errors) == 3
+    for error in result.errors:
+        assert error.exception_class is ValueError
+        assert "ValueError: boom" in error.traceback
+        assert "raise ValueError(message)" in error.traceback
+    assert result.finished_at is not None
+    with pytest.raises(ValueError, match="failed"):
+        _ = result.return_value
+    record = get_queue().get(int(result.id))
+    assert record is not None
+    assert record.state == JobState.DEAD
+    mine = [(name, status) for name, rid, status in signals if rid == result.id]
+    assert mine == [
+        ("enqueued", TaskResultStatus.READY),
+        ("started", TaskResultStatus.RUNNING),
+        ("started", TaskResultStatus.RUNNING),
+        ("started", TaskResultStatus.RUNNING),
+        ("finished", TaskResultStatus.FAILED),
+    ]
+    assert get_queue().delete_dead(int(result.id))
+
+
+def test_a_return_value_is_json_like_the_framework_says() -> None:
+    from djapp.dtasks import pair
+
+    result = pair.enqueue(1, 2)
+    get_queue().run_pending()
+    assert pair.get_result(result.id).return_value == [1, 2]
+
+
+def test_priority_orders_the_jobs() -> None:
+    from djapp import dtasks
+    from djapp.dtasks import record
+
+    record.using(priority=-5).enqueue("low")
+    record.enqueue("normal")
+    record.using(priority=50).enqueue("high")
+    assert get_queue().run_pending() == 3
+    assert dtasks.seen == ["high", "normal", "low"]
+
+
+def test_run_after_defers_the_job() -> None:
+    from djapp import dtasks
+    from djapp.dtasks import record
+
+    later = timezone.now() + dt.timedelta(hours=1)
+    result = record.using(run_after=later).enqueue("later")
+    assert get_queue().run_pending() == 0
+    assert dtasks.seen == []
+    job = get_queue().get(int(result.id))
+    assert job is not None
+    assert job.state == JobState.PENDING
+    assert job.run_at == pytest.approx(later.timestamp())
+    assert record.get_result(result.id).status == TaskResultStatus.READY
+    assert get_queue().cancel(int(result.id))
+
+
+def test_an_async_task_runs_on_an_event_loop_in_the_worker_thread() -> None:
+    from djapp import dtasks
+    from djapp.dtasks import add_async
+
+    result = add_async.enqueue(2, 3)
+    assert get_queue().run_pending() == 1
+    assert add_async.get_result(result.id).return_value == 5
+    assert dtasks.seen == [threading.get_ident()]  # run_pending: this thread
+
+
+def test_a_stored_path_that_is_not_a_task_is_refused() -> None:
+    from djapp import dtasks
+
+    queue = get_queue()
+    ids = [
+        queue._add(
+            [{"args": [], "kwargs": {}}],
+            delay=0,
+            at=None,
+            key=None,
+            priority=0,
+            connection=None,
+            task=path,
+        )[0].id
+        for path in (
+            "djapp.dtasks.plain_function",
+            "os.getcwd",
+            "djapp.nowhere.thing",
+        )
+    ]
+    assert queue.run_pending() == 3
+    assert dtasks.seen == []  # nothing ran
+    for job_id in ids:
+        job = queue.get(job_id)
+        assert job is not None
+        assert job.state == JobState.DEAD
+        assert job.attempts == 1  # dead at once
+        assert job.errors[-1].type == NotADjangoTask.__name__
+        with pytest.raises(TaskResultDoesNotExist):
+            _backend().get_result(str(job_id))
+        assert queue.delete_dead(job_id)
+
+
+def test_a_task_that_does_not_import_as_itself_is_refused_at_enqueue() -> None:
+    from djapp.dtasks import renamed
+
+    before = get_queue().stats().pending
+    with pytest.raises(InvalidTask, match="does not import as this Task"):
+        renamed.enqueue(1)
+    assert get_queue().stats().pending == before
+
+
+@pytest.mark.parametrize("result_id", ["", "abc", "-1", "999999999", "\uff11"])
+def test_an_unknown_id_does_not_exist(result_id: str) -> None:
+    with pytest.raises(TaskResultDoesNotExist):
+        _backend().get_result(result_id)
+
+
+def test_arguments_that_are_not_json_are_refused() -> None:
+    from djapp.dtasks import record
+
+    with pytest.raises(TypeError):
+        record.enqueue(object())
+
+
+def test_inside_a_transaction_the_id_comes_with_the_commit(
+    signals: list[Any],
+) -> None:
+    from djapp.dtasks import record
+
+    with transaction.atomic():
+        result = record.enqueue("committed")
+        assert result.id == ""
+        assert result.enqueued_at is None
+        assert signals == []
+    assert result.id.isdigit()
+    assert result.enqueued_at is not None
+    assert signals == [("enqueued", result.id, TaskResultStatus.READY)]
+    get_queue().run_pending()
+    assert record.get_result(result.id).return_value == "committed"
+
+
+def test_a_rolled_back_transaction_enqueues_nothing(signals: list[Any]) -> None:
+    from djapp.dtasks import record
+
+    before = get_queue().stats().pending
+    results: list[Any] = []
+
+    def enqueue_then_fail() -> None:
+        with transaction.atomic():
+            results.append(record.enqueue("rolled back"))
+            raise RuntimeError("roll back")
+
+    with pytest.raises(RuntimeError):
+        enqueue_then_fail()
+    assert results[0].id == ""
+    assert signals == []
+    assert get_queue().stats().pending == before
