@@ -109,6 +109,21 @@ def _lines(path: Path) -> list[list[str]]:
     return [line.split() for line in text.split("\n")[:-1]]
 
 
+def _first_line(fd: int) -> bytes:
+    """The child's first line, read from the pipe a byte at a time: never
+    beyond it. ``readline`` on the pipe's file object would buffer what
+    follows (a drain's stats line, when the child wrote it before this
+    process got to read), and ``communicate`` reads the descriptor itself,
+    so it would never see it."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            break
+        line += byte
+    return line
+
+
 def _run_child(
     directory: Path, kind: str, mode: str, number: int, kill_after: float | None
 ) -> tuple[Round, str]:
@@ -131,7 +146,8 @@ def _run_child(
             else:
                 ready, _, _ = select.select([child.stdout], [], [], WAIT)
                 assert ready, "the child never started"
-                assert child.stdout.readline() == "ready\n", stderr_path.read_text()
+                first = _first_line(child.stdout.fileno())
+                assert first == b"ready\n", stderr_path.read_text()
                 if kill_after is not None:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         child.wait(timeout=kill_after)
