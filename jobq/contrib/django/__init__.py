@@ -39,7 +39,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connections, transaction
@@ -87,6 +87,19 @@ class _DjangoRunner(Runner):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.django_runs: dict[Claim, Any] = {}
+        self.keep_connections = False
+
+    def run(self, claim: Claim) -> BaseException | None:
+        """Run the job between two ``close_old_connections()``, as Django runs
+        a request, unless it runs on the caller's connection (immediate mode,
+        or inside the caller's atomic block)."""
+        if self.keep_connections or _in_atomic_block():
+            return super().run(claim)
+        close_old_connections()
+        try:
+            return super().run(claim)
+        finally:
+            close_old_connections()
 
     def _call(self, claim: Claim) -> Any:
         if claim.task is None or claim.task in self.tasks:
@@ -140,18 +153,8 @@ class DjangoJobQueue(JobQueue[Any]):
 
     def _build_runtime(self, start_workers: int = 0) -> None:
         super()._build_runtime(start_workers)
-        run = self._runner.run  # the one path of worker threads and run_pending
-
-        def run_closing_connections(claim: Claim) -> BaseException | None:
-            if self.immediate or _in_atomic_block():
-                return run(claim)  # the caller's connection: leave it alone
-            close_old_connections()
-            try:
-                return run(claim)
-            finally:
-                close_old_connections()
-
-        self._runner.run = run_closing_connections  # type: ignore[method-assign]
+        # In immediate mode jobs run in the caller's thread, on its connection.
+        cast(_DjangoRunner, self._runner).keep_connections = self.immediate
 
     def _add(
         self,
