@@ -1,1 +1,1 @@
-"""Benchmarks, run by hand (``python -m benchmarks.core``); never part of the tests."""
+"""Benchmarks, run by hand (``python -m benchmarks``); never part of the tests."""

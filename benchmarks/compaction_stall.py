@@ -14,9 +14,8 @@ import time
 from typing import Any
 
 import jobq
+from benchmarks.harness import PAYLOAD
 from jobq.stores import JsonFileStore
-
-PAYLOAD = {"to": "ann@example.com", "template": "welcome", "user_id": 42}
 
 
 def main() -> None:

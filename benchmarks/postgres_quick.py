@@ -24,10 +24,10 @@ import psycopg
 from psycopg import sql
 
 import jobq
+from benchmarks.harness import PAYLOAD, summary
 from jobq.stores import PostgresStore
 
 ROUNDS = 3
-PAYLOAD = {"to": "ann@example.com", "template": "welcome", "user_id": 42}
 URL = os.environ.get("JOBQ_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
 # One process of a figure: waits for "go" on stdin, does its share, prints
@@ -35,6 +35,7 @@ URL = os.environ.get("JOBQ_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:543
 CHILD = r"""
 import json, sys, threading, time
 import jobq
+from benchmarks.harness import PAYLOAD, summary
 from jobq.stores import PostgresStore
 
 url, schema, mode, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -220,13 +221,6 @@ def wake_up_latency_polling(url: str, samples: int) -> list[float]:
                 if not ran.acquire(timeout=10):
                     raise RuntimeError("the job never ran")
     return latencies
-
-
-def summary(values: list[float], unit: str = "") -> str:
-    return (
-        f"{statistics.median(values):10,.0f}{unit}  "
-        f"({min(values):,.0f}-{max(values):,.0f})"
-    )
 
 
 def main() -> None:

@@ -19,26 +19,26 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import jobq
+from benchmarks import throughput
+from benchmarks.harness import PAYLOAD, WORKERS, summary
 from jobq.stores import SqliteStore
 
 ROUNDS = 3
-WORKERS = 4
-PAYLOAD = {"to": "ann@example.com", "template": "welcome", "user_id": 42}
 ROOT = Path(__file__).resolve().parents[1]
 
 # argv: mode ("enqueue" or "drain"), database, jobs to enqueue, workers.
 CHILD = r"""
 import json, sys, time
 import jobq
+from benchmarks import throughput
+from benchmarks.harness import PAYLOAD, WORKERS, summary
 from jobq.stores import SqliteStore
 
 mode, path, n, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -65,10 +65,6 @@ else:
 queue.close()
 print(json.dumps({"start": start, "end": end, "ran": len(ran)}), flush=True)
 """
-
-
-def noop(_: Any) -> None:
-    return None
 
 
 def in_processes(mode: str, path: str, counts: list[int]) -> list[dict[str, Any]]:
@@ -134,22 +130,6 @@ def drain(directory: str, n: int, processes: int) -> tuple[float, list[int]]:
     return n / elapsed, [r["ran"] for r in reports]
 
 
-def memory_drain(n: int) -> float:
-    """The reference: the memory store, 4 workers, in this process."""
-    with jobq.JobQueue(noop) as queue:
-        queue.enqueue_many([PAYLOAD] * n)
-        start = time.monotonic()
-        queue.start(workers=WORKERS)
-        queue.join()
-        return n / (time.monotonic() - start)
-
-
-def summary(values: list[float]) -> str:
-    return (
-        f"{statistics.median(values):10,.0f}  ({min(values):,.0f}-{max(values):,.0f})"
-    )
-
-
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 12_000
     print(
@@ -173,7 +153,7 @@ def main() -> None:
                 )
             label = f"sqlite {name}, {processes} process{'es' if processes > 1 else ''}"
             print(f"{label:44} {summary(values)}{spread}")
-    values = [memory_drain(n) for _ in range(ROUNDS)]
+    values = [throughput.drain(n) for _ in range(ROUNDS)]
     print(f"{'memory drain, 1 process (reference)':44} {summary(values)}")
 
 

@@ -19,15 +19,12 @@ import time
 from typing import Any
 
 import jobq
+from benchmarks import throughput
+from benchmarks.harness import PAYLOAD, noop, summary
 from jobq.stores import SqliteStore
 from jobq.stores.base import Signal
 
 ROUNDS = 3
-PAYLOAD = {"to": "ann@example.com", "template": "welcome", "user_id": 42}
-
-
-def noop(_: Any) -> None:
-    return None
 
 
 def enqueue_each(directory: str, n: int, synchronous: str) -> float:
@@ -53,39 +50,14 @@ def enqueue_many(directory: str, n: int, synchronous: str) -> float:
 
 def drain(directory: str, n: int, synchronous: str) -> float:
     """n queued jobs, then 4 workers until the queue is empty."""
-    store = SqliteStore(os.path.join(directory, "drain.db"), synchronous=synchronous)
-    with jobq.JobQueue(noop, store=store) as queue:
-        queue.enqueue_many([PAYLOAD] * n)
-        start = time.perf_counter()
-        queue.start(workers=4)
-        queue.join()
-        elapsed = time.perf_counter() - start
-        if queue.stats().pending:
-            raise RuntimeError("join returned with jobs pending")
-        return n / elapsed
+    path = os.path.join(directory, "drain.db")
+    return throughput.drain(n, SqliteStore(path, synchronous=synchronous))
 
 
 def end_to_end(directory: str, n: int, synchronous: str) -> float:
     """A producer enqueueing one by one while 4 workers run the jobs."""
-    done = threading.Event()
-    count = 0
-    lock = threading.Lock()
-
-    def handler(job: jobq.Job[Any]) -> None:
-        nonlocal count
-        with lock:
-            count += 1
-            if count == n:
-                done.set()
-
-    store = SqliteStore(os.path.join(directory, "e2e.db"), synchronous=synchronous)
-    with jobq.JobQueue(handler, store=store) as queue:
-        queue.start(workers=4)
-        start = time.perf_counter()
-        for _ in range(n):
-            queue.enqueue(PAYLOAD)
-        done.wait()
-        return n / (time.perf_counter() - start)
+    path = os.path.join(directory, "e2e.db")
+    return throughput.end_to_end(n, SqliteStore(path, synchronous=synchronous))
 
 
 def claim_beside_future_jobs(directory: str, future: int) -> float:
@@ -148,13 +120,6 @@ def wake_up_latency(directory: str, samples: int, poll_interval: float) -> list[
         stdin.close()
         child.wait()
     return latencies
-
-
-def summary(values: list[float], unit: str = "") -> str:
-    return (
-        f"{statistics.median(values):10,.0f}{unit}  "
-        f"({min(values):,.0f}-{max(values):,.0f})"
-    )
 
 
 def main() -> None:
