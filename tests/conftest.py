@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_clock import Clock
 
 import jobq
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
@@ -110,3 +111,9 @@ def make_queue(
     yield make
     for queue in queues:
         queue.close(timeout=5)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A wall clock the test moves by hand (``JobQueue(clock=clock)``)."""
+    return Clock()

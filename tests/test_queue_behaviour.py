@@ -18,32 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fake_clock import T0, Clock
 from freezegun import freeze_time
 
 import jobq
 from jobq import AttemptError, Enqueued, Fatal, Job, JobState, Retry, Stats
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
-
-T0 = 1_800_000_000.0  # an arbitrary wall-clock time, in epoch seconds
-
-
-class Clock:
-    """A wall clock that moves only when the test says so."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 def succeed(job: Job[Any]) -> str:

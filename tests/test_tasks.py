@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fake_clock import T0, Clock
 
 import jobq
 from jobq import Fatal, Job, JobState, Retry
@@ -26,28 +27,9 @@ from jobq.stores.base import NewJob
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 
-T0 = 1_800_000_000.0  # an arbitrary wall-clock time, in epoch seconds
 
 CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 OUTCOMES: list[BaseException | None] = []
-
-
-class Clock:
-    """A wall clock that moves only when the test says so."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture(autouse=True)
