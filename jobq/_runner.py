@@ -15,14 +15,14 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jobq._json import decode, encode
 from jobq._time import to_seconds
 from jobq.errors import Fatal, Retry
 from jobq.retry import RetryPolicy
-from jobq.stores.base import Claim, Store
+from jobq.stores.base import Claim, Done, Store
 from jobq.tasks import task_arguments, unknown_task
 from jobq.types import AttemptError, Job
 
@@ -96,9 +96,12 @@ class Runner:
         self.keep_completed = keep_completed
         self.counters = Counters()
         #: The claims whose handlers run now, by job id, with the monotonic time
-        #: each started: for lease renewal and warnings about slow handlers.
+        #: each started: for warnings about slow handlers.
         #: Changed and copied only by single dict operations, which are atomic.
         self.active: dict[int, tuple[Claim, float]] = {}
+        #: Every claim this queue's workers hold, started or not, by
+        #: (id, token): the leases the watchdog renews.
+        self.held: dict[tuple[int, int], Claim] = {}
 
     def run(self, claim: Claim) -> BaseException | None:
         """Run the handler for ``claim`` and record what happened.
@@ -108,6 +111,25 @@ class Runner:
         meant for the calling thread (``run_pending`` re-raises it, so Ctrl-C
         stops a cron script; worker threads carry on).
         """
+        self.hold([claim])
+        outcome = self.run_one(claim)
+        if isinstance(outcome, Done):
+            self.finish([outcome])
+            return None
+        return outcome
+
+    def hold(self, claims: Sequence[Claim]) -> None:
+        """Note claims taken from the store, until their outcome is recorded."""
+        for claim in claims:
+            self.held[claim.id, claim.token] = claim
+
+    def held_claims(self) -> list[Claim]:
+        return list(self.held.copy().values())
+
+    def run_one(self, claim: Claim) -> Done | BaseException | None:
+        """Call the handler. A success is returned, to be recorded with
+        ``finish`` (alone or with others); a failure is recorded here, and a
+        ``KeyboardInterrupt`` or ``SystemExit`` returned."""
         self.active[claim.id] = (claim, time.monotonic())
         try:
             result = self._call(claim)
@@ -119,10 +141,40 @@ class Runner:
             self._failed(claim, exc)
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 return exc
-        else:
-            del self.active[claim.id]
-            self._succeeded(claim, result)
-        return None
+            return None
+        del self.active[claim.id]
+        return Done(claim, self._stored_result(claim, result))
+
+    def finish(self, done: Sequence[Done]) -> None:
+        """Record successes, in one store write."""
+        if not done:
+            return
+        now = self.clock()
+        keep_until = now + self.keep_completed if self.keep_completed > 0 else None
+        self._record(
+            [d.claim for d in done],
+            "success",
+            lambda: self.store.finish_many(done, keep_until, now),
+            completed=1,
+        )
+
+    def release(self, claims: Sequence[Claim]) -> None:
+        """Give claims whose jobs did not start back to the store."""
+        if not claims:
+            return
+        try:
+            self.store.release(claims, self.clock())
+        except Exception:
+            logger.exception(
+                "%d claimed job(s) could not be given back; they run once their "
+                "claims are recovered",
+                len(claims),
+            )
+        self._forget(claims)
+
+    def _forget(self, claims: Sequence[Claim]) -> None:
+        for claim in claims:
+            self.held.pop((claim.id, claim.token), None)
 
     def _call(self, claim: Claim) -> Any:
         """Call the job's task with its arguments, or the handler with a ``Job``.
@@ -145,24 +197,17 @@ class Runner:
             Job(claim.id, decode(claim.payload), claim.attempt, claim.key)
         )
 
-    def _succeeded(self, claim: Claim, result: Any) -> None:
-        now = self.clock()
-        stored, keep_until = None, None
-        if self.keep_completed > 0:
-            keep_until = now + self.keep_completed
-            try:
-                stored = encode(result, "result")
-            except TypeError:
-                logger.warning(
-                    "job %d succeeded but its result is not JSON; keeping None",
-                    claim.id,
-                )
-        self._record(
-            claim,
-            "success",
-            lambda: self.store.finish(claim, stored, keep_until, now),
-            completed=1,
-        )
+    def _stored_result(self, claim: Claim, result: Any) -> str | None:
+        """The result as JSON text, if completed jobs are kept; else ``None``."""
+        if self.keep_completed <= 0:
+            return None
+        try:
+            return encode(result, "result")
+        except TypeError:
+            logger.warning(
+                "job %d succeeded but its result is not JSON; keeping None", claim.id
+            )
+            return None
 
     def _failed(self, claim: Claim, exc: BaseException) -> None:
         now = self.clock()
@@ -171,9 +216,9 @@ class Runner:
         if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
             retry_at = now + self._retry_delay(claim, exc)
         recorded = self._record(
-            claim,
+            [claim],
             "failure",
-            lambda: self.store.fail(claim, error, retry_at, now),
+            lambda: [self.store.fail(claim, error, retry_at, now)],
             retried=int(retry_at is not None),
         )
         if not recorded:
@@ -198,27 +243,37 @@ class Runner:
             )
 
     def _record(
-        self, claim: Claim, outcome: str, write: Callable[[], bool], **counts: int
-    ) -> bool:
-        """Record an outcome with ``write`` (the store call); whether it was.
+        self,
+        claims: Sequence[Claim],
+        outcome: str,
+        write: Callable[[], list[bool]],
+        **counts: int,
+    ) -> int:
+        """Record one outcome for each of ``claims`` with ``write`` (the store
+        call); how many were recorded. ``counts`` are per claim.
 
         The counters move first, so that whoever the store's settling wakes
-        (``join``) already sees them, and move back if the store did not
-        record the outcome (a stale claim, or a store error: the worker goes
-        on either way).
+        (``join``) already sees them, and move back for the outcomes the store
+        did not record (stale claims, or a store error: the worker goes on
+        either way).
         """
-        self.counters.count(**counts)
+        self.counters.count(**{name: n * len(claims) for name, n in counts.items()})
         try:
             recorded = write()
         except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
-            recorded = False
-            _log_unrecorded(claim, outcome, store_error)
+            recorded = [False] * len(claims)
+            for claim in claims:
+                _log_unrecorded(claim, outcome, store_error)
         else:
-            if not recorded:
-                _log_stale(claim, outcome)
-        if not recorded:
-            self.counters.count(**{name: -n for name, n in counts.items()})
-        return recorded
+            for claim, ok in zip(claims, recorded, strict=True):
+                if not ok:
+                    _log_stale(claim, outcome)
+        finally:
+            self._forget(claims)
+        missed = len(claims) - sum(recorded)
+        if missed:
+            self.counters.count(**{name: -n * missed for name, n in counts.items()})
+        return len(claims) - missed
 
     def _retry_delay(self, claim: Claim, exc: BaseException) -> float:
         if isinstance(exc, Retry) and exc.after is not None:

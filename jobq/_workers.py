@@ -5,6 +5,15 @@ queue's condition only when nothing is due, waking when a job arrives, when
 the next delayed job falls due, or after ``MAX_IDLE_WAIT`` at most (so a
 wall-clock jump never delays a due job by more).
 
+Fast handlers make the store's cost per job (a lock taken by every thread, a
+transaction, a round trip) the bottleneck, so where the store allows it
+(``Store.claim_batch``: the memory store; others when asked) a worker claims
+several due jobs at once, as many as its recent handlers ran in
+``BATCH_SECONDS``, and records their successes together. It runs the first
+and leaves the rest in the pool's ``ready`` buffer, where any worker takes
+the next: no job waits behind another one's long run while a worker is free.
+Slow handlers get one job at a time; a stop gives the buffered jobs back.
+
 The threads are daemon threads. A ``concurrent.futures`` pool joins its threads
 at interpreter exit, so one handler that never returns would hang the exit; the
 queue instead stops its workers itself from an ``atexit`` hook, with a bounded
@@ -16,15 +25,35 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from jobq._runner import Runner
-from jobq.stores.base import Claim, Signal, Store
+from jobq.stores.base import Claim, Done, Signal, Store
 
 logger = logging.getLogger("jobq")
 
 #: Longest sleep of an idle worker, in seconds.
 MAX_IDLE_WAIT = 1.0
+
+#: A batch holds about this many seconds of handler time (and at most the
+#: store's ``claim_batch`` jobs).
+BATCH_SECONDS = 0.002
+
+
+class BatchSize:
+    """How many jobs one worker claims at once, from how long its recent
+    handlers took (a moving average of seconds per job)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.seconds_per_job = BATCH_SECONDS  # one job at first
+
+    def next(self) -> int:
+        return max(1, min(self.limit, int(BATCH_SECONDS / self.seconds_per_job)))
+
+    def ran(self, seconds: float) -> None:
+        self.seconds_per_job += (max(seconds, 1e-7) - self.seconds_per_job) / 8
 
 
 class WorkerPool:
@@ -49,6 +78,9 @@ class WorkerPool:
         self.workers = 0
         self._watchdog: threading.Thread | None = None
         self._watchdog_wake = threading.Condition(signal.lock)
+        #: Claimed jobs not started yet, in run order: any worker takes the
+        #: next (``deque`` appends and pops are atomic).
+        self._ready: deque[Claim] = deque()
 
     @property
     def running(self) -> bool:
@@ -107,34 +139,81 @@ class WorkerPool:
         return ended
 
     def _work(self) -> None:
-        signal, store, clock = self._signal, self._store, self._clock
+        signal, runner = self._signal, self._runner
+        size = BatchSize(self._store.claim_batch)
+        done: list[Done] = []  # successes not recorded yet
         while True:
             generation = signal.generation
-            if self._stopping and self._leave():
-                return
+            if self._stopping:
+                runner.finish(done)
+                done = []
+                runner.release(self._take_ready())
+                if self._leave():
+                    return
             try:
-                claim = store.claim(clock())
+                claim = self._next_claim(size)
             except Exception:
                 logger.exception("claiming a job failed; trying again shortly")
-                claim = None
                 self._sleep(generation, MAX_IDLE_WAIT)
                 continue
-            if claim is not None:
-                self._runner.run(claim)
+            if claim is None:
+                runner.finish(done)
+                done = []
+                self._idle(generation)
                 continue
+            started = time.monotonic()
+            outcome = runner.run_one(claim)
+            size.ran(time.monotonic() - started)
+            if isinstance(outcome, Done):
+                done.append(outcome)
+            if not self._ready or len(done) >= size.limit:
+                runner.finish(done)
+                done = []
+
+    def _next_claim(self, size: BatchSize) -> Claim | None:
+        """The next buffered claim, else the next due jobs from the store."""
+        try:
+            return self._ready.popleft()
+        except IndexError:
+            pass
+        claims = self._store.claim_many(self._clock(), size.next())
+        if not claims:
+            return None
+        self._runner.hold(claims)
+        if len(claims) > 1:
+            self._ready.extend(claims[1:])
+            if self._signal.idle_workers:  # a hint: this worker runs them anyway
+                self._signal.jobs_added(len(claims) - 1)
+        return claims[0]
+
+    def _take_ready(self) -> list[Claim]:
+        taken = []
+        while True:
             try:
-                due = store.next_due()
-            except Exception:
-                logger.exception("reading the next due time failed")
-                due = None
-            wait = MAX_IDLE_WAIT if due is None else due - clock()
-            self._sleep(generation, min(max(wait, 0.0), MAX_IDLE_WAIT))
+                taken.append(self._ready.popleft())
+            except IndexError:
+                return taken
+
+    def _idle(self, generation: int) -> None:
+        """Sleep until the next delayed job is due, or new work arrives."""
+        try:
+            due = self._store.next_due()
+        except Exception:
+            logger.exception("reading the next due time failed")
+            due = None
+        wait = MAX_IDLE_WAIT if due is None else due - self._clock()
+        self._sleep(generation, min(max(wait, 0.0), MAX_IDLE_WAIT))
 
     def _sleep(self, generation: int, timeout: float) -> None:
         """Wait for new work unless some arrived since ``generation`` was read."""
         signal = self._signal
         with signal.lock:
-            if self._stopping or signal.generation != generation or timeout <= 0:
+            if (
+                self._stopping
+                or signal.generation != generation
+                or timeout <= 0
+                or self._ready
+            ):
                 return
             signal.idle_workers += 1
             try:
@@ -169,8 +248,9 @@ class WorkerPool:
                 running = list(self._runner.active.copy().values())
                 if self._store.lease_seconds is not None:
                     now = self._clock()
-                    if running:
-                        self._store.renew([claim for claim, _ in running], now)
+                    held = self._runner.held_claims()
+                    if held:
+                        self._store.renew(held, now)
                     if not self._stopping:
                         self._store.recover(now)
                 if self._warn_running_after is not None:

@@ -301,7 +301,7 @@ class JobQueue(Generic[P]):
         connection, for the PostgreSQL store): the job is written in its
         current transaction, so it exists if, and only if, that commits.
         """
-        return self.enqueue_many(
+        return self._add(
             [payload],
             delay=delay,
             at=at,
@@ -400,6 +400,8 @@ class JobQueue(Generic[P]):
 
     @staticmethod
     def _run_at(now: float, delay: Delay, at: float | dt.datetime | None) -> float:
+        if at is None and type(delay) is int and delay == 0:
+            return now  # the common case, first
         seconds = to_seconds(delay, "delay")
         if at is None:
             return now + seconds

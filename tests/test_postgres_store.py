@@ -450,7 +450,8 @@ def test_claims_use_the_partial_indexes_beside_many_future_jobs(pg: PG) -> None:
     common = {"q": pg.queue, "now": None}
     plans = {
         "claim": explain(store, statements.claim, {
-            **common, "batch": 1000, "token": 1, "lease": 30.0, "owner": "x"}),
+            **common, "batch": 1000, "limit": 32, "token": 1, "lease": 30.0,
+            "owner": "x"}),
         "next_due": explain(store, statements.next_due, common),
         "any_expired": explain(store, statements.any_expired, common),
         "held_key": explain(store, statements.held_key, {**common, "key": "k"}),

@@ -610,7 +610,7 @@ def test_claim_statements_use_the_partial_indexes(
             for name, params in [
                 ("ANY_DUE", (T0,)),
                 ("PROMOTE", (T0,)),
-                ("CLAIM", (T0 + 30, "h", 1, "n")),
+                ("CLAIM", (T0 + 30, "h", 1, "n", 32)),
                 ("NEXT_DUE", ()),
                 ("HELD_KEY", ("k",)),
                 ("EXPIRED", (T0,)),

@@ -36,7 +36,14 @@ from jobq.errors import StoreError, StoreLocked
 from jobq.stores import _jsonformat as fmt
 from jobq.stores._entry import DEAD, STATE, Entry
 from jobq.stores._journal import Segments, encode_record, scan
-from jobq.stores.base import Claim, NewJob, Signal, StoreStats
+from jobq.stores.base import (
+    Claim,
+    Done,
+    NewJob,
+    Signal,
+    StoreStats,
+    batch_size,
+)
 from jobq.stores.memory import MemoryStore
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
@@ -55,7 +62,8 @@ class JsonFileStore(MemoryStore):
     (tests swap in one that injects faults or forgets unsynced writes).
     ``read_only``: never take the owner's lock, even when no one owns the
     file; read what is on disk, and raise ``StoreError`` on any change (for
-    tools such as the ``jobq`` command that only look).
+    tools such as the ``jobq`` command that only look). ``claim_batch``: how
+    many due jobs a worker may claim at once (see ``Store.claim_batch``).
     """
 
     def __init__(
@@ -67,8 +75,10 @@ class JsonFileStore(MemoryStore):
         compact_bytes: int = 1 << 20,
         io: FileIO = DEFAULT_IO,
         read_only: bool = False,
+        claim_batch: int = 1,
     ) -> None:
         super().__init__()
+        self.claim_batch = batch_size(claim_batch)
         self.path = os.path.abspath(os.fspath(path))
         self.read_only = bool(read_only)
         self.fsync = bool(fsync)
@@ -154,20 +164,25 @@ class JsonFileStore(MemoryStore):
         self._commit()
         return results
 
-    def claim(self, now: float) -> Claim | None:
+    def claim_many(self, now: float, limit: int) -> list[Claim]:
         self._require_owner()
-        claim = super().claim(now)
-        if claim is not None:
+        claims = super().claim_many(now, limit)
+        if claims:
             self._commit_quietly()
-        return claim
+        return claims
 
-    def finish(
-        self, claim: Claim, result: str | None, keep_until: float | None, now: float
-    ) -> bool:
+    def finish_many(
+        self, done: Sequence[Done], keep_until: float | None, now: float
+    ) -> list[bool]:
         self._require_owner()
-        finished = super().finish(claim, result, keep_until, now)
+        finished = super().finish_many(done, keep_until, now)
         self._commit_quietly()
         return finished
+
+    def release(self, claims: Sequence[Claim], now: float) -> None:
+        self._require_owner()
+        super().release(claims, now)
+        self._commit_quietly()
 
     def fail(
         self, claim: Claim, error: AttemptError, retry_at: float | None, now: float

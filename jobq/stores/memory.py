@@ -45,6 +45,7 @@ from jobq.stores._entry import (
 )
 from jobq.stores.base import (
     Claim,
+    Done,
     NewJob,
     Signal,
     StoreStats,
@@ -114,6 +115,8 @@ class MemoryStore:
     """Jobs in this process's memory, guarded by the queue's lock."""
 
     lease_seconds: float | None = None
+    #: Nothing survives a crash here, so workers may always take several jobs.
+    claim_batch: int = 32
 
     def __init__(self) -> None:
         self._signal = Signal()
@@ -194,6 +197,11 @@ class MemoryStore:
         return results
 
     def claim(self, now: float) -> Claim | None:
+        claims = self.claim_many(now, 1)
+        return claims[0] if claims else None
+
+    def claim_many(self, now: float, limit: int) -> list[Claim]:
+        claims: list[Claim] = []
         with self._lock:
             delayed, due, jobs = self._delayed, self._due, self._jobs
             while delayed and delayed[0][0] <= now:
@@ -201,7 +209,7 @@ class MemoryStore:
                 entry = jobs.get(job_id)
                 if entry is not None and entry[RUN_AT] == run_at:
                     heapq.heappush(due, (-entry[PRIORITY], run_at, job_id))
-            while due:
+            while due and len(claims) < limit:
                 _, run_at, job_id = heapq.heappop(due)
                 entry = jobs.get(job_id)
                 if entry is None or entry[RUN_AT] != run_at or entry[STATE] != PENDING:
@@ -210,33 +218,60 @@ class MemoryStore:
                 self._claims[job_id] = token
                 self._pending -= 1
                 self._claimed(job_id, token)
-                return Claim(job_id, token, entry[PAYLOAD], entry[ATTEMPTS] + 1,
-                             entry[MAX_ATTEMPTS], entry[KEY], entry[TASK])  # fmt: skip
-            return None
+                attempt = entry[ATTEMPTS] + 1
+                claim = Claim(job_id, token, entry[PAYLOAD], attempt,
+                              entry[MAX_ATTEMPTS], entry[KEY], entry[TASK])  # fmt: skip
+                claims.append(claim)
+        return claims
 
     def finish(
         self, claim: Claim, result: str | None, keep_until: float | None, now: float
     ) -> bool:
+        return self.finish_many([Done(claim, result)], keep_until, now)[0]
+
+    def finish_many(
+        self, done: Sequence[Done], keep_until: float | None, now: float
+    ) -> list[bool]:
         with self._lock:
-            entry = self._end_claim(claim)
-            if entry is None:
-                return False
-            self._release_key(entry)
             if self._completed:
                 self._expire_completed(now)
-            if keep_until is None:
-                del self._jobs[entry[ID]]
-                self._changed(entry[ID])
-            else:
-                entry = evolve(
-                    entry, state=COMPLETED, result=result, expires_at=keep_until
-                )
-                self._jobs[entry[ID]] = entry
-                self._completed.append((keep_until, entry[ID]))
-                self._changed(entry)
-            if self._signal.joiners:
+            ended = [
+                self._finish_locked(claim, result, keep_until) for claim, result in done
+            ]
+            if self._signal.joiners and any(ended):
                 self._signal.job_settled_locked()
-            return True
+        return ended
+
+    def _finish_locked(
+        self, claim: Claim, result: str | None, keep_until: float | None
+    ) -> bool:
+        entry = self._end_claim(claim)
+        if entry is None:
+            return False
+        self._release_key(entry)
+        if keep_until is None:
+            del self._jobs[entry[ID]]
+            self._changed(entry[ID])
+        else:
+            entry = evolve(entry, state=COMPLETED, result=result, expires_at=keep_until)
+            self._jobs[entry[ID]] = entry
+            self._completed.append((keep_until, entry[ID]))
+            self._changed(entry)
+        return True
+
+    def release(self, claims: Sequence[Claim], now: float) -> None:
+        with self._lock:
+            released = 0
+            for claim in claims:
+                entry = self._end_claim(claim)
+                if entry is None:
+                    continue
+                self._pending += 1
+                self._schedule(entry, now)
+                self._changed(entry)  # the JSON store: no longer running
+                released += 1
+            if released:
+                self._signal.jobs_added_locked(released)
 
     def fail(
         self, claim: Claim, error: AttemptError, retry_at: float | None, now: float

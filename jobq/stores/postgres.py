@@ -82,9 +82,11 @@ from jobq.errors import StoreError
 from jobq.stores.base import (
     ERRORS_KEPT,
     Claim,
+    Done,
     NewJob,
     Signal,
     StoreStats,
+    batch_size,
     describe_error,
     log_dropped_dead,
     log_recovered,
@@ -264,10 +266,10 @@ CLAIM = """WITH due AS MATERIALIZED (
     ), ready AS MATERIALIZED (
         SELECT id, priority, run_at FROM {jobs}
         WHERE queue = %(q)s AND state = 'ready'
-        ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
+        ORDER BY priority DESC, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
     ), pick AS MATERIALIZED (
         SELECT id FROM (SELECT * FROM due UNION ALL SELECT * FROM ready) AS c
-        ORDER BY priority DESC, run_at, id LIMIT 1
+        ORDER BY priority DESC, run_at, id LIMIT %(limit)s
     ), promoted AS (
         UPDATE {jobs} SET state = 'ready'
         WHERE id IN (SELECT id FROM due) AND id NOT IN (SELECT id FROM pick)
@@ -275,31 +277,39 @@ CLAIM = """WITH due AS MATERIALIZED (
     UPDATE {jobs} AS j SET state = 'running', token = %(token)s,
         lease_until = {db_now} + %(lease)s, owner = %(owner)s
     FROM pick WHERE j.id = pick.id
-    RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task"""
+    RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task,
+        -j.priority, j.run_at"""
 
+# Ending claims: ``ids`` and ``tokens`` (and ``results``) are arrays, one
+# item per claim; the ids whose claim was current come back.
 FINISH = """WITH expired AS (
         DELETE FROM {jobs} WHERE id IN (
             SELECT id FROM {jobs}
             WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}
             LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-    ), done AS (
-        DELETE FROM {jobs}
-        WHERE id = %(id)s AND queue = %(q)s AND state = 'running' AND token = %(token)s
-        RETURNING id
     )
-    SELECT count(*) FROM done"""
+    DELETE FROM {jobs} AS j
+    USING unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
+    WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
+      AND j.state = 'running'
+    RETURNING j.id"""
 COMPLETE = """WITH expired AS (
         DELETE FROM {jobs} WHERE id IN (
             SELECT id FROM {jobs}
             WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}
             LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-    ), done AS (
-        UPDATE {jobs} SET state = 'completed', result = %(result)s::json,
-            expires_at = {now} + %(keep_for)s::float8
-        WHERE id = %(id)s AND queue = %(q)s AND state = 'running' AND token = %(token)s
-        RETURNING id
     )
-    SELECT count(*) FROM done"""
+    UPDATE {jobs} AS j SET state = 'completed', result = c.result::json,
+        expires_at = {now} + %(keep_for)s::float8
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::text[])
+        AS c(id, token, result)
+    WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
+      AND j.state = 'running'
+    RETURNING j.id"""
+RELEASE = """UPDATE {jobs} AS j SET state = 'ready'
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
+    WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
+      AND j.state = 'running'"""
 
 # A failed attempt: pending again in ``retry_in`` seconds, or dead (``retry_in``
 # NULL), with the error appended to the newest ``kept``.
@@ -565,7 +575,8 @@ class PostgresStore:
     ``"queue"`` (see the module's documentation). ``listen``: ``True``,
     ``False``, or a connection string for the LISTEN connection (e.g. direct to
     PostgreSQL when ``conninfo`` goes through PgBouncer). ``prepare``: let
-    psycopg use server-side prepared statements.
+    psycopg use server-side prepared statements. ``claim_batch``: how many due
+    jobs a worker may claim at once (see ``Store.claim_batch``).
 
     Constructing one checks the arguments and opens nothing.
     """
@@ -584,6 +595,7 @@ class PostgresStore:
         listen: bool | str = True,
         prepare: bool = True,
         auto_migrate: bool = True,
+        claim_batch: int = 1,
     ) -> None:
         _driver()
         conninfo = _lower_scheme(conninfo)
@@ -615,6 +627,7 @@ class PostgresStore:
             lease_seconds, "lease_seconds"
         )
         self._lease = float(lease_seconds)
+        self.claim_batch = batch_size(claim_batch)
         self.poll_interval = positive_seconds(poll_interval, "poll_interval")
         self.pool_size = pool_size
         self.connect_timeout = positive_seconds(connect_timeout, "connect_timeout")
@@ -914,46 +927,68 @@ class PostgresStore:
         )
 
     def claim(self, now: float) -> Claim | None:
+        claims = self.claim_many(now, 1)
+        return claims[0] if claims else None
+
+    def claim_many(self, now: float, limit: int) -> list[Claim]:
         self._offset = now - time.time()  # for next_due: see there
-        token = secrets.randbits(63) or 1
+        token = secrets.randbits(63) or 1  # one per batch: (id, token) fences
         with self._connection() as conn:
-            row = conn.execute(
+            rows = conn.execute(
                 self._sql.claim,
                 {
                     "q": self.queue,
                     "now": self._now(now),
                     "batch": PROMOTE_BATCH,
+                    "limit": limit,
                     "token": token,
                     "lease": self._lease,
                     "owner": self._owner.text,
                 },
-            ).fetchone()
-        if row is None:
-            return None
-        job_id, payload, attempts, max_attempts, key, task = row
-        return Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
+            ).fetchall()
+        rows.sort(key=lambda row: row[6:])  # RETURNING keeps no order: run order
+        return [
+            Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
+            for job_id, payload, attempts, max_attempts, key, task, *_ in rows
+        ]
 
     def finish(
         self, claim: Claim, result: str | None, keep_until: float | None, now: float
     ) -> bool:
+        return self.finish_many([Done(claim, result)], keep_until, now)[0]
+
+    def finish_many(
+        self, done: Sequence[Done], keep_until: float | None, now: float
+    ) -> list[bool]:
         values: dict[str, Any] = {
             "q": self.queue,
             "now": self._now(now),
             "batch": EXPIRE_BATCH,
-            "id": claim.id,
-            "token": claim.token,
+            **self._claim_arrays([d.claim for d in done]),
         }
         if keep_until is None:
             query = self._sql.finish
         else:
             query = self._sql.complete
-            values["result"] = result
+            values["results"] = [d.result for d in done]
             values["keep_for"] = max(keep_until - now, 0.0)
         with self._connection() as conn:
-            ended = bool(_first(conn.execute(query, values).fetchone()))
+            ended = {row[0] for row in conn.execute(query, values).fetchall()}
             if ended:
                 self._settle(conn)
-        return ended
+        return [d.claim.id in ended for d in done]
+
+    def release(self, claims: Sequence[Claim], now: float) -> None:
+        values = {"q": self.queue, **self._claim_arrays(claims)}
+        with self._connection() as conn:
+            conn.execute(self._sql.release, values)
+        self._signal.jobs_added(len(claims))
+        self._notify_others()
+
+    @staticmethod
+    def _claim_arrays(claims: Sequence[Claim]) -> dict[str, list[int]]:
+        """Claims as the ``ids`` and ``tokens`` arrays of a statement."""
+        return {"ids": [c.id for c in claims], "tokens": [c.token for c in claims]}
 
     def fail(
         self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
@@ -1005,16 +1040,9 @@ class PostgresStore:
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         if not claims:
             return
+        values = {"q": self.queue, "lease": self._lease, **self._claim_arrays(claims)}
         with self._connection() as conn:
-            conn.execute(
-                self._sql.renew,
-                {
-                    "q": self.queue,
-                    "lease": self._lease,
-                    "ids": [c.id for c in claims],
-                    "tokens": [c.token for c in claims],
-                },
-            )
+            conn.execute(self._sql.renew, values)
 
     def recover(self, now: float) -> int:
         """Claims whose lease expired (on the database's clock) become failed
@@ -1570,6 +1598,7 @@ class _Statements:
         self.fail = render(FAIL)
         self.trim_dead = render(TRIM_DEAD)
         self.renew = render(RENEW)
+        self.release = render(RELEASE)
         self.any_expired = render(ANY_EXPIRED)
         self.expired = render(EXPIRED)
         self.get = render(GET)

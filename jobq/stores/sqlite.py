@@ -47,10 +47,12 @@ from jobq._fork import reset_after_fork
 from jobq.errors import StoreError
 from jobq.stores.base import (
     Claim,
+    Done,
     NewJob,
     Signal,
     StoreStats,
     add_error,
+    batch_size,
     describe_error,
     log_dropped_dead,
     log_recovered,
@@ -148,9 +150,12 @@ PROMOTE = (
 )
 CLAIM = """UPDATE jobq_jobs SET state = 'running', token = token + 1,
         lease_until = ?, owner_host = ?, owner_pid = ?, owner_nonce = ?
-    WHERE id = (SELECT id FROM jobq_jobs WHERE state = 'ready'
-                ORDER BY priority DESC, run_at, id LIMIT 1)
-    RETURNING id, token, payload, attempts, max_attempts, key, task"""
+    WHERE id IN (SELECT id FROM jobq_jobs WHERE state = 'ready'
+                 ORDER BY priority DESC, run_at, id LIMIT ?)
+    RETURNING id, token, payload, attempts, max_attempts, key, task,
+        -priority, run_at"""
+RELEASE = """UPDATE jobq_jobs SET state = 'ready'
+    WHERE id = ? AND state = 'running' AND token = ?"""
 
 EXPIRE_COMPLETED = "DELETE FROM jobq_jobs WHERE state = 'completed' AND expires_at <= ?"
 DELETE_CLAIMED = (
@@ -206,6 +211,8 @@ DELETE_DEAD = "DELETE FROM jobq_jobs WHERE id = ? AND state = 'dead'"
 CANCEL = "DELETE FROM jobq_jobs WHERE id = ? AND state IN ('scheduled', 'ready')"
 COUNTS = "SELECT state, n FROM jobq_counts"
 DATA_VERSION = "PRAGMA data_version"  # changes when another connection commits
+#: Seconds between two looks at ``data_version`` while other connections commit.
+QUICK_POLL = 0.002
 NEXT_DUE = """SELECT
     (SELECT run_at FROM jobq_jobs WHERE state = 'ready'
      ORDER BY priority DESC, run_at, id LIMIT 1),
@@ -383,6 +390,15 @@ def _load_errors(text: str) -> tuple[AttemptError, ...]:
     )
 
 
+def _finish_one(conn: sqlite3.Connection, done: Done, keep_until: float | None) -> bool:
+    """Delete the job, or keep it completed; whether its claim was current."""
+    claim = done.claim
+    if keep_until is None:
+        return bool(conn.execute(DELETE_CLAIMED, (claim.id, claim.token)).rowcount)
+    values = (done.result, keep_until, claim.id, claim.token)
+    return bool(conn.execute(COMPLETE, values).rowcount)
+
+
 class SqliteStore:
     """Jobs in a SQLite database file that many processes on one host share.
 
@@ -392,7 +408,9 @@ class SqliteStore:
     lasts without renewal (the queue renews every third of it).
     ``busy_timeout``: seconds to wait for another writer before failing with
     ``StoreError``. ``poll_interval``: how often idle workers look for jobs
-    added by other processes. The file must be on a local filesystem.
+    added by other processes. ``claim_batch``: how many due jobs a worker may
+    claim at once (see ``Store.claim_batch``). The file must be on a local
+    filesystem.
     """
 
     def __init__(
@@ -403,6 +421,7 @@ class SqliteStore:
         lease_seconds: float = 30.0,
         busy_timeout: float = 10.0,
         poll_interval: float = 0.05,
+        claim_batch: int = 1,
     ) -> None:
         if str(synchronous).upper() not in SYNCHRONOUS:
             raise ValueError(
@@ -416,6 +435,7 @@ class SqliteStore:
         self._lease = self.lease_seconds
         self.busy_timeout = positive_seconds(busy_timeout, "busy_timeout")
         self.poll_interval = positive_seconds(poll_interval, "poll_interval")
+        self.claim_batch = batch_size(claim_batch)
         self._signal = Signal()
         self._dead_letter_limit = 1000
         self._reset_process_state()
@@ -544,35 +564,45 @@ class SqliteStore:
         return results
 
     def claim(self, now: float) -> Claim | None:
+        claims = self.claim_many(now, 1)
+        return claims[0] if claims else None
+
+    def claim_many(self, now: float, limit: int) -> list[Claim]:
         with self._reading() as conn:
             if not conn.execute(ANY_DUE, (now,)).fetchone()[0]:
-                return None
+                return []
         owner = self._owner
         with self._write() as conn:
             conn.execute(PROMOTE, (now,))
             rows = conn.execute(
-                CLAIM, (now + self._lease, owner.host, owner.pid, owner.nonce)
+                CLAIM, (now + self._lease, owner.host, owner.pid, owner.nonce, limit)
             ).fetchall()
-        if not rows:
-            return None
-        job_id, token, payload, attempts, max_attempts, key, task = rows[0]
-        return Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
+        rows.sort(key=lambda row: row[7:])  # RETURNING keeps no order: run order
+        return [
+            Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
+            for job_id, token, payload, attempts, max_attempts, key, task, *_ in rows
+        ]
 
     def finish(
         self, claim: Claim, result: str | None, keep_until: float | None, now: float
     ) -> bool:
+        return self.finish_many([Done(claim, result)], keep_until, now)[0]
+
+    def finish_many(
+        self, done: Sequence[Done], keep_until: float | None, now: float
+    ) -> list[bool]:
         with self._write() as conn:
             conn.execute(EXPIRE_COMPLETED, (now,))
-            if keep_until is None:
-                ended = conn.execute(DELETE_CLAIMED, (claim.id, claim.token)).rowcount
-            else:
-                ended = conn.execute(
-                    COMPLETE, (result, keep_until, claim.id, claim.token)
-                ).rowcount
-            settled = ended and self._settled(conn)
+            ended = [_finish_one(conn, d, keep_until) for d in done]
+            settled = any(ended) and self._settled(conn)
         if settled:
             self._signal.job_settled()
-        return bool(ended)
+        return ended
+
+    def release(self, claims: Sequence[Claim], now: float) -> None:
+        with self._write() as conn:
+            conn.executemany(RELEASE, [(claim.id, claim.token) for claim in claims])
+        self._signal.jobs_added(len(claims))
 
     def fail(
         self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
@@ -879,10 +909,16 @@ class SqliteStore:
 
         A fork closes the connection in ``box``; a new one starts a new
         reading (values of two connections do not compare), and wakes the
-        workers once for what may have been committed in between."""
+        workers once for what may have been committed in between.
+
+        It looks every ``QUICK_POLL`` seconds while commits keep coming, and
+        backs off to ``poll_interval`` when they stop: a busy queue sees other
+        processes' jobs within milliseconds, an idle one costs next to nothing.
+        """
         pid = os.getpid()
+        interval = self.poll_interval
         try:
-            while not stop.wait(self.poll_interval):
+            while not stop.wait(interval):
                 try:
                     with _guard:
                         conn = box[0]
@@ -894,8 +930,11 @@ class SqliteStore:
                     logger.exception("watching %s failed; trying again", self.path)
                     stop.wait(1.0)
                     continue
-                if reconnected or version != last:
+                if not reconnected and version == last:
+                    interval = min(interval * 2, self.poll_interval)
+                else:
                     last = version
+                    interval = min(QUICK_POLL, self.poll_interval)
                     signal = self._signal
                     with signal.lock:
                         signal.jobs_added_locked(max(signal.idle_workers, 1))

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
@@ -48,7 +48,7 @@ from django.utils.module_loading import import_string
 from jobq._runner import Runner
 from jobq.errors import JobqError
 from jobq.queue import JobQueue
-from jobq.stores.base import Claim
+from jobq.stores.base import Claim, Done
 from jobq.tasks import Task, unknown_task
 from jobq.types import Enqueued, Job
 
@@ -89,15 +89,15 @@ class _DjangoRunner(Runner):
         self.django_runs: dict[Claim, Any] = {}
         self.keep_connections = False
 
-    def run(self, claim: Claim) -> BaseException | None:
+    def run_one(self, claim: Claim) -> Done | BaseException | None:
         """Run the job between two ``close_old_connections()``, as Django runs
         a request, unless it runs on the caller's connection (immediate mode,
         or inside the caller's atomic block)."""
         if self.keep_connections or _in_atomic_block():
-            return super().run(claim)
+            return super().run_one(claim)
         close_old_connections()
         try:
-            return super().run(claim)
+            return super().run_one(claim)
         finally:
             close_old_connections()
 
@@ -112,11 +112,12 @@ class _DjangoRunner(Runner):
         self.django_runs[claim] = run
         return run.call()
 
-    def _succeeded(self, claim: Claim, result: Any) -> None:
-        run = self.django_runs.pop(claim, None)
-        super()._succeeded(claim, result)
-        if run is not None:
-            run.succeeded(result)
+    def finish(self, done: Sequence[Done]) -> None:
+        super().finish(done)
+        for claim, _ in done:
+            run = self.django_runs.pop(claim, None)
+            if run is not None:
+                run.succeeded()
 
     def _failed(self, claim: Claim, exc: BaseException) -> None:
         run = self.django_runs.pop(claim, None)

@@ -267,6 +267,7 @@ class Run:
         self.kwargs = kwargs
         self.result = result
         self.sender = sender
+        self.value: Any = None  # what the task returned, as JSON values
 
     @classmethod
     def start(cls, claim: Claim, runner: Runner) -> Run:
@@ -307,14 +308,15 @@ class Run:
         else:
             value = self.task.call(*args, **self.kwargs)
         try:
-            return normalize_json(value)
+            self.value = normalize_json(value)
         except TypeError as exc:
             raise Fatal(f"the task returned a value that is not JSON: {exc}") from exc
+        return self.value
 
-    def succeeded(self, value: Any) -> None:
+    def succeeded(self) -> None:
         """After the store recorded the success: SUCCESSFUL, ``task_finished``."""
         result = self.result
-        object.__setattr__(result, "_return_value", value)
+        object.__setattr__(result, "_return_value", self.value)
         object.__setattr__(result, "finished_at", timezone.now())
         object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
         task_finished.send(self.sender, task_result=result)
