@@ -27,7 +27,8 @@ WORKERS = 4
 # Contender classes: a ratio to "the best peer" compares within a class only.
 REFERENCE = "reference"
 IN_MEMORY = "in-memory"
-PERSISTED = "persisted"
+PERSISTED = "persisted"  # survives a crash of the process
+FSYNCED = "persisted, fsync"  # also an OS crash or power loss: fsync per change
 STDLIB = "stdlib"  # a contender's package when it needs nothing installed
 
 
@@ -59,7 +60,7 @@ class Tally:
 @dataclass(frozen=True)
 class Contender:
     name: str
-    kind: str  # REFERENCE, IN_MEMORY or PERSISTED
+    kind: str  # REFERENCE, IN_MEMORY, PERSISTED or FSYNCED
     run: Callable[[int], float]  # the figure for n jobs (jobs/s, ms, ...)
     package: str = "jobq"  # whose version the report names ("stdlib": none)
     #: The share of N this contender runs: slow peers (a few hundred jobs/s)
@@ -104,7 +105,7 @@ def measure(
             if progress:
                 print(
                     f"  round {i + 1}/{rounds} {result.contender.name}: "
-                    f"{result.values[-1]:,.0f}",
+                    f"{result.values[-1]:,.2f}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -219,7 +220,7 @@ class Table:
             f = f",.{self.decimals}f"
             lines.append(
                 f"| {c.name} | {c.kind} | {r.median:{f}} | "
-                f"{r.low:{f}}-{r.high:{f}} | {ratios[c.name]:.2f} | {peer} |"
+                f"{r.low:{f}}-{r.high:{f}} | {ratios[c.name]:.3g} | {peer} |"
             )
         lines.extend(f"\n{note}" for note in self.notes)
         return "\n".join(lines) + "\n"
@@ -233,7 +234,7 @@ class Table:
                 r.contender.name,
                 f"{r.median:{f}}",
                 f"({r.low:{f}}-{r.high:{f}})",
-                f"{ratios[r.contender.name]:.2f}",
+                f"{ratios[r.contender.name]:.3g}",
             )
             for r in self.results
         ]

@@ -1,9 +1,10 @@
 """The memory store: the whole queue in this process, gone when it exits.
 
-Every operation is O(log n) or better: due jobs sit in a heap ordered by
-(priority, due time, id), delayed jobs in a heap ordered by due time, and a
-claim moves the jobs that became due from one to the other. Cancelled jobs are
-left in the heaps and skipped when they surface, so nothing scans the queue.
+Every operation is O(log n) or better: due jobs are kept in run order
+(priority, due time, id; see ``_due``), delayed jobs in a heap ordered by due
+time, and a claim moves the jobs that became due from one to the other.
+Cancelled jobs are left where they are and skipped when they surface, so
+nothing scans the queue.
 
 Stored jobs (see ``_entry``) are never changed in place: each change stores a new one,
 and which jobs run is kept beside them in ``_claims`` (id -> token). That lets
@@ -21,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jobq._fork import reset_after_fork
+from jobq.stores._due import DueJobs
 from jobq.stores._entry import (
     ATTEMPTS,
     COMPLETED,
@@ -134,13 +136,13 @@ class MemoryStore:
         for job_id in self._claims:
             entry = self._jobs[job_id]
             self._pending += 1
-            heapq.heappush(self._due, (-entry[PRIORITY], entry[RUN_AT], job_id))
+            self._due.push((-entry[PRIORITY], entry[RUN_AT], job_id))
         self._claims.clear()
 
     def _clear(self) -> None:
         self._jobs = _JobTable()
         self._claims: dict[int, int] = {}  # running job id -> its claim's token
-        self._due: list[tuple[int, float, int]] = []  # (-priority, run_at, id)
+        self._due = DueJobs()
         self._delayed: list[tuple[float, int]] = []  # (run_at, id)
         self._keys: dict[str, int] = {}
         self._dead: OrderedDict[int, None] = OrderedDict()  # burial order
@@ -208,9 +210,9 @@ class MemoryStore:
                 run_at, job_id = heapq.heappop(delayed)
                 entry = jobs.get(job_id)
                 if entry is not None and entry[RUN_AT] == run_at:
-                    heapq.heappush(due, (-entry[PRIORITY], run_at, job_id))
+                    due.push((-entry[PRIORITY], run_at, job_id))
             while due and len(claims) < limit:
-                _, run_at, job_id = heapq.heappop(due)
+                _, run_at, job_id = due.pop()
                 entry = jobs.get(job_id)
                 if entry is None or entry[RUN_AT] != run_at or entry[STATE] != PENDING:
                     continue  # cancelled or rescheduled since it was pushed
@@ -372,13 +374,14 @@ class MemoryStore:
 
     def next_due(self) -> float | None:
         with self._lock:
-            for heap in (self._due, self._delayed):
-                self._drop_stale_top(heap)
-            if self._due:
-                return self._due[0][1]
-            if self._delayed:
-                return self._delayed[0][0]
-            return None
+            while (top := self._due.peek()) is not None and not self._live(*top[1:]):
+                self._due.pop()
+            if top is not None:
+                return top[1]
+            delayed = self._delayed
+            while delayed and not self._live(*delayed[0]):
+                heapq.heappop(delayed)
+            return delayed[0][0] if delayed else None
 
     # -- hooks for persistent subclasses (called with the lock held) ---------
 
@@ -397,24 +400,19 @@ class MemoryStore:
         so that worker shortens its wait to the new due time.
         """
         if entry[RUN_AT] <= now:
-            heapq.heappush(self._due, (-entry[PRIORITY], entry[RUN_AT], entry[ID]))
+            self._due.push((-entry[PRIORITY], entry[RUN_AT], entry[ID]))
             return 1
         if not self._delayed or entry[RUN_AT] < self._delayed[0][0]:
             self._signal.jobs_added_locked()
         heapq.heappush(self._delayed, (entry[RUN_AT], entry[ID]))
         return 0
 
-    def _drop_stale_top(self, heap: list[Any]) -> None:
-        while heap:
-            run_at, job_id = heap[0][-2], heap[0][-1]
-            entry = self._jobs.get(job_id)
-            if (
-                entry is not None
-                and entry[STATE] == PENDING
-                and entry[RUN_AT] == run_at
-            ):
-                return
-            heapq.heappop(heap)
+    def _live(self, run_at: float, job_id: int) -> bool:
+        """Whether a queued (run_at, id) is still the pending job's: heap and
+        lane items of cancelled or rescheduled jobs are skipped when they
+        surface."""
+        entry = self._jobs.get(job_id)
+        return entry is not None and entry[STATE] == PENDING and entry[RUN_AT] == run_at
 
     def _end_claim(self, claim: Claim) -> Entry | None:
         """The claimed entry, its claim ended; ``None`` if the token is stale."""
