@@ -264,7 +264,7 @@ class JsonFileStore(MemoryStore):
                         self._buffer[:0] = records
                     raise self._break(exc) from exc
                 self._written = newest
-                if self._segments.size > max(self.compact_bytes, self._snapshot_size):
+                if self._journal_too_big():
                     self._wake.set()
         if self.fsync:
             self._sync(seq)
@@ -378,6 +378,8 @@ class JsonFileStore(MemoryStore):
             self._wake.clear()
             if self._closing.is_set():
                 return
+            if self._broken is None and not self._journal_too_big():
+                continue  # a save() compacted since the wake-up: nothing to do
             try:
                 self._compact()
             except StoreError:
@@ -390,6 +392,10 @@ class JsonFileStore(MemoryStore):
                 self._wake.set()
             else:
                 failures = 0
+
+    def _journal_too_big(self) -> bool:
+        """Larger than the snapshot and than ``compact_bytes``: compact."""
+        return self._segments.size > max(self.compact_bytes, self._snapshot_size)
 
     # -- ownership and loading ------------------------------------------------
 
