@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import sys
 import time
@@ -42,7 +43,7 @@ from typing import Any, Protocol
 
 from benchmarks import processes
 from benchmarks.harness import PAYLOAD, PERSISTED, WORKERS, Contender, measure, summary
-from benchmarks.latency import percentile
+from benchmarks.latency import Percentiles
 from benchmarks.processes import Children, count_processes, wait_for
 from benchmarks.throughput import POSTGRES_URL, PRODUCERS, SLEEP, postgres_unavailable
 
@@ -80,8 +81,9 @@ LATENCY_NOTE = (
     "their latency includes that wait, not only the wake-up."
 )
 
-#: Enqueue->start latencies (s) seen by this worker process's handlers.
-STARTED: list[float] = []
+#: (sent, latency) in seconds of the jobs this worker process's handlers
+#: started: the parent puts every process's in the order they were sent.
+STARTED: list[tuple[float, float]] = []
 
 
 class Flaky(Exception):
@@ -100,7 +102,7 @@ def sleep(payload: dict[str, Any]) -> None:
 
 
 def stamp(payload: dict[str, Any]) -> None:
-    STARTED.append(time.time() - payload["sent"])
+    STARTED.append((payload["sent"], time.time() - payload["sent"]))
 
 
 def rq_flaky(payload: dict[str, Any]) -> None:
@@ -402,24 +404,10 @@ def latency_samples(
             broker.enqueue("stamp", {**PAYLOAD, "sent": time.time()})
         finish(broker, children, WARM_UP + n)
         reports = children.stop()
-    samples = [s * 1000 for r in reports for s in r["latencies"]]
+    samples = [s * 1000 for _, s in sorted(p for r in reports for p in r["latencies"])]
     if len(samples) != n:
         raise RuntimeError(f"{len(samples)} latencies for {n} jobs")
     return samples
-
-
-class LatencyRound:
-    """A latency contender's round: returns the p99 (the table's figure) and
-    keeps each round's p50 in ``p50s``, which ``benchmarks.latency`` reads."""
-
-    def __init__(self, peer: str) -> None:
-        self.peer = peer
-        self.p50s: list[float] = []
-
-    def __call__(self, n: int) -> float:
-        samples = latency_samples(self.peer, n)
-        self.p50s.append(percentile(samples, 50))
-        return percentile(samples, 99)
 
 
 # -- contenders -----------------------------------------------------------------
@@ -466,7 +454,7 @@ def runs(peer: Peer, workload: str) -> tuple[Callable[[int], float], str]:
         )
     if workload == "drain":
         return lambda n: drain_rate(key, n), peer.workers(WORKERS)
-    return LatencyRound(key), peer.workers(WORKERS)
+    return Percentiles(functools.partial(latency_samples, key)), peer.workers(WORKERS)
 
 
 #: The share of N each peer runs a round, by workload: about a second of

@@ -359,13 +359,30 @@ def sqlite_full_store(cleanup: contextlib.ExitStack) -> Store:
     return SqliteStore(os.path.join(temp_dir(cleanup), "jobs.db"), synchronous="FULL")
 
 
-def postgres_store(cleanup: contextlib.ExitStack) -> object:
+def postgres_store(cleanup: contextlib.ExitStack, claim_batch: int = 1) -> object:
     """A fresh schema on the local server, dropped at the round's end."""
     from benchmarks.postgres_quick import Schema  # needs psycopg
     from jobq.stores import PostgresStore
 
     schema = cleanup.enter_context(Schema(POSTGRES_URL))
-    return PostgresStore(POSTGRES_URL, schema=schema.name)
+    return PostgresStore(POSTGRES_URL, schema=schema.name, claim_batch=claim_batch)
+
+
+#: What workers may claim at once in the ``claim_batch`` contenders (the
+#: persistent stores default to 1; see ``Store.claim_batch``).
+BATCH = 32
+
+
+def json_batch_store(cleanup: contextlib.ExitStack) -> Store:
+    path = os.path.join(temp_dir(cleanup), "jobs.json")
+    return JsonFileStore(path, claim_batch=BATCH)
+
+
+def sqlite_batch_store(cleanup: contextlib.ExitStack) -> Store:
+    return SqliteStore(os.path.join(temp_dir(cleanup), "jobs.db"), claim_batch=BATCH)
+
+
+postgres_batch_store = functools.partial(postgres_store, claim_batch=BATCH)
 
 
 def postgres_unavailable() -> str | None:
@@ -483,6 +500,8 @@ class Workload:
     unit: str = "jobs/s"
     lower_is_better: bool = False
     decimals: int = 0
+    #: More contenders of this workload only (name -> contenders and notes).
+    more: Callable[[], tuple[list[Contender], list[str]]] | None = None
 
     @property
     def reference(self) -> str:
@@ -515,8 +534,14 @@ class Workload:
         ]
         jobqs, notes = jobq_contenders(self)
         found += jobqs
-        for module in PEER_MODULES:
-            more, more_notes = peer_contenders(module, self.name)
+        sources = [
+            functools.partial(peer_contenders, module, self.name)
+            for module in PEER_MODULES
+        ]
+        if self.more is not None:
+            sources.insert(0, self.more)
+        for source in sources:
+            more, more_notes = source()
             found += more
             notes += more_notes
         return found, notes
@@ -545,6 +570,14 @@ JOBQ_STORES: list[tuple[str, str, StorePlace, Speed]] = [
     ("jobq SQLite", PERSISTED, sqlite_store, Speed.FILE),
     ("jobq SQLite FULL", FSYNCED, sqlite_full_store, Speed.SYNC),
     ("jobq PostgreSQL", PERSISTED, postgres_store, Speed.SYNC),
+    (f"jobq JSON claim_batch={BATCH}", PERSISTED, json_batch_store, Speed.FILE),
+    (f"jobq SQLite claim_batch={BATCH}", PERSISTED, sqlite_batch_store, Speed.FILE),
+    (
+        f"jobq PostgreSQL claim_batch={BATCH}",
+        PERSISTED,
+        postgres_batch_store,
+        Speed.SYNC,
+    ),
 ]
 
 
@@ -558,7 +591,7 @@ def jobq_contender(
 def jobq_contenders(workload: Workload) -> tuple[list[Contender], list[str]]:
     found, notes = [], []
     for name, kind, place, speed in JOBQ_STORES:
-        if place is postgres_store and (why := postgres_unavailable()):
+        if "PostgreSQL" in name and (why := postgres_unavailable()):
             notes.append(f"{name}: {why}: skipped.")
         else:
             found.append(jobq_contender(workload, name, kind, place, speed))

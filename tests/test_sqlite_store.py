@@ -845,3 +845,38 @@ def test_a_forked_child_uses_connections_of_its_own(path: Path) -> None:
         assert queue.enqueue("parent again").id == 3
     finally:
         queue.close()
+
+
+def test_a_change_waits_for_another_connections_write_lock(tmp_path: Path) -> None:
+    """Another process's writer holds the lock: enqueue waits for it (without
+    SQLite's busy handler), and gives up with a clear error after
+    busy_timeout."""
+    path = tmp_path / "jobs.db"
+    with jobq.JobQueue(store=SqliteStore(path, busy_timeout=5)) as queue:
+        queue.stats()
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        added = threading.Event()
+
+        def enqueue() -> None:
+            queue.enqueue("x")
+            added.set()
+
+        thread = threading.Thread(target=enqueue)
+        thread.start()
+        assert not added.wait(0.2)  # still waiting for the lock
+        other.execute("COMMIT")
+        thread.join(10)
+        assert added.is_set()
+        assert queue.stats().pending == 1
+
+    with jobq.JobQueue(store=SqliteStore(path, busy_timeout=0.2)) as queue:
+        queue.stats()
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(jobq.StoreError, match=r"busy_timeout=0\.2 s"):
+                queue.enqueue("y")
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert queue.stats().pending == 1

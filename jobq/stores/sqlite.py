@@ -24,6 +24,12 @@ Idle workers wake at once for jobs added by this process, and within about
 ``poll_interval`` for jobs added by others: a watcher thread polls
 ``PRAGMA data_version``, which changes whenever another connection commits.
 
+Writers take turns without SQLite's busy handler, which sleeps 1, 2, 5, 10...
+ms between tries, long against a transaction of a tenth of a millisecond:
+this process's threads queue on a lock of their own, and a write lock held
+by another process is tried again after 50 µs, then 100 µs..., at most 2 ms
+apart, until ``busy_timeout``.
+
 Every SQL statement below is a fixed string taking values as ``?`` parameters.
 """
 
@@ -213,6 +219,12 @@ COUNTS = "SELECT state, n FROM jobq_counts"
 DATA_VERSION = "PRAGMA data_version"  # changes when another connection commits
 #: Seconds between two looks at ``data_version`` while other connections commit.
 QUICK_POLL = 0.002
+#: The watcher's checkpoint (PASSIVE: it never waits for, nor blocks, anyone).
+CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
+CHECKPOINT_EVERY = 0.05
+#: Pages in the WAL at which a commit checkpoints by itself: only when no
+#: watcher did (SQLite's default is 1,000, reached in a fraction of a second).
+AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = 10000"
 NEXT_DUE = """SELECT
     (SELECT run_at FROM jobq_jobs WHERE state = 'ready'
      ORDER BY priority DESC, run_at, id LIMIT 1),
@@ -220,6 +232,10 @@ NEXT_DUE = """SELECT
 
 #: Seconds between tries to switch a new file to WAL while another process does.
 WAL_RETRY = 0.01
+#: The first and the longest pause between two tries of another process's
+#: write lock.
+FIRST_RETRY = 0.00005
+LONGEST_RETRY = 0.002
 
 #: The fixed pragma for each ``synchronous`` option.
 SYNCHRONOUS = {
@@ -445,6 +461,7 @@ class SqliteStore:
     def _reset_process_state(self) -> None:
         """What belongs to one process: connections, the watcher, the identity."""
         self._lock = threading.RLock()
+        self._writing = threading.RLock()  # this process's writers, in turn
         self._pid = os.getpid()
         self._owner = _this_process()
         self._conns: dict[int, sqlite3.Connection] = {}  # by thread
@@ -529,7 +546,7 @@ class SqliteStore:
         """Committed changes are already durable against a process crash; a
         checkpoint also syncs them to the database file (power loss)."""
         with self._reading() as conn:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            conn.execute(CHECKPOINT).fetchall()
 
     # -- the job's path: add, claim, finish or fail ---------------------------
 
@@ -811,7 +828,7 @@ class SqliteStore:
             conn = sqlite3.connect(
                 uri,
                 uri=True,
-                timeout=self.busy_timeout,
+                timeout=0,  # no busy handler: _begin waits, in short steps
                 isolation_level=None,  # we BEGIN and COMMIT ourselves
                 check_same_thread=False,  # close() closes every thread's one
             )
@@ -819,6 +836,7 @@ class SqliteStore:
             raise self._error(exc) from exc
         try:
             conn.execute(SYNCHRONOUS[self.synchronous])
+            conn.execute(AUTOCHECKPOINT)
         except sqlite3.Error as exc:
             conn.close()
             raise self._error(exc) from exc
@@ -828,7 +846,7 @@ class SqliteStore:
         """Switch to WAL and create or check the schema, in one transaction."""
         try:
             self._use_wal(conn)
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             try:
                 if conn.execute(HAS_META).fetchone() is None:
                     for statement in SCHEMA:
@@ -914,9 +932,15 @@ class SqliteStore:
         It looks every ``QUICK_POLL`` seconds while commits keep coming, and
         backs off to ``poll_interval`` when they stop: a busy queue sees other
         processes' jobs within milliseconds, an idle one costs next to nothing.
+
+        It also checkpoints the WAL every ``CHECKPOINT_EVERY`` seconds while
+        commits come, so that no commit of a worker or producer has to: the
+        commit that reaches SQLite's automatic checkpoint copies the WAL into
+        the database and syncs it, stalling its caller for milliseconds.
         """
         pid = os.getpid()
         interval = self.poll_interval
+        next_checkpoint = 0.0
         try:
             while not stop.wait(interval):
                 try:
@@ -926,6 +950,9 @@ class SqliteStore:
                         if conn is None:
                             conn = box[0] = self._connect()
                         version = conn.execute(DATA_VERSION).fetchone()[0]
+                        if version != last and time.monotonic() >= next_checkpoint:
+                            conn.execute(CHECKPOINT).fetchall()
+                            next_checkpoint = time.monotonic() + CHECKPOINT_EVERY
                 except (sqlite3.Error, StoreError):
                     logger.exception("watching %s failed; trying again", self.path)
                     stop.wait(1.0)
@@ -967,10 +994,10 @@ class SqliteStore:
         """One short write transaction. IMMEDIATE takes the write lock first
         (waiting up to ``busy_timeout``), so it cannot fail half-way on a
         snapshot another writer made stale."""
-        with _guard:
+        with _guard, self._writing:
             conn = self._conn()
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                self._begin(conn)
                 try:
                     yield conn
                 except BaseException:
@@ -981,6 +1008,24 @@ class SqliteStore:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """BEGIN IMMEDIATE, trying again while another process writes (the
+        connection has no busy handler: see the module's documentation)."""
+        pause = FIRST_RETRY
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if _primary_code(exc) != sqlite3.SQLITE_BUSY:
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, LONGEST_RETRY)
+            else:
+                return
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
