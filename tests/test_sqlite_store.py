@@ -848,9 +848,8 @@ def test_a_forked_child_uses_connections_of_its_own(path: Path) -> None:
 
 
 def test_a_change_waits_for_another_connections_write_lock(tmp_path: Path) -> None:
-    """Another process's writer holds the lock: enqueue waits for it (without
-    SQLite's busy handler), and gives up with a clear error after
-    busy_timeout."""
+    """Another process's writer holds the lock: enqueue waits for it, and
+    gives up with a clear error after busy_timeout."""
     path = tmp_path / "jobs.db"
     with jobq.JobQueue(store=SqliteStore(path, busy_timeout=5)) as queue:
         queue.stats()

@@ -24,12 +24,6 @@ Idle workers wake at once for jobs added by this process, and within about
 ``poll_interval`` for jobs added by others: a watcher thread polls
 ``PRAGMA data_version``, which changes whenever another connection commits.
 
-Writers take turns without SQLite's busy handler, which sleeps 1, 2, 5, 10...
-ms between tries, long against a transaction of a tenth of a millisecond:
-this process's threads queue on a lock of their own, and a write lock held
-by another process is tried again after 50 µs, then 100 µs..., at most 2 ms
-apart, until ``busy_timeout``.
-
 Every SQL statement below is a fixed string taking values as ``?`` parameters.
 """
 
@@ -232,10 +226,6 @@ NEXT_DUE = """SELECT
 
 #: Seconds between tries to switch a new file to WAL while another process does.
 WAL_RETRY = 0.01
-#: The first and the longest pause between two tries of another process's
-#: write lock.
-FIRST_RETRY = 0.00005
-LONGEST_RETRY = 0.002
 
 #: The fixed pragma for each ``synchronous`` option.
 SYNCHRONOUS = {
@@ -461,7 +451,6 @@ class SqliteStore:
     def _reset_process_state(self) -> None:
         """What belongs to one process: connections, the watcher, the identity."""
         self._lock = threading.RLock()
-        self._writing = threading.RLock()  # this process's writers, in turn
         self._pid = os.getpid()
         self._owner = _this_process()
         self._conns: dict[int, sqlite3.Connection] = {}  # by thread
@@ -828,7 +817,7 @@ class SqliteStore:
             conn = sqlite3.connect(
                 uri,
                 uri=True,
-                timeout=0,  # no busy handler: _begin waits, in short steps
+                timeout=self.busy_timeout,
                 isolation_level=None,  # we BEGIN and COMMIT ourselves
                 check_same_thread=False,  # close() closes every thread's one
             )
@@ -846,7 +835,7 @@ class SqliteStore:
         """Switch to WAL and create or check the schema, in one transaction."""
         try:
             self._use_wal(conn)
-            self._begin(conn)
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 if conn.execute(HAS_META).fetchone() is None:
                     for statement in SCHEMA:
@@ -994,10 +983,10 @@ class SqliteStore:
         """One short write transaction. IMMEDIATE takes the write lock first
         (waiting up to ``busy_timeout``), so it cannot fail half-way on a
         snapshot another writer made stale."""
-        with _guard, self._writing:
+        with _guard:
             conn = self._conn()
             try:
-                self._begin(conn)
+                conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
                 except BaseException:
@@ -1008,24 +997,6 @@ class SqliteStore:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self._error(exc) from exc
-
-    def _begin(self, conn: sqlite3.Connection) -> None:
-        """BEGIN IMMEDIATE, trying again while another process writes (the
-        connection has no busy handler: see the module's documentation)."""
-        pause = FIRST_RETRY
-        deadline = time.monotonic() + self.busy_timeout
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if _primary_code(exc) != sqlite3.SQLITE_BUSY:
-                    raise
-                if time.monotonic() + pause > deadline:
-                    raise
-                time.sleep(pause)
-                pause = min(pause * 2, LONGEST_RETRY)
-            else:
-                return
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
