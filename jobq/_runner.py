@@ -11,6 +11,7 @@ subclasses included, is a failed attempt; nothing it does can kill the caller.
 
 from __future__ import annotations
 
+import linecache
 import logging
 import threading
 import time
@@ -53,29 +54,43 @@ def describe_failure(exc: BaseException, at: float) -> AttemptError:
     message = exc.message if isinstance(exc, Retry | Fatal) else str(exc)
     # Each part (a frame, or the "Type: message" line) is cut on its own first,
     # so that a huge message cannot push every frame out of the traceback.
-    parts = _format_without_carets(exc)
+    parts = _format_exception(exc)
     trace = "".join(_cut(part, "head", MAX_ERROR_TEXT // 5) for part in parts)
     return AttemptError(
         type(exc).__name__, _cut(message, "head"), _cut(trace, "tail"), at
     )
 
 
-def _format_without_carets(exc: BaseException) -> list[str]:
-    """``traceback.format_exception`` without the ``^^^`` marks under each
-    line: placing them parses every frame's source, which cost more than the
-    rest of a failed attempt (twice as much on 3.11, five times on 3.13)."""
-    formatted = traceback.TracebackException.from_exception(exc)
-    todo, seen = [formatted], set()
-    while todo:
-        part = todo.pop()
-        if id(part) in seen:
-            continue
-        seen.add(id(part))
-        for frame in part.stack:
-            frame.colno = frame.end_colno = None
-        todo.extend(p for p in (part.__cause__, part.__context__) if p is not None)
-        todo.extend(part.exceptions or ())  # an ExceptionGroup's members
-    return list(formatted.format())
+_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def _format_exception(exc: BaseException, seen: set[int] | None = None) -> list[str]:
+    """``traceback.format_exception(exc)``, chained exceptions included, less
+    what made it most of a failed attempt's cost: the column positions of each
+    frame (for ``^^^`` marks; 3.13 also parses the source for them) and a stat
+    of every source file. Exception groups keep the standard format."""
+    if isinstance(exc, BaseExceptionGroup):
+        return traceback.format_exception(exc)
+    seen = set() if seen is None else seen
+    seen.add(id(exc))
+    parts: list[str] = []
+    context = None if exc.__suppress_context__ else exc.__context__
+    if exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        parts += [*_format_exception(exc.__cause__, seen), _CAUSE]
+    elif context is not None and id(context) not in seen:
+        parts += [*_format_exception(context, seen), _CONTEXT]
+    if exc.__traceback__ is not None:
+        parts.append("Traceback (most recent call last):\n")
+        for frame, lineno in traceback.walk_tb(exc.__traceback__):
+            code = frame.f_code
+            parts.append(
+                f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n'
+            )
+            line = linecache.getline(code.co_filename, lineno, frame.f_globals)
+            if line.strip():
+                parts.append(f"    {line.strip()}\n")
+    return parts + traceback.format_exception_only(exc)
 
 
 class Counters:
