@@ -21,6 +21,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 
+from jobq._fork import current_pid
 from jobq.errors import StoreError, StoreLocked
 
 __all__ = [
@@ -295,7 +296,7 @@ class OwnerLock:
                 f"could not lock {self.lock_path}: {_describe(exc)}"
             ) from exc
         self._fd = fd
-        self._owner_pid = os.getpid()
+        self._owner_pid = current_pid()
         self._record_pid(fd)
 
     def release(self) -> None:
@@ -306,7 +307,7 @@ class OwnerLock:
         """
         if self._fd is None:
             return
-        if self._owner_pid != os.getpid():
+        if self._owner_pid != current_pid():
             self._drop_if_inherited()
             return
         fd = self._fd
@@ -324,7 +325,7 @@ class OwnerLock:
         LOCK_UN here would free the parent's lock too, while a plain close of
         the duplicate leaves it held as long as the parent keeps its fd.
         """
-        if self._fd is None or self._owner_pid == os.getpid():
+        if self._fd is None or self._owner_pid == current_pid():
             return
         fd = self._fd
         self._fd = None

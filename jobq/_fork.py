@@ -21,6 +21,14 @@ class ForkAware(Protocol):
 
 
 _registered: weakref.WeakSet[ForkAware] = weakref.WeakSet()
+_pid = os.getpid()
+
+
+def current_pid() -> int:
+    """``os.getpid()`` without its system call (the owner lock of a JSON
+    store asks at every change); right in a forked child too, even in the
+    child hooks below, which run after it is updated."""
+    return _pid
 
 
 def reset_after_fork(obj: ForkAware) -> None:
@@ -29,6 +37,8 @@ def reset_after_fork(obj: ForkAware) -> None:
 
 
 def _reset_all() -> None:
+    global _pid  # the one process id, updated in the child
+    _pid = os.getpid()
     for obj in list(_registered):
         try:
             obj._after_fork_in_child()
