@@ -167,20 +167,17 @@ class JsonFileStore(MemoryStore):
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         self._require_owner()
         claims = super().claim_many(now, limit)
-        if claims or self._buffer:  # the claims, and successes not yet written
+        if claims:
             self._commit_quietly()
         return claims
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]:
-        """Successes are written with the next commit, not one of their own:
-        the worker's next claim (or a save, anyone's change) writes them
-        before that worker starts another job, so a crash still runs again at
-        most the one job each worker ran last; a job costs two writes, not
-        three."""
         self._require_owner()
-        return super().finish_many(done, keep_until, now)
+        finished = super().finish_many(done, keep_until, now)
+        self._commit_quietly()
+        return finished
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         self._require_owner()
