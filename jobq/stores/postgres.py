@@ -259,6 +259,13 @@ NOTIFY = """SELECT set_config('synchronous_commit', 'off', true),
 HELD_KEY = """SELECT id FROM {jobs} WHERE queue = %(q)s AND key = %(key)s
     AND state IN ('scheduled', 'ready', 'running')"""
 
+# ``{lazy_commit}``: claims and successes commit without waiting for the WAL
+# flush (``lazy``, a one-row CTE the statement joins, so that it is
+# evaluated). A crash of the server may forget the last of them, and those
+# jobs run again, as after a crash of the worker. Everything that is promised
+# (enqueues, failed attempts, dead letters) waits for the flush as usual.
+LAZY_COMMIT = "lazy AS (SELECT set_config('synchronous_commit', 'off', true))"
+
 CLAIM = """WITH due AS MATERIALIZED (
         SELECT id, priority, run_at FROM {jobs}
         WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}
@@ -273,10 +280,10 @@ CLAIM = """WITH due AS MATERIALIZED (
     ), promoted AS (
         UPDATE {jobs} SET state = 'ready'
         WHERE id IN (SELECT id FROM due) AND id NOT IN (SELECT id FROM pick)
-    )
+    ), {lazy_commit}
     UPDATE {jobs} AS j SET state = 'running', token = %(token)s,
         lease_until = {db_now} + %(lease)s, owner = %(owner)s
-    FROM pick WHERE j.id = pick.id
+    FROM pick, lazy WHERE j.id = pick.id
     RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task,
         -j.priority, j.run_at"""
 
@@ -287,9 +294,9 @@ FINISH = """WITH expired AS (
             SELECT id FROM {jobs}
             WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}
             LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-    )
+    ), {lazy_commit}
     DELETE FROM {jobs} AS j
-    USING unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
+    USING unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token), lazy
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'
     RETURNING j.id"""
@@ -298,11 +305,11 @@ COMPLETE = """WITH expired AS (
             SELECT id FROM {jobs}
             WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}
             LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-    )
+    ), {lazy_commit}
     UPDATE {jobs} AS j SET state = 'completed', result = c.result::json,
         expires_at = {now} + %(keep_for)s::float8
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::text[])
-        AS c(id, token, result)
+        AS c(id, token, result), lazy
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'
     RETURNING j.id"""
@@ -1566,6 +1573,7 @@ class _Statements:
             "count_jobs": ident("count_jobs"),
             "now": sql.SQL(_NOW),
             "db_now": sql.SQL(_DB_NOW),
+            "lazy_commit": sql.SQL(LAZY_COMMIT),
         }
         for index in ("ready", "scheduled", "running", "dead", "completed",
                       "live_keys"):  # fmt: skip
