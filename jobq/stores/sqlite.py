@@ -442,6 +442,10 @@ class SqliteStore:
         self.busy_timeout = positive_seconds(busy_timeout, "busy_timeout")
         self.poll_interval = positive_seconds(poll_interval, "poll_interval")
         self.claim_batch = batch_size(claim_batch)
+        #: The watcher checkpoints (see ``_watch``) with NORMAL only: with FULL
+        #: every commit syncs anyway, and a checkpoint's sync beside them
+        #: slowed them down more than it saved.
+        self._checkpoints_in_background = self.synchronous == "NORMAL"
         self._signal = Signal()
         self._dead_letter_limit = 1000
         self._reset_process_state()
@@ -825,7 +829,8 @@ class SqliteStore:
             raise self._error(exc) from exc
         try:
             conn.execute(SYNCHRONOUS[self.synchronous])
-            conn.execute(AUTOCHECKPOINT)
+            if self._checkpoints_in_background:
+                conn.execute(AUTOCHECKPOINT)
         except sqlite3.Error as exc:
             conn.close()
             raise self._error(exc) from exc
@@ -922,8 +927,9 @@ class SqliteStore:
         backs off to ``poll_interval`` when they stop: a busy queue sees other
         processes' jobs within milliseconds, an idle one costs next to nothing.
 
-        It also checkpoints the WAL every ``CHECKPOINT_EVERY`` seconds while
-        commits come, so that no commit of a worker or producer has to: the
+        With ``synchronous="NORMAL"`` it also checkpoints the WAL every
+        ``CHECKPOINT_EVERY`` seconds while commits come, so that no commit of
+        a worker or producer has to: the
         commit that reaches SQLite's automatic checkpoint copies the WAL into
         the database and syncs it, stalling its caller for milliseconds.
         """
@@ -939,7 +945,11 @@ class SqliteStore:
                         if conn is None:
                             conn = box[0] = self._connect()
                         version = conn.execute(DATA_VERSION).fetchone()[0]
-                        if version != last and time.monotonic() >= next_checkpoint:
+                        if (
+                            self._checkpoints_in_background
+                            and version != last
+                            and time.monotonic() >= next_checkpoint
+                        ):
                             conn.execute(CHECKPOINT).fetchall()
                             next_checkpoint = time.monotonic() + CHECKPOINT_EVERY
                 except (sqlite3.Error, StoreError):
