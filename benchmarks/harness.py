@@ -216,7 +216,7 @@ class Table:
                     lower_is_better=self.lower_is_better,
                 )
                 if best is not None:
-                    peer = f"{r.median / best.median:.2f} ({best.contender.name})"
+                    peer = f"{r.median / best.median:.3g} ({best.contender.name})"
             f = f",.{self.decimals}f"
             lines.append(
                 f"| {c.name} | {c.kind} | {r.median:{f}} | "

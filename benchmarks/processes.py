@@ -302,7 +302,7 @@ def fresh_store(kind: str) -> Iterator[str]:
         with tempfile.TemporaryDirectory() as directory:
             yield os.path.join(directory, "jobs.db")
     else:
-        from benchmarks.postgres_quick import Schema  # needs psycopg
+        from benchmarks.schemas import Schema  # needs psycopg
 
         with Schema(POSTGRES_URL) as schema:
             yield schema.name

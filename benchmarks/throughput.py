@@ -361,7 +361,7 @@ def sqlite_full_store(cleanup: contextlib.ExitStack) -> Store:
 
 def postgres_store(cleanup: contextlib.ExitStack, claim_batch: int = 1) -> object:
     """A fresh schema on the local server, dropped at the round's end."""
-    from benchmarks.postgres_quick import Schema  # needs psycopg
+    from benchmarks.schemas import Schema  # needs psycopg
     from jobq.stores import PostgresStore
 
     schema = cleanup.enter_context(Schema(POSTGRES_URL))
