@@ -298,8 +298,8 @@ class Store(Protocol):
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         """Give back claims whose jobs did not start: pending again as they
-        were, no attempt counted (a worker that claimed several jobs and is
-        stopping, or whose batch turned slow)."""
+        were, no attempt counted (workers that claimed several jobs at once,
+        stopping before they ran them all)."""
 
     def fail(
         self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
