@@ -235,6 +235,33 @@ def accepts_connection(store: object) -> bool:
     return "connection" in parameters
 
 
+class _Batches(Protocol):
+    def claim_many(self, now: float, limit: int) -> list[Claim]: ...
+
+    def finish_many(
+        self, done: Sequence[Done], keep_until: float | None, now: float
+    ) -> list[bool]: ...
+
+
+class OneJobCalls:
+    """``Store.claim`` and ``Store.finish`` for one job, as the store's
+    ``claim_many`` and ``finish_many``: the built-in stores take it as their
+    base, so the one-job calls behave exactly as the batch calls do."""
+
+    def claim(self: _Batches, now: float) -> Claim | None:
+        claims = self.claim_many(now, 1)
+        return claims[0] if claims else None
+
+    def finish(
+        self: _Batches,
+        claim: Claim,
+        result: str | None,
+        keep_until: float | None,
+        now: float,
+    ) -> bool:
+        return self.finish_many([Done(claim, result)], keep_until, now)[0]
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where jobs live. Every method is thread-safe.

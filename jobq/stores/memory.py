@@ -49,6 +49,7 @@ from jobq.stores.base import (
     Claim,
     Done,
     NewJob,
+    OneJobCalls,
     Signal,
     StoreStats,
     log_dropped_dead,
@@ -113,7 +114,7 @@ class _JobTable:
 _BLOCK_BITS = 12
 
 
-class MemoryStore:
+class MemoryStore(OneJobCalls):
     """Jobs in this process's memory, guarded by the queue's lock."""
 
     lease_seconds: float | None = None
@@ -198,10 +199,6 @@ class MemoryStore:
                 self._signal.jobs_added_locked(due)
         return results
 
-    def claim(self, now: float) -> Claim | None:
-        claims = self.claim_many(now, 1)
-        return claims[0] if claims else None
-
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         claims: list[Claim] = []
         with self._lock:
@@ -225,11 +222,6 @@ class MemoryStore:
                               entry[MAX_ATTEMPTS], entry[KEY], entry[TASK])  # fmt: skip
                 claims.append(claim)
         return claims
-
-    def finish(
-        self, claim: Claim, result: str | None, keep_until: float | None, now: float
-    ) -> bool:
-        return self.finish_many([Done(claim, result)], keep_until, now)[0]
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float

@@ -84,6 +84,7 @@ from jobq.stores.base import (
     Claim,
     Done,
     NewJob,
+    OneJobCalls,
     Signal,
     StoreStats,
     batch_size,
@@ -564,7 +565,7 @@ def _this_process() -> _Owner:
     return _process_owner
 
 
-class PostgresStore:
+class PostgresStore(OneJobCalls):
     """Jobs in PostgreSQL, shared by processes on any number of hosts.
 
     ``conninfo``: a ``postgresql://`` URL or a libpq ``key=value`` string.
@@ -933,10 +934,6 @@ class PostgresStore:
             f"key {values['key']!r} kept changing hands; nothing was added for it"
         )
 
-    def claim(self, now: float) -> Claim | None:
-        claims = self.claim_many(now, 1)
-        return claims[0] if claims else None
-
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         self._offset = now - time.time()  # for next_due: see there
         token = secrets.randbits(63) or 1  # one per batch: (id, token) fences
@@ -958,11 +955,6 @@ class PostgresStore:
             Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
             for job_id, payload, attempts, max_attempts, key, task, *_ in rows
         ]
-
-    def finish(
-        self, claim: Claim, result: str | None, keep_until: float | None, now: float
-    ) -> bool:
-        return self.finish_many([Done(claim, result)], keep_until, now)[0]
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float

@@ -49,6 +49,7 @@ from jobq.stores.base import (
     Claim,
     Done,
     NewJob,
+    OneJobCalls,
     Signal,
     StoreStats,
     add_error,
@@ -405,7 +406,7 @@ def _finish_one(conn: sqlite3.Connection, done: Done, keep_until: float | None) 
     return bool(conn.execute(COMPLETE, values).rowcount)
 
 
-class SqliteStore:
+class SqliteStore(OneJobCalls):
     """Jobs in a SQLite database file that many processes on one host share.
 
     ``synchronous``: ``"NORMAL"`` keeps every change that returned through a
@@ -573,10 +574,6 @@ class SqliteStore:
             self._signal.jobs_added(due or 1)
         return results
 
-    def claim(self, now: float) -> Claim | None:
-        claims = self.claim_many(now, 1)
-        return claims[0] if claims else None
-
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         with self._reading() as conn:
             if not conn.execute(ANY_DUE, (now,)).fetchone()[0]:
@@ -592,11 +589,6 @@ class SqliteStore:
             Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
             for job_id, token, payload, attempts, max_attempts, key, task, *_ in rows
         ]
-
-    def finish(
-        self, claim: Claim, result: str | None, keep_until: float | None, now: float
-    ) -> bool:
-        return self.finish_many([Done(claim, result)], keep_until, now)[0]
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
