@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 from benchmarks import processes
 from benchmarks.harness import PAYLOAD, PERSISTED, WORKERS, Contender, measure, summary
-from benchmarks.latency import Percentiles
+from benchmarks.latency import Percentiles, paced
 from benchmarks.processes import Children, count_processes, wait_for
 from benchmarks.throughput import POSTGRES_URL, PRODUCERS, SLEEP, postgres_unavailable
 
@@ -63,7 +63,6 @@ WORKLOADS = (
 )
 WARM_UP = 1  # jobs run before the clock when workers wait for jobs
 FAILURES = 2  # the retry workload: every job fails twice, then succeeds
-LATENCY_INTERVAL = 0.001  # one enqueue per millisecond
 #: How often an idle Procrastinate worker looks for jobs (its default: 5 s).
 #: A new job wakes it by NOTIFY; a retried one does not, and would wait a poll.
 PROCRASTINATE_POLL = 0.1
@@ -102,7 +101,7 @@ def sleep(payload: dict[str, Any]) -> None:
 
 
 def stamp(payload: dict[str, Any]) -> None:
-    STARTED.append((payload["sent"], time.time() - payload["sent"]))
+    STARTED.append((payload["sent"], time.monotonic() - payload["sent"]))
 
 
 def rq_flaky(payload: dict[str, Any]) -> None:
@@ -389,19 +388,12 @@ def run_with_workers(peer: str, task: str, n: int, slots: int = WORKERS) -> floa
         return n / (finish(broker, children, WARM_UP + n) - start)
 
 
-def latency_samples(
-    peer: str, n: int, interval: float = LATENCY_INTERVAL
-) -> list[float]:
-    """Enqueue->start latencies (ms) of n jobs enqueued one per ``interval``
-    seconds to the peer's 4 idle workers (each payload carries its enqueue
-    time)."""
+def latency_samples(peer: str, n: int) -> list[float]:
+    """Enqueue->start latencies (ms) of n jobs enqueued at the latency
+    table's pace to the peer's 4 idle workers (each payload carries its
+    enqueue time)."""
     with idle_workers(peer, WORKERS) as (broker, children):
-        start = time.perf_counter()
-        for i in range(n):
-            pause = start + i * interval - time.perf_counter()
-            if pause > 0:
-                time.sleep(pause)
-            broker.enqueue("stamp", {**PAYLOAD, "sent": time.time()})
+        paced(functools.partial(broker.enqueue, "stamp"), n)
         finish(broker, children, WARM_UP + n)
         reports = children.stop()
     samples = [s * 1000 for _, s in sorted(p for r in reports for p in r["latencies"])]
