@@ -832,21 +832,15 @@ class SqliteStore(OneJobCalls):
         """Switch to WAL and create or check the schema, in one transaction."""
         try:
             self._use_wal(conn)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if conn.execute(HAS_META).fetchone() is None:
-                    for statement in SCHEMA:
-                        conn.execute(statement)
-                    conn.execute(SET_VERSION, (SCHEMA_VERSION,))
-                else:
-                    self._check_version(conn)
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
+        with self._transaction(conn):
+            if conn.execute(HAS_META).fetchone() is None:
+                for statement in SCHEMA:
+                    conn.execute(statement)
+                conn.execute(SET_VERSION, (SCHEMA_VERSION,))
+            else:
+                self._check_version(conn)
 
     def _use_wal(self, conn: sqlite3.Connection) -> None:
         """Put the file in WAL mode (it stays so); a no-op once it is.
@@ -985,20 +979,25 @@ class SqliteStore(OneJobCalls):
         """One short write transaction. IMMEDIATE takes the write lock first
         (waiting up to ``busy_timeout``), so it cannot fail half-way on a
         snapshot another writer made stale."""
-        with _guard:
-            conn = self._conn()
+        with _guard, self._transaction(self._conn()) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT on ``conn``, rolled back if the block
+        raises; SQLite's errors become ``StoreError``."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    if conn.in_transaction:
-                        with contextlib.suppress(sqlite3.Error):
-                            conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
