@@ -443,15 +443,18 @@ class SqliteStore(OneJobCalls):
         self.busy_timeout = positive_seconds(busy_timeout, "busy_timeout")
         self.poll_interval = positive_seconds(poll_interval, "poll_interval")
         self.claim_batch = batch_size(claim_batch)
-        #: The watcher checkpoints (see ``_watch``) with NORMAL only: with FULL
-        #: every commit syncs anyway, and a checkpoint's sync beside them
-        #: slowed them down more than it saved.
-        self._checkpoints_in_background = self.synchronous == "NORMAL"
         self._signal = Signal()
         self._dead_letter_limit = 1000
         self._reset_process_state()
         reset_after_fork(self)
         _stores.add(self)
+
+    @property
+    def _checkpoints_in_background(self) -> bool:
+        """The watcher checkpoints (see ``_watch``) with NORMAL only: with
+        FULL every commit syncs anyway, and a checkpoint's sync beside them
+        slowed them down more than it saved."""
+        return self.synchronous == "NORMAL"
 
     def _reset_process_state(self) -> None:
         """What belongs to one process: connections, the watcher, the identity."""
