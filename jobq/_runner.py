@@ -17,13 +17,13 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from jobq._json import decode, encode
 from jobq._time import to_seconds
 from jobq.errors import Fatal, Retry
 from jobq.retry import RetryPolicy
-from jobq.stores.base import Claim, Done, Store
+from jobq.stores.base import Claim, Done, Failure, Store
 from jobq.tasks import task_arguments, unknown_task
 from jobq.types import AttemptError, Job
 
@@ -93,6 +93,18 @@ def _format_exception(exc: BaseException, seen: set[int] | None = None) -> list[
     return parts + traceback.format_exception_only(exc)
 
 
+class Failed(NamedTuple):
+    """A failed attempt: what the store records, and the exception (for the
+    log, and for ``run_pending`` to re-raise an interrupt)."""
+
+    failure: Failure
+    exc: BaseException
+
+    @property
+    def claim(self) -> Claim:
+        return self.failure.claim
+
+
 class Counters:
     """``completed`` and ``retried`` as counted by one queue object, thread-safe."""
 
@@ -146,10 +158,12 @@ class Runner:
         """
         self.hold([claim])
         outcome = self.run_one(claim)
-        if isinstance(outcome, Done):
-            self.finish([outcome])
-            return None
-        return outcome
+        self.record([outcome])
+        if isinstance(outcome, Failed) and isinstance(
+            outcome.exc, KeyboardInterrupt | SystemExit
+        ):
+            return outcome.exc
+        return None
 
     def hold(self, claims: Sequence[Claim]) -> None:
         """Note claims taken from the store, until their outcome is recorded."""
@@ -159,37 +173,45 @@ class Runner:
     def held_claims(self) -> list[Claim]:
         return list(self.held.copy().values())
 
-    def run_one(self, claim: Claim) -> Done | BaseException | None:
-        """Call the handler. A success is returned, to be recorded with
-        ``finish`` (alone or with others); a failure is recorded here, and a
-        ``KeyboardInterrupt`` or ``SystemExit`` returned."""
+    def run_one(self, claim: Claim) -> Done | Failed:
+        """Call the handler; the outcome is recorded with ``record`` (alone or
+        with others)."""
         self.active[claim.id] = (claim, time.monotonic())
         try:
             result = self._call(claim)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
-            # Off the list before the outcome is recorded: a retry due at once
-            # may be claimed by another worker right after, under the same id,
-            # and that entry is then the other worker's.
+            return self._failed(claim, exc)
+        finally:
             del self.active[claim.id]
-            self._failed(claim, exc)
-            if isinstance(exc, KeyboardInterrupt | SystemExit):
-                return exc
-            return None
-        del self.active[claim.id]
         return Done(claim, self._stored_result(claim, result))
 
-    def finish(self, done: Sequence[Done]) -> None:
-        """Record successes, in one store write."""
-        if not done:
+    def record(self, outcomes: Sequence[Done | Failed]) -> None:
+        """Record outcomes: the successes in one store write, the failed
+        attempts in another, then log each failure recorded."""
+        if not outcomes:
             return
+        done = [o for o in outcomes if isinstance(o, Done)]
+        failed = [o for o in outcomes if isinstance(o, Failed)]
         now = self.clock()
-        keep_until = now + self.keep_completed if self.keep_completed > 0 else None
-        self._record(
-            [d.claim for d in done],
-            "success",
-            lambda: self.store.finish_many(done, keep_until, now),
-            completed=1,
-        )
+        if done:
+            keep_until = now + self.keep_completed if self.keep_completed > 0 else None
+            self._record(
+                [d.claim for d in done],
+                "success",
+                lambda: self.store.finish_many(done, keep_until, now),
+                completed=[1] * len(done),
+            )
+        if failed:
+            failures = [f.failure for f in failed]
+            recorded = self._record(
+                [f.claim for f in failures],
+                "failure",
+                lambda: self.store.fail_many(failures, now),
+                retried=[int(f.retry_at is not None) for f in failures],
+            )
+            for outcome, ok in zip(failed, recorded, strict=True):
+                if ok:
+                    _log_failure(outcome)
 
     def release(self, claims: Sequence[Claim]) -> None:
         """Give claims whose jobs did not start back to the store."""
@@ -242,55 +264,31 @@ class Runner:
             )
             return None
 
-    def _failed(self, claim: Claim, exc: BaseException) -> None:
+    def _failed(self, claim: Claim, exc: BaseException) -> Failed:
+        """The failed attempt ``exc`` ended: its error, and when the job runs
+        again (never after a ``Fatal`` or its last attempt)."""
         now = self.clock()
-        error = describe_failure(exc, now)
         retry_at = None
         if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
             retry_at = now + self._retry_delay(claim, exc)
-        recorded = self._record(
-            [claim],
-            "failure",
-            lambda: [self.store.fail(claim, error, retry_at, now)],
-            retried=int(retry_at is not None),
-        )
-        if not recorded:
-            return
-        if retry_at is None:
-            logger.error(
-                "job %d is dead after %d attempt(s): %s: %s",
-                claim.id,
-                claim.attempt,
-                error.type,
-                error.message,
-                exc_info=exc,
-            )
-        else:
-            logger.warning(
-                "job %d attempt %d failed (%s: %s); retry in %.3g s",
-                claim.id,
-                claim.attempt,
-                error.type,
-                error.message,
-                retry_at - now,
-            )
+        return Failed(Failure(claim, describe_failure(exc, now), retry_at), exc)
 
     def _record(
         self,
         claims: Sequence[Claim],
         outcome: str,
         write: Callable[[], list[bool]],
-        **counts: int,
-    ) -> int:
+        **counts: Sequence[int],
+    ) -> list[bool]:
         """Record one outcome for each of ``claims`` with ``write`` (the store
-        call); how many were recorded. ``counts`` are per claim.
+        call); whether each was recorded. ``counts`` are per claim.
 
         The counters move first, so that whoever the store's settling wakes
         (``join``) already sees them, and move back for the outcomes the store
         did not record (stale claims, or a store error: the worker goes on
         either way).
         """
-        self.counters.count(**{name: n * len(claims) for name, n in counts.items()})
+        self.counters.count(**{name: sum(n) for name, n in counts.items()})
         try:
             recorded = write()
         except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
@@ -303,10 +301,13 @@ class Runner:
                     _log_stale(claim, outcome)
         finally:
             self._forget(claims)
-        missed = len(claims) - sum(recorded)
-        if missed:
-            self.counters.count(**{name: -n * missed for name, n in counts.items()})
-        return len(claims) - missed
+        missed = {
+            name: sum(k for k, ok in zip(n, recorded, strict=True) if not ok)
+            for name, n in counts.items()
+        }
+        if any(missed.values()):
+            self.counters.count(**{name: -k for name, k in missed.items()})
+        return recorded
 
     def _retry_delay(self, claim: Claim, exc: BaseException) -> float:
         if isinstance(exc, Retry) and exc.after is not None:
@@ -319,6 +320,28 @@ class Runner:
                     exc.after,
                 )
         return self.policy.delay(claim.attempt)
+
+
+def _log_failure(failed: Failed) -> None:
+    claim, error, retry_at = failed.failure
+    if retry_at is None:
+        logger.error(
+            "job %d is dead after %d attempt(s): %s: %s",
+            claim.id,
+            claim.attempt,
+            error.type,
+            error.message,
+            exc_info=failed.exc,
+        )
+    else:
+        logger.warning(
+            "job %d attempt %d failed (%s: %s); retry in %.3g s",
+            claim.id,
+            claim.attempt,
+            error.type,
+            error.message,
+            retry_at - error.at,
+        )
 
 
 def _log_unrecorded(claim: Claim, outcome: str, exc: Exception) -> None:

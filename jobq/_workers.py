@@ -9,9 +9,10 @@ Fast handlers make the store's cost per job (a lock taken by every thread, a
 transaction, a round trip) the bottleneck, so where the store allows it
 (``Store.claim_batch``: the memory store; others when asked) a worker claims
 several due jobs at once, as many as its recent handlers ran in
-``BATCH_SECONDS``, and records their successes together. It runs the first
-and leaves the rest in the pool's ``ready`` buffer, where any worker takes
-the next: no job waits behind another one's long run while a worker is free.
+``BATCH_SECONDS``, and records their outcomes (successes and failed
+attempts alike) together. It runs the first and leaves the rest in the
+pool's ``ready`` buffer, where any worker takes the next: no job waits
+behind another one's long run while a worker is free.
 Slow handlers get one job at a time; a stop gives the buffered jobs back.
 
 The threads are daemon threads. A ``concurrent.futures`` pool joins its threads
@@ -28,7 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from jobq._runner import Runner
+from jobq._runner import Failed, Runner
 from jobq.stores.base import Claim, Done, Signal, Store
 
 logger = logging.getLogger("jobq")
@@ -141,12 +142,12 @@ class WorkerPool:
     def _work(self) -> None:
         signal, runner = self._signal, self._runner
         size = BatchSize(self._store.claim_batch)
-        done: list[Done] = []  # successes not recorded yet
+        ran: list[Done | Failed] = []  # outcomes not recorded yet
         while True:
             generation = signal.generation
             if self._stopping:
-                runner.finish(done)
-                done = []
+                runner.record(ran)
+                ran = []
                 runner.release(self._take_ready())
                 if self._leave():
                     return
@@ -157,18 +158,16 @@ class WorkerPool:
                 self._sleep(generation, MAX_IDLE_WAIT)
                 continue
             if claim is None:
-                runner.finish(done)
-                done = []
+                runner.record(ran)
+                ran = []
                 self._idle(generation)
                 continue
             started = time.monotonic()
-            outcome = runner.run_one(claim)
+            ran.append(runner.run_one(claim))
             size.ran(time.monotonic() - started)
-            if isinstance(outcome, Done):
-                done.append(outcome)
-            if not self._ready or len(done) >= size.limit:
-                runner.finish(done)
-                done = []
+            if not self._ready or len(ran) >= size.limit:
+                runner.record(ran)
+                ran = []
 
     def _next_claim(self, size: BatchSize) -> Claim | None:
         """The next buffered claim, else the next due jobs from the store."""

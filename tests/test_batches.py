@@ -15,7 +15,8 @@ from fake_clock import Clock
 import jobq
 from jobq import Job, JobState
 from jobq.stores import JsonFileStore, PostgresStore, SqliteStore
-from jobq.stores.base import Done
+from jobq.stores.base import Done, Failure
+from jobq.types import AttemptError
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 
@@ -63,6 +64,51 @@ def test_finish_many_records_current_claims_and_refuses_stale_ones(
     assert record.state is JobState.RUNNING
     assert store.finish_many([Done(again, None)], None, clock()) == [True]
     assert queue.stats().pending + queue.stats().running == 0
+
+
+def test_fail_many_records_retries_and_deaths_and_refuses_stale_claims(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(succeed, clock=clock)
+    retried, dead, reclaimed = queue.enqueue_many(["a", "b", "c"])
+    store = queue.store
+    first, second, stale = store.claim_many(clock(), 3)
+    store.release([stale], clock())
+    (current,) = store.claim_many(clock(), 1)
+    now = clock()
+
+    recorded = store.fail_many(
+        [
+            Failure(
+                first, AttemptError("ValueError", "try later", "tb", now), now + 60
+            ),
+            Failure(second, AttemptError("Fatal", "give up", "tb", now), None),
+            Failure(stale, AttemptError("ValueError", "stale", "tb", now), now),
+        ],
+        now,
+    )
+
+    assert recorded == [True, True, False]
+    again = queue.get(retried)
+    assert again is not None
+    assert (again.state, again.attempts, again.run_at) == (
+        JobState.PENDING,
+        1,
+        now + 60,
+    )
+    assert again.last_error == "ValueError: try later"
+    [buried] = queue.dead_jobs()
+    assert (buried.id, buried.attempts, buried.last_error) == (
+        dead.id,
+        1,
+        "Fatal: give up",
+    )
+    still = queue.get(reclaimed)
+    assert still is not None
+    assert (still.state, still.attempts) == (JobState.RUNNING, 0)
+    assert queue.stats().pending == 1
+    assert store.fail_many([Failure(current, buried.errors[0], None)], now) == [True]
+    assert queue.stats().dead == 2
 
 
 def test_release_makes_jobs_pending_again_without_counting_an_attempt(
@@ -139,6 +185,42 @@ def test_a_stop_gives_claimed_jobs_that_did_not_start_back(
     queue.start(workers=1)
     assert queue.join(timeout=60)
     assert ran == Counter({job.id: 1 for job in jobs})
+
+
+def test_failed_attempts_of_a_batch_are_recorded_together_each_for_its_job(
+    make_queue: MakeQueue,
+) -> None:
+    """A burst of failures (an endpoint down) is recorded a batch at a time,
+    as successes are, and every job still gets its own retries and errors."""
+    attempts: Counter[int] = Counter()
+    lock = threading.Lock()
+
+    def fail_twice(job: Job[Any]) -> None:
+        with lock:
+            attempts[job.id] += 1
+        if job.attempt <= 2:
+            raise ConnectionError(f"attempt {job.attempt} refused")
+
+    queue = make_queue(fail_twice, base_delay=0, max_attempts=3)
+    store = queue.store
+    store.claim_batch = 16
+    batch_sizes: list[int] = []
+    fail_many = store.fail_many
+
+    def counted(failures: Any, now: float) -> list[bool]:
+        batch_sizes.append(len(failures))
+        return fail_many(failures, now)
+
+    store.fail_many = counted  # type: ignore[method-assign]
+    jobs = queue.enqueue_many(["x"] * 150)
+    queue.start(workers=2)
+    assert queue.join(timeout=60)
+
+    assert attempts == Counter({job.id: 3 for job in jobs})
+    assert sum(batch_sizes) == 2 * len(jobs)
+    assert max(batch_sizes) > 1
+    stats = queue.stats()
+    assert (stats.completed, stats.retried, stats.dead) == (150, 300, 0)
 
 
 @pytest.mark.parametrize("kind", ["json", "sqlite"])

@@ -165,6 +165,15 @@ class Done(NamedTuple):
     result: str | None
 
 
+class Failure(NamedTuple):
+    """A claim whose handler failed: the attempt's error, and when the job
+    runs again (``None``: it is dead)."""
+
+    claim: Claim
+    error: AttemptError
+    retry_at: float | None
+
+
 @dataclass(frozen=True, slots=True)
 class StoreStats:
     """The counts a store can answer in O(1) (memory, JSON) or one query."""
@@ -242,11 +251,14 @@ class _Batches(Protocol):
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]: ...
 
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]: ...
+
 
 class OneJobCalls:
-    """``Store.claim`` and ``Store.finish`` for one job, as the store's
-    ``claim_many`` and ``finish_many``: the built-in stores take it as their
-    base, so the one-job calls behave exactly as the batch calls do."""
+    """``Store.claim``, ``Store.finish`` and ``Store.fail`` for one job, as the
+    store's ``claim_many``, ``finish_many`` and ``fail_many``: the built-in
+    stores take it as their base, so the one-job calls behave exactly as the
+    batch calls do."""
 
     def claim(self: _Batches, now: float) -> Claim | None:
         claims = self.claim_many(now, 1)
@@ -260,6 +272,15 @@ class OneJobCalls:
         now: float,
     ) -> bool:
         return self.finish_many([Done(claim, result)], keep_until, now)[0]
+
+    def fail(
+        self: _Batches,
+        claim: Claim,
+        error: AttemptError,
+        retry_at: float | None,
+        now: float,
+    ) -> bool:
+        return self.fail_many([Failure(claim, error, retry_at)], now)[0]
 
 
 @runtime_checkable
@@ -332,7 +353,14 @@ class Store(Protocol):
         self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
     ) -> bool:
         """Record a failed attempt: pending again at ``retry_at``, or dead when
-        ``retry_at`` is ``None`` (which frees the key)."""
+        ``retry_at`` is ``None`` (which frees the key). (``fail_many`` for
+        one job.)"""
+
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+        """``fail`` each claim, in one write; whether each was recorded
+        (``False`` for a claim no longer current). Workers record their
+        failed attempts together, as their successes: a lock taken once per
+        job is what a burst of failures would otherwise queue on."""
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         """Extend the lease of running claims (no-op without leases)."""

@@ -39,13 +39,14 @@ from jobq.stores._journal import Segments, encode_record, scan
 from jobq.stores.base import (
     Claim,
     Done,
+    Failure,
     NewJob,
     Signal,
     StoreStats,
     batch_size,
 )
 from jobq.stores.memory import MemoryStore
-from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+from jobq.types import Enqueued, JobRecord, JobState
 
 logger = logging.getLogger(__name__)
 
@@ -184,11 +185,9 @@ class JsonFileStore(MemoryStore):
         super().release(claims, now)
         self._commit_quietly()
 
-    def fail(
-        self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
-    ) -> bool:
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
         self._require_owner()
-        failed = super().fail(claim, error, retry_at, now)
+        failed = super().fail_many(failures, now)
         self._commit_quietly()
         return failed
 

@@ -48,6 +48,7 @@ from jobq.stores._entry import (
 from jobq.stores.base import (
     Claim,
     Done,
+    Failure,
     NewJob,
     OneJobCalls,
     Signal,
@@ -55,7 +56,7 @@ from jobq.stores.base import (
     log_dropped_dead,
     process_died,
 )
-from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+from jobq.types import Enqueued, JobRecord, JobState
 
 
 class _JobTable:
@@ -267,24 +268,29 @@ class MemoryStore(OneJobCalls):
             if released:
                 self._signal.jobs_added_locked(released)
 
-    def fail(
-        self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
-    ) -> bool:
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+        recorded: list[bool] = []
         with self._lock:
-            entry = self._end_claim(claim)
-            if entry is None:
-                return False
-            if retry_at is None:
-                self._bury(failed(entry, error, state=DEAD))
-                self._signal.job_settled_locked()
-            else:
+            due = buried = 0
+            for claim, error, retry_at in failures:
+                entry = self._end_claim(claim)
+                recorded.append(entry is not None)
+                if entry is None:
+                    continue
+                if retry_at is None:
+                    self._bury(failed(entry, error, state=DEAD))
+                    buried += 1
+                    continue
                 entry = failed(entry, error, run_at=retry_at)
                 self._jobs[entry[ID]] = entry
                 self._pending += 1
-                if self._schedule(entry, now):
-                    self._signal.jobs_added_locked()
+                due += self._schedule(entry, now)
                 self._changed(entry)
-            return True
+            if due:
+                self._signal.jobs_added_locked(due)
+            if buried:
+                self._signal.job_settled_locked()
+        return recorded
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         """Claims live as long as this process: nothing to renew."""

@@ -83,6 +83,7 @@ from jobq.stores.base import (
     ERRORS_KEPT,
     Claim,
     Done,
+    Failure,
     NewJob,
     OneJobCalls,
     Signal,
@@ -989,29 +990,34 @@ class PostgresStore(OneJobCalls):
         """Claims as the ``ids`` and ``tokens`` arrays of a statement."""
         return {"ids": [c.id for c in claims], "tokens": [c.token for c in claims]}
 
-    def fail(
-        self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
-    ) -> bool:
-        retry_in = None if retry_at is None else max(retry_at - now, 0.0)
-        values = self._fail_params(claim.id, claim.token, error, retry_in, now)
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+        """One transaction for the batch, which trims the dead-letter list if a
+        job died; a lone retry commits by itself (no BEGIN/COMMIT round trips)."""
+        alone = len(failures) == 1 and failures[0].retry_at is not None
         dropped: list[tuple[int, str | None]] = []
         with self._connection() as conn:
-            if retry_in is not None:
-                row = conn.execute(self._sql.fail, values).fetchone()
-            else:
-                with conn.transaction():
-                    row = conn.execute(self._sql.fail, values).fetchone()
-                    if row is not None:
-                        dropped = self._trim_dead(conn)
-                if row is not None:
-                    self._settle(conn)
-        if row is None:
-            return False
+            with contextlib.nullcontext() if alone else conn.transaction():
+                recorded = [self._fail_one(conn, failure, now) for failure in failures]
+                ended = [f for f, ok in zip(failures, recorded, strict=True) if ok]
+                buried = any(f.retry_at is None for f in ended)
+                if buried:
+                    dropped = self._trim_dead(conn)
+            if buried:
+                self._settle(conn)
         self._log_dropped(dropped)
-        if retry_in is not None:
-            self._signal.jobs_added()
+        retried = sum(f.retry_at is not None for f in ended)
+        if retried:
+            self._signal.jobs_added(retried)
             self._notify_others()
-        return True
+        return recorded
+
+    def _fail_one(
+        self, conn: psycopg.Connection[Any], failure: Failure, now: float
+    ) -> bool:
+        claim, error, retry_at = failure
+        retry_in = None if retry_at is None else max(retry_at - now, 0.0)
+        values = self._fail_params(claim.id, claim.token, error, retry_in, now)
+        return conn.execute(self._sql.fail, values).fetchone() is not None
 
     def _fail_params(
         self,

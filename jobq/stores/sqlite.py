@@ -48,6 +48,7 @@ from jobq.errors import StoreError
 from jobq.stores.base import (
     Claim,
     Done,
+    Failure,
     NewJob,
     OneJobCalls,
     Signal,
@@ -609,23 +610,30 @@ class SqliteStore(OneJobCalls):
             conn.executemany(RELEASE, [(claim.id, claim.token) for claim in claims])
         self._signal.jobs_added(len(claims))
 
-    def fail(
-        self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
-    ) -> bool:
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+        recorded: list[bool] = []
+        dropped: list[tuple[int, str | None]] = []
+        retried = buried = 0
         with self._write() as conn:
-            row = conn.execute(CLAIMED, (claim.id, claim.token)).fetchone()
-            if row is None:
-                return False
-            attempts, errors = row
-            dropped = self._record_failure(conn, claim.id, attempts, errors, error,
-                                           retry_at, now)  # fmt: skip
-            settled = retry_at is None and self._settled(conn)
+            for claim, error, retry_at in failures:
+                row = conn.execute(CLAIMED, (claim.id, claim.token)).fetchone()
+                recorded.append(row is not None)
+                if row is None:
+                    continue
+                attempts, errors = row
+                dropped += self._record_failure(conn, claim.id, attempts, errors,
+                                                error, retry_at, now)  # fmt: skip
+                if retry_at is None:
+                    buried += 1
+                else:
+                    retried += 1
+            settled = buried > 0 and self._settled(conn)
         self._log_dropped(dropped)
         if settled:
             self._signal.job_settled()
-        if retry_at is not None:
-            self._signal.jobs_added()
-        return True
+        if retried:
+            self._signal.jobs_added(retried)
+        return recorded
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         until = now + self._lease

@@ -45,7 +45,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connections, transaction
 from django.utils.module_loading import import_string
 
-from jobq._runner import Runner
+from jobq._runner import Failed, Runner
 from jobq.errors import JobqError
 from jobq.queue import JobQueue
 from jobq.stores.base import Claim, Done
@@ -89,7 +89,7 @@ class _DjangoRunner(Runner):
         self.django_runs: dict[Claim, Any] = {}
         self.keep_connections = False
 
-    def run_one(self, claim: Claim) -> Done | BaseException | None:
+    def run_one(self, claim: Claim) -> Done | Failed:
         """Run the job between two ``close_old_connections()``, as Django runs
         a request, unless it runs on the caller's connection (immediate mode,
         or inside the caller's atomic block)."""
@@ -112,18 +112,16 @@ class _DjangoRunner(Runner):
         self.django_runs[claim] = run
         return run.call()
 
-    def finish(self, done: Sequence[Done]) -> None:
-        super().finish(done)
-        for claim, _ in done:
-            run = self.django_runs.pop(claim, None)
-            if run is not None:
+    def record(self, outcomes: Sequence[Done | Failed]) -> None:
+        super().record(outcomes)
+        for outcome in outcomes:
+            run = self.django_runs.pop(outcome.claim, None)
+            if run is None:
+                continue
+            if isinstance(outcome, Done):
                 run.succeeded()
-
-    def _failed(self, claim: Claim, exc: BaseException) -> None:
-        run = self.django_runs.pop(claim, None)
-        super()._failed(claim, exc)
-        if run is not None:
-            run.failed(exc)
+            else:
+                run.failed(outcome.exc)
 
 
 class DjangoJobQueue(JobQueue[Any]):
