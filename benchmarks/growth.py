@@ -252,8 +252,7 @@ class Curve:
     def growth(self) -> float:
         """The cost with the most jobs queued over the cost with the fewest,
         each the fastest of its batches: a busy neighbour only ever slows a
-        batch down, and the sizes are timed one after the other, so a noisy
-        minute would otherwise pass for growth (or for its opposite)."""
+        batch down."""
         return self.fastest(max(self.samples)) / self.fastest(min(self.samples))
 
 
@@ -289,45 +288,43 @@ def micros_per_call(operation: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
-def time_operations(
-    queue: jobq.JobQueue[Any], calls: int, batches: int
-) -> dict[str, list[float]]:
-    """``batches`` timed batches of ``calls`` of each operation, after an
-    untimed warm-up. Each round enqueues as many jobs as it claims, so the
-    queue keeps its size."""
-    operations: dict[str, Callable[[], object]] = {
+def operations(queue: jobq.JobQueue[Any]) -> dict[str, Callable[[], object]]:
+    """The timed operations on one queue. A round enqueues as many jobs as it
+    claims, so the queue keeps its size."""
+    return {
         "enqueue": lambda: queue.enqueue(PAYLOAD),
         "claim+finish": claim_and_finish(queue.store),
         "stats()": queue.stats,
     }
-    for operation in operations.values():
-        micros_per_call(operation, calls // 4)
-    samples: dict[str, list[float]] = {name: [] for name in operations}
-    for _ in range(batches):
-        for name, operation in operations.items():
-            samples[name].append(micros_per_call(operation, calls))
-    return samples
 
 
 def grow(kind: StoreKind, sizes: Sequence[int], batches: int) -> list[Curve]:
-    """Fill one store size by size (only the difference each time) and time
-    the operations at each size."""
+    """One store of each size, filled first; then ``batches`` rounds, each
+    timing one batch of every operation at every size in turn (after an
+    untimed warm-up): a slow spell of the machine lands on every size
+    alike instead of passing for growth."""
     curves = {name: Curve(kind.name, name) for name in OPERATIONS}
-    with (
-        tempfile.TemporaryDirectory() as directory,
-        kind.make(directory) as store,
-        jobq.JobQueue(None, store=store) as queue,
-    ):
-        queued = 0
+    with contextlib.ExitStack() as stack:
+        timed: dict[int, dict[str, Callable[[], object]]] = {}
         for size in sizes:
             if kind.most is not None and size > kind.most:
                 break
-            fill(queue, size - queued, delayed_every=DELAYED_EVERY)
-            queued = size
+            directory = stack.enter_context(tempfile.TemporaryDirectory())
+            store = stack.enter_context(kind.make(directory))
+            queue = stack.enter_context(jobq.JobQueue(None, store=store))
+            fill(queue, size, delayed_every=DELAYED_EVERY)
             queue.save()  # the JSON snapshot, a SQLite checkpoint: before the clock
-            gc.collect()
-            for name, values in time_operations(queue, kind.batch, batches).items():
-                curves[name].samples[size] = values
+            timed[size] = operations(queue)
+            for operation in timed[size].values():
+                micros_per_call(operation, kind.batch // 4)
+            progress(f"{kind.name}: {size:,} queued")
+        gc.collect()
+        for _ in range(batches):
+            for size, named in timed.items():
+                for name, operation in named.items():
+                    micros = micros_per_call(operation, kind.batch)
+                    curves[name].samples.setdefault(size, []).append(micros)
+        for size in timed:
             progress(
                 f"{kind.name}, {size:,} queued: "
                 + ", ".join(
@@ -389,9 +386,11 @@ def table(n: int, rounds: int) -> GrowthTable:
             f"(one in {DELAYED_EVERY} delayed by an hour, with a higher "
             "priority; the rest due), in one thread: `queue.enqueue(payload)`; "
             "a worker's `store.claim(now)` then `store.finish(...)`; "
-            f"`queue.stats()`. Each round runs a batch of {BATCH:,} of each "
-            f"({POSTGRES_BATCH} for PostgreSQL, where each is a round trip), so "
-            "the queue keeps its size. The last column is the cost at the "
+            f"`queue.stats()`. One store of each size is filled first; each "
+            f"round then runs a batch of {BATCH:,} of each operation "
+            f"({POSTGRES_BATCH} for PostgreSQL, where each is a round trip) at "
+            "every size in turn, so a queue keeps its size and a slow spell "
+            "of the machine hits every size alike. The last column is the cost at the "
             "largest size over the cost at the smallest, each the fastest of "
             "its batches: 1.00 is flat. The JSON "
             "store compacts only when told here (a snapshot in the background "
