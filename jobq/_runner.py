@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from jobq._json import decode, encode
 from jobq._time import to_seconds
@@ -126,6 +126,9 @@ class Failed(NamedTuple):
         return self.failure.claim
 
 
+CounterName = Literal["completed", "retried"]
+
+
 class Counters:
     """``completed`` and ``retried`` as counted by one queue object, thread-safe."""
 
@@ -134,10 +137,10 @@ class Counters:
         self.completed = 0
         self.retried = 0
 
-    def count(self, *, completed: int = 0, retried: int = 0) -> None:
+    def count(self, counter: CounterName, n: int) -> None:
+        """Add ``n`` to ``completed`` or ``retried``."""
         with self._lock:
-            self.completed += completed
-            self.retried += retried
+            setattr(self, counter, getattr(self, counter) + n)
 
 
 class Runner:
@@ -211,8 +214,13 @@ class Runner:
         attempts in another, then log each failure recorded."""
         if not outcomes:
             return
-        done = [o for o in outcomes if isinstance(o, Done)]
-        failed = [o for o in outcomes if isinstance(o, Failed)]
+        done: list[Done] = []
+        failed: list[Failed] = []
+        for outcome in outcomes:
+            if isinstance(outcome, Done):
+                done.append(outcome)
+            else:
+                failed.append(outcome)
         now = self.clock()
         if done:
             keep_until = now + self.keep_completed if self.keep_completed > 0 else None
@@ -220,7 +228,8 @@ class Runner:
                 [d.claim for d in done],
                 "success",
                 lambda: self.store.finish_many(done, keep_until, now),
-                completed=[1] * len(done),
+                "completed",
+                [1] * len(done),
             )
         if failed:
             failures = [f.failure for f in failed]
@@ -228,7 +237,8 @@ class Runner:
                 [f.claim for f in failures],
                 "failure",
                 lambda: self.store.fail_many(failures, now),
-                retried=[int(f.retry_at is not None) for f in failures],
+                "retried",
+                [int(f.retry_at is not None) for f in failures],
             )
             for outcome, ok in zip(failed, recorded, strict=True):
                 if ok:
@@ -299,17 +309,19 @@ class Runner:
         claims: Sequence[Claim],
         outcome: str,
         write: Callable[[], list[bool]],
-        **counts: Sequence[int],
+        counter: CounterName,
+        counts: Sequence[int],
     ) -> list[bool]:
         """Record one outcome for each of ``claims`` with ``write`` (the store
-        call); whether each was recorded. ``counts`` are per claim.
+        call); whether each was recorded. ``counts`` are what each claim adds
+        to the counter named ``counter``.
 
         The counters move first, so that whoever the store's settling wakes
         (``join``) already sees them, and move back for the outcomes the store
         did not record (stale claims, or a store error: the worker goes on
         either way).
         """
-        self.counters.count(**{name: sum(n) for name, n in counts.items()})
+        self.counters.count(counter, sum(counts))
         try:
             recorded = write()
         except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
@@ -322,12 +334,9 @@ class Runner:
                     _log_stale(claim, outcome)
         finally:
             self._forget(claims)
-        missed = {
-            name: sum(k for k, ok in zip(n, recorded, strict=True) if not ok)
-            for name, n in counts.items()
-        }
-        if any(missed.values()):
-            self.counters.count(**{name: -k for name, k in missed.items()})
+        if not all(recorded):
+            missed = zip(counts, recorded, strict=True)
+            self.counters.count(counter, -sum(n for n, ok in missed if not ok))
         return recorded
 
     def _retry_delay(self, claim: Claim, exc: BaseException) -> float:
