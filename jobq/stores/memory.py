@@ -203,16 +203,16 @@ class MemoryStore(OneJobCalls):
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         claims: list[Claim] = []
         with self._lock:
-            delayed, due, jobs = self._delayed, self._due, self._jobs
+            delayed, due = self._delayed, self._due
             while delayed and delayed[0][0] <= now:
                 run_at, job_id = heapq.heappop(delayed)
-                entry = jobs.get(job_id)
-                if entry is not None and entry[RUN_AT] == run_at:
+                entry = self._pending_entry(run_at, job_id)
+                if entry is not None:
                     due.push((-entry[PRIORITY], run_at, job_id))
             while due and len(claims) < limit:
                 _, run_at, job_id = due.pop()
-                entry = jobs.get(job_id)
-                if entry is None or entry[RUN_AT] != run_at or entry[STATE] != PENDING:
+                entry = self._pending_entry(run_at, job_id)
+                if entry is None:
                     continue  # cancelled or rescheduled since it was pushed
                 token = next(self._tokens)
                 self._claims[job_id] = token
@@ -372,12 +372,13 @@ class MemoryStore(OneJobCalls):
 
     def next_due(self) -> float | None:
         with self._lock:
-            while (top := self._due.peek()) is not None and not self._live(*top[1:]):
-                self._due.pop()
+            due = self._due
+            while (top := due.peek()) is not None and not self._pending_entry(*top[1:]):
+                due.pop()
             if top is not None:
                 return top[1]
             delayed = self._delayed
-            while delayed and not self._live(*delayed[0]):
+            while delayed and not self._pending_entry(*delayed[0]):
                 heapq.heappop(delayed)
             return delayed[0][0] if delayed else None
 
@@ -405,12 +406,14 @@ class MemoryStore(OneJobCalls):
         heapq.heappush(self._delayed, (entry[RUN_AT], entry[ID]))
         return 0
 
-    def _live(self, run_at: float, job_id: int) -> bool:
-        """Whether a queued (run_at, id) is still the pending job's: heap and
-        lane items of cancelled or rescheduled jobs are skipped when they
-        surface."""
+    def _pending_entry(self, run_at: float, job_id: int) -> Entry | None:
+        """The pending job a queued (run_at, id) stands for; ``None`` if it was
+        cancelled or rescheduled since (heap and lane items are skipped when
+        they surface, never searched for)."""
         entry = self._jobs.get(job_id)
-        return entry is not None and entry[STATE] == PENDING and entry[RUN_AT] == run_at
+        if entry is None or entry[STATE] != PENDING or entry[RUN_AT] != run_at:
+            return None
+        return entry
 
     def _end_claim(self, claim: Claim) -> Entry | None:
         """The claimed entry, its claim ended; ``None`` if the token is stale."""
