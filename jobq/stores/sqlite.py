@@ -926,9 +926,9 @@ class SqliteStore(OneJobCalls):
 
         With ``synchronous="NORMAL"`` it also checkpoints the WAL every
         ``CHECKPOINT_EVERY`` seconds while commits come, so that no commit of
-        a worker or producer has to: the
-        commit that reaches SQLite's automatic checkpoint copies the WAL into
-        the database and syncs it, stalling its caller for milliseconds.
+        a worker or producer has to: the commit that reaches SQLite's
+        automatic checkpoint copies the WAL into the database and syncs it,
+        stalling its caller for milliseconds.
         """
         pid = os.getpid()
         interval = self.poll_interval
