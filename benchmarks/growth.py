@@ -25,7 +25,6 @@ import gc
 import json
 import os
 import queue as stdlib_queue
-import secrets
 import shutil
 import statistics
 import sys
@@ -50,6 +49,7 @@ from benchmarks.harness import (
     Tally,
     measure,
 )
+from benchmarks.throughput import POSTGRES_URL, postgres_unavailable
 from jobq.stores import JsonFileStore, SqliteStore, Store
 
 #: The growth plot's file name, beside the Markdown report.
@@ -73,10 +73,6 @@ NEVER = 1 << 40
 FLAT = 0.30
 #: Jobs the compaction traffic's producer may be ahead of its workers.
 BACKLOG = 1_000
-
-POSTGRES_URL = os.environ.get(
-    "JOBQ_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 
 def progress(line: str) -> None:
@@ -132,32 +128,11 @@ def sqlite_store(directory: str) -> Iterator[Store]:
 def postgres_store(_: str) -> Iterator[Store]:
     """A store in a schema of its own, dropped afterwards (close the queue
     first: dropping waits for its connections' locks)."""
-    import psycopg
-    from psycopg import sql
-
+    from benchmarks.schemas import Schema  # needs psycopg
     from jobq.stores import PostgresStore
 
-    schema = f"jobq_growth_{secrets.token_hex(4)}"
-    try:
-        yield PostgresStore(POSTGRES_URL, schema=schema)
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
-            conn.execute(drop.format(sql.Identifier(schema)))
-
-
-def postgres_missing() -> str | None:
-    """Why the PostgreSQL store cannot run here, or ``None`` if it can."""
-    try:
-        import psycopg
-    except ImportError:
-        return "psycopg is not installed (`pip install -e '.[bench]'`)"
-    try:
-        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
-            pass
-    except psycopg.Error:
-        return "PostgreSQL (JOBQ_BENCH_POSTGRES or the local server) is unreachable"
-    return None
+    with Schema(POSTGRES_URL) as schema:
+        yield PostgresStore(POSTGRES_URL, schema=schema.name)
 
 
 def store_kinds() -> tuple[list[StoreKind], list[str]]:
@@ -167,7 +142,7 @@ def store_kinds() -> tuple[list[StoreKind], list[str]]:
         StoreKind("jobq JSON (journal)", json_store),
         StoreKind("jobq SQLite", sqlite_store),
     ]
-    missing = postgres_missing()
+    missing = postgres_unavailable()
     if missing is None:
         kinds.append(
             StoreKind("jobq PostgreSQL", postgres_store, POSTGRES_MOST, POSTGRES_BATCH)
