@@ -38,11 +38,71 @@ _encode = _encoder()
 
 
 def encode(value: object, what: str = "payload") -> str:
-    """``value`` as compact JSON text; ``TypeError`` if it is not a JSON value."""
+    """``value`` as compact JSON text; ``TypeError`` if it is not a JSON value,
+    or if JSON would lose part of it (two keys of a dict that become the same
+    text, such as ``True`` and ``"true"``)."""
     try:
+        _check_keys(value)
         return _encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"{what} must be JSON-serializable: {exc}") from None
+
+
+#: Values the key check need not look into (exact types: a subclass of
+#: ``str`` could be anything).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _check_keys(value: object) -> None:
+    """Refuse a dict whose keys collide once JSON turns them into text: the
+    encoder would silently keep only the last of them. Only dicts with a key
+    that is not a ``str`` are looked at closely; for the rest, the cost of
+    the check is one walk over the containers (about 0.2 us for a small
+    payload)."""
+    if isinstance(value, dict):
+        plain = True
+        for key, item in value.items():
+            if type(key) is not str:
+                plain = False
+            if type(item) not in _SCALARS:
+                _check_keys(item)
+        if not plain:
+            _check_coerced_keys(value)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            if type(item) not in _SCALARS:
+                _check_keys(item)
+
+
+def _check_coerced_keys(mapping: dict[Any, Any]) -> None:
+    seen: dict[str, object] = {}
+    for key in mapping:
+        text = _key_text(key)
+        if text is None:
+            continue  # not a JSON key at all: the encoder says so
+        if text in seen:
+            raise TypeError(
+                f"keys {seen[text]!r} and {key!r} are both {text!r} in JSON, "
+                "so one would be lost"
+            )
+        seen[text] = key
+
+
+def _key_text(key: object) -> str | None:
+    """The text ``json`` makes of a dict key, as its encoder does it."""
+    if isinstance(key, str):
+        return str(key)
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, float):
+        return float.__repr__(key)
+    if isinstance(key, int):
+        return int.__repr__(key)
+    return None
 
 
 def decode(text: str) -> Any:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from jobq._json import decode, encode
+from jobq._rules import storable
 from jobq._time import to_seconds
 from jobq.errors import Fatal, Retry
 from jobq.retry import RetryPolicy
@@ -50,14 +51,19 @@ def _cut(text: str, keep: str, limit: int = MAX_ERROR_TEXT) -> str:
 
 
 def describe_failure(exc: BaseException, at: float) -> AttemptError:
-    """An ``AttemptError`` for ``exc``; the traceback keeps its innermost frames."""
+    """An ``AttemptError`` for ``exc``, storable by every store whatever the
+    exception holds (an undecodable file name in its message, say); the
+    traceback keeps its innermost frames."""
     message = exc.message if isinstance(exc, Retry | Fatal) else _text(exc)
     # Each part (a frame, or the "Type: message" line) is cut on its own first,
     # so that a huge message cannot push every frame out of the traceback.
     parts = _format_exception(exc)
     trace = "".join(_cut(part, "head", MAX_ERROR_TEXT // 5) for part in parts)
     return AttemptError(
-        type(exc).__name__, _cut(message, "head"), _cut(trace, "tail"), at
+        storable(type(exc).__name__),
+        storable(_cut(message, "head")),
+        storable(_cut(trace, "tail")),
+        at,
     )
 
 

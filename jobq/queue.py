@@ -21,10 +21,17 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from jobq._fork import reset_after_fork
 from jobq._json import encode
+from jobq._rules import (
+    check_int,
+    check_key,
+    check_priority,
+    checked_clock,
+    stored_id,
+)
 from jobq._runner import Runner
 from jobq._time import to_epoch, to_seconds
 from jobq._workers import WorkerPool
-from jobq.errors import QueueClosed, QueueFull, StoreError, StoreLocked
+from jobq.errors import QueueClosed, StoreError, StoreLocked
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
 from jobq.stores.base import NewJob, Signal, accepts_connection
@@ -120,23 +127,17 @@ class JobQueue(Generic[P]):
     ) -> None:
         if handler is not None and not callable(handler):
             raise TypeError(f"handler must be callable, not {handler!r}")
-        if isinstance(dead_letter_limit, bool) or not isinstance(
-            dead_letter_limit, int
-        ):
-            raise TypeError(
-                f"dead_letter_limit must be an int, not {dead_letter_limit!r}"
-            )
-        if dead_letter_limit < 0:
-            raise ValueError(f"dead_letter_limit must be >= 0, not {dead_letter_limit}")
         self.policy = RetryPolicy(
             max_attempts=max_attempts,
             base_delay=to_seconds(base_delay, "base_delay"),
             max_delay=to_seconds(max_delay, "max_delay"),
             jitter=bool(jitter),
         )
-        self.dead_letter_limit = dead_letter_limit
+        self.dead_letter_limit = check_int(dead_letter_limit, "dead_letter_limit", 0)
         self.store = store_from(store)
-        self._clock: Callable[[], float] = clock or (lambda: time.time())
+        self._clock: Callable[[], float] = (
+            (lambda: time.time()) if clock is None else checked_clock(clock)
+        )
         self._handler = handler
         #: Named tasks by name, filled by ``@queue.task`` (see ``jobq.tasks``).
         self._tasks: dict[str, Task[Any, Any]] = {}
@@ -350,10 +351,8 @@ class JobQueue(Generic[P]):
             self._require_handler()  # before anything is added
         now = self._clock()
         run_at = self._run_at(now, delay, at)
-        if key is not None and not isinstance(key, str):
-            raise TypeError(f"key must be a str or None, not {key!r}")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"priority must be an int, not {priority!r}")
+        key = check_key(key)
+        priority = check_priority(priority)
         if max_attempts is None:
             max_attempts = self.policy.max_attempts
         jobs = [
@@ -370,18 +369,11 @@ class JobQueue(Generic[P]):
         self._ensure_open(start=True)
         if not jobs:
             return []
-        if self.max_pending is not None:
-            pending = self.store.stats().pending
-            if pending + len(jobs) > self.max_pending:
-                raise QueueFull(
-                    f"the queue holds {pending} pending jobs and max_pending is "
-                    f"{self.max_pending}; {len(jobs)} more were not added"
-                )
         if connection is None:
-            added = self.store.add(jobs, now)
+            added = self.store.add(jobs, now, max_pending=self.max_pending)
         else:
             add: Callable[..., list[Enqueued]] = self.store.add
-            added = add(jobs, now, connection=connection)
+            added = add(jobs, now, max_pending=self.max_pending, connection=connection)
         if self.immediate:
             self._run_due()
         return added
@@ -531,8 +523,11 @@ class JobQueue(Generic[P]):
 
     def get(self, job: JobRef) -> JobRecord[P] | None:
         """A pending, running, dead or kept completed job; ``None`` if none."""
+        job_id = _job_id(job)
         self._ensure_open()
-        return self.store.get(_job_id(job), self._clock())
+        if job_id is None:
+            return None
+        return self.store.get(job_id, self._clock())
 
     def dead_jobs(self) -> list[JobRecord[P]]:
         """The dead-letter list, oldest first."""
@@ -541,18 +536,21 @@ class JobQueue(Generic[P]):
 
     def retry_dead(self, job: JobRef) -> bool:
         """Make a dead job pending again with its attempts reset."""
+        job_id = _job_id(job)
         self._ensure_open()
-        return self.store.revive(_job_id(job), self._clock())
+        return job_id is not None and self.store.revive(job_id, self._clock())
 
     def delete_dead(self, job: JobRef) -> bool:
         """Remove a dead job for good."""
+        job_id = _job_id(job)
         self._ensure_open()
-        return self.store.delete_dead(_job_id(job))
+        return job_id is not None and self.store.delete_dead(job_id)
 
     def cancel(self, job: JobRef) -> bool:
         """Remove a pending job; ``False`` if it is not pending (e.g. running)."""
+        job_id = _job_id(job)
         self._ensure_open()
-        return self.store.cancel(_job_id(job))
+        return job_id is not None and self.store.cancel(job_id)
 
     def save(self) -> None:
         """Write the store now."""
@@ -594,18 +592,9 @@ class JobQueue(Generic[P]):
 
 
 def _optional_limit(value: int | None, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int or None, not {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, not {value}")
-    return value
+    return None if value is None else check_int(value, name, 1)
 
 
-def _job_id(job: JobRef) -> int:
-    if isinstance(job, Enqueued):
-        return job.id
-    if isinstance(job, bool) or not isinstance(job, int):
-        raise TypeError(f"expected a job id or an Enqueued, not {job!r}")
-    return job
+def _job_id(job: JobRef) -> int | None:
+    """The id ``job`` names; ``None`` for an id no store can hold (no such job)."""
+    return stored_id(job.id if isinstance(job, Enqueued) else job)

@@ -10,6 +10,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from jobq._rules import check_max_attempts
 from jobq._time import to_seconds
 
 #: Jitter spreads a delay uniformly within this fraction either way.
@@ -31,14 +32,7 @@ class RetryPolicy:
     jitter: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(
-            self.max_attempts, int
-        ):
-            raise TypeError(f"max_attempts must be an int, not {self.max_attempts!r}")
-        if self.max_attempts < 1:
-            raise ValueError(
-                f"max_attempts must be at least 1, not {self.max_attempts}"
-            )
+        check_max_attempts(self.max_attempts)
         to_seconds(self.base_delay, "base_delay")  # ValueError if < 0 or not finite
         to_seconds(self.max_delay, "max_delay")
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from jobq._json import decode
+from jobq._rules import check_key, check_max_attempts, check_priority
 from jobq._time import to_epoch, to_seconds
 from jobq.errors import Fatal
 from jobq.stores.base import accepts_connection
@@ -155,8 +156,7 @@ class Task(Generic[P, R]):
             new_delay, new_at = to_seconds(delay, "delay"), None
         if at is not None:
             new_delay, new_at = 0.0, to_epoch(at)
-        if key is not None and not isinstance(key, str):
-            raise TypeError(f"key must be a str or None, not {key!r}")
+        check_key(key)
         if connection is not None and not accepts_connection(self.queue.store):
             raise TypeError(
                 f"{type(self.queue.store).__name__} cannot add jobs in the "
@@ -166,7 +166,7 @@ class Task(Generic[P, R]):
             delay=new_delay,
             at=new_at,
             key=old.key if key is None else key,
-            priority=old.priority if priority is None else _check_priority(priority),
+            priority=old.priority if priority is None else check_priority(priority),
             connection=old.connection if connection is None else connection,
         )
         return Task(
@@ -243,10 +243,8 @@ def register(
     task_name = _task_name(func, name)
     if max_attempts is None:
         max_attempts = queue.policy.max_attempts
-    elif isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
-        raise TypeError(f"max_attempts must be an int, not {max_attempts!r}")
-    elif max_attempts < 1:
-        raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
+    else:
+        check_max_attempts(max_attempts)
     try:
         signature: inspect.Signature | None = inspect.signature(func)
     except (TypeError, ValueError):  # some builtins: arguments are not checked
@@ -256,7 +254,7 @@ def register(
         func,
         name=task_name,
         max_attempts=max_attempts,
-        priority=_check_priority(priority),
+        priority=check_priority(priority),
         _signature=signature,
     )
     with _registering:
@@ -336,12 +334,6 @@ def _redefinition(old: Callable[..., Any], new: Callable[..., Any]) -> bool:
         and qualname == getattr(old, "__qualname__", None)
         and getattr(new, "__module__", None) == getattr(old, "__module__", None)
     )
-
-
-def _check_priority(priority: object) -> int:
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise TypeError(f"priority must be an int, not {priority!r}")
-    return priority
 
 
 def _describe(func: object) -> str:

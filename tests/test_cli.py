@@ -253,6 +253,19 @@ def test_show_of_no_such_job_exits_1(
     assert result.err == "jobq show: no job 999999\n"
 
 
+@pytest.mark.parametrize("command", ["show", "retry", "delete"])
+def test_an_id_beyond_64_bits_is_no_such_job(
+    target: Target, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    target.seed(dead=[{"n": 1}])
+    huge = "99999999999999999999999"
+
+    result = run(capsys, command, huge, *target.args)
+
+    assert result.code == 1
+    assert result.err == f"jobq {command}: no job {huge}\n"
+
+
 # -- escaping ------------------------------------------------------------------
 
 

@@ -42,7 +42,9 @@ VERSION = 1
 #: What reading a malformed file raises (RecursionError: absurdly deep nesting).
 MALFORMED = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError)
 
-_string = json.encoder.encode_basestring  # the C encoder where there is one
+# ASCII with escapes, so that any text (a lone surrogate included) becomes a
+# record: encoding a record must never fail after the change it describes.
+_string = json.encoder.encode_basestring_ascii  # the C encoder where there is one
 _CHECKSUM = b', "crc32": '
 _JOBS_OPEN = ', "jobs": ['
 _PUT_OPEN = '["put",'

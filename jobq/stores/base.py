@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from jobq._json import decode
+from jobq.errors import QueueFull
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,17 @@ def log_recovered(job_ids: Iterable[int]) -> None:
             "job %d was running in a process that died or stopped renewing its "
             "lease: recorded a failed attempt",
             job_id,
+        )
+
+
+def check_room(pending: int, adding: int, max_pending: int) -> None:
+    """Raise ``QueueFull`` if ``adding`` new jobs would make more than
+    ``max_pending`` pending; a store calls it before it changes anything.
+    Duplicates of held keys are not new: they never count."""
+    if adding and pending + adding > max_pending:
+        raise QueueFull(
+            f"the queue holds {pending} pending jobs and max_pending is "
+            f"{max_pending}; {adding} more were not added"
         )
 
 
@@ -314,9 +326,16 @@ class Store(Protocol):
     def close(self) -> None:
         """Save what is unsaved and release everything ``open`` took; idempotent."""
 
-    def add(self, jobs: Sequence[NewJob], now: float) -> list[Enqueued]:
+    def add(
+        self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
+    ) -> list[Enqueued]:
         """Add jobs in one write; a key held by a pending or running job (or by
-        an earlier job of the same batch) yields that job's id as a duplicate."""
+        an earlier job of the same batch) yields that job's id as a duplicate.
+
+        With ``max_pending``, raise ``QueueFull`` and add nothing if the new
+        jobs (duplicates do not count) would make more than that many
+        pending (``check_room``); exact within a process, approximate across
+        processes."""
 
     def claim(self, now: float) -> Claim | None:
         """Take the due job that runs next (highest priority, earliest due,

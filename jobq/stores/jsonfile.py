@@ -159,9 +159,11 @@ class JsonFileStore(MemoryStore):
 
     # -- changes: need the owner's lock, and return once journaled -------------
 
-    def add(self, jobs: Sequence[NewJob], now: float) -> list[Enqueued]:
+    def add(
+        self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
+    ) -> list[Enqueued]:
         self._require_writable()
-        results = super().add(jobs, now)
+        results = super().add(jobs, now, max_pending=max_pending)
         self._commit()
         return results
 
@@ -381,7 +383,7 @@ class JsonFileStore(MemoryStore):
                 continue  # a save() compacted since the wake-up: nothing to do
             try:
                 self._compact()
-            except StoreError:
+            except Exception:  # this thread must never die silently
                 failures += 1
                 pause = min(2.0**failures, 30.0)
                 logger.exception(

@@ -53,6 +53,7 @@ from jobq.stores.base import (
     OneJobCalls,
     Signal,
     StoreStats,
+    check_room,
     log_dropped_dead,
     process_died,
 )
@@ -167,9 +168,13 @@ class MemoryStore(OneJobCalls):
 
     # -- the job's path: add, claim, finish or fail ---------------------------
 
-    def add(self, jobs: Sequence[NewJob], now: float) -> list[Enqueued]:
+    def add(
+        self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
+    ) -> list[Enqueued]:
         results: list[Enqueued] = []
         with self._lock:
+            if max_pending is not None:
+                check_room(self._pending, self._new_jobs(jobs), max_pending)
             due = 0
             keys = self._keys
             for new in jobs:
@@ -199,6 +204,13 @@ class MemoryStore(OneJobCalls):
             if due:
                 self._signal.jobs_added_locked(due)
         return results
+
+    def _new_jobs(self, jobs: Sequence[NewJob]) -> int:
+        """How many of ``jobs`` ``add`` would add: those whose key no live job
+        (nor an earlier job of the batch) holds."""
+        keys = {job.key for job in jobs if job.key is not None}
+        held = sum(key in self._keys for key in keys)
+        return sum(job.key is None for job in jobs) + len(keys) - held
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         claims: list[Claim] = []

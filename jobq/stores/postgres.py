@@ -78,6 +78,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from jobq._fork import reset_after_fork
+from jobq._rules import check_text
 from jobq.errors import StoreError
 from jobq.stores.base import (
     ERRORS_KEPT,
@@ -89,6 +90,7 @@ from jobq.stores.base import (
     Signal,
     StoreStats,
     batch_size,
+    check_room,
     describe_error,
     log_dropped_dead,
     log_recovered,
@@ -395,6 +397,8 @@ DELETE_DEAD = """DELETE FROM {jobs} WHERE id = %(id)s AND queue = %(q)s
 CANCEL = """DELETE FROM {jobs} WHERE id = %(id)s AND queue = %(q)s
     AND state IN ('scheduled', 'ready') RETURNING id"""
 COUNTS = "SELECT state, sum(n) FROM {counts} WHERE queue = %(q)s GROUP BY state"
+PENDING = """SELECT coalesce(sum(n), 0) FROM {counts}
+    WHERE queue = %(q)s AND state IN ('scheduled', 'ready')"""
 LIVE = """SELECT coalesce(sum(n), 0) FROM {counts}
     WHERE queue = %(q)s AND state IN ('scheduled', 'ready', 'running')"""
 NEXT_DUE = """SELECT
@@ -527,28 +531,6 @@ def _safe_url(text: str) -> str:
     return f"{scheme}{sep}{userinfo}{at}{host}{slash}{tail}"
 
 
-def _clean(text: str) -> str:
-    """Text PostgreSQL can store: no NUL characters, no lone surrogates."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
-def _check_text(value: str | None, name: str) -> None:
-    if value is None:
-        return
-    if "\x00" in value:
-        raise ValueError(f"{name} must not contain NUL characters: {value!r}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{name} must be valid Unicode text: {value!r}") from None
-
-
 class _Owner(NamedTuple):
     """Who holds a claim, for people reading the table."""
 
@@ -619,7 +601,7 @@ class PostgresStore(OneJobCalls):
         for value, name in given:
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} must be a non-empty str, not {value!r}")
-            _check_text(value, name)
+            check_text(value, name)
         if len(schema.encode()) > 63:
             raise ValueError(
                 f"schema must be at most 63 bytes (PostgreSQL's limit), not {schema!r}"
@@ -805,7 +787,12 @@ class PostgresStore(OneJobCalls):
     # -- the job's path: add, claim, finish or fail -----------------------------------
 
     def add(
-        self, jobs: Sequence[NewJob], now: float, *, connection: Any = None
+        self,
+        jobs: Sequence[NewJob],
+        now: float,
+        *,
+        max_pending: int | None = None,
+        connection: Any = None,
     ) -> list[Enqueued]:
         """Add jobs in one transaction. With ``connection`` (a psycopg 3
         connection), write them in that connection's current transaction: they
@@ -814,12 +801,6 @@ class PostgresStore(OneJobCalls):
         first_of_key: dict[str, int] = {}
         plan: list[int] = []  # per job: its row in params, or -1 - the first job
         for index, job in enumerate(jobs):
-            _check_text(job.key, "key")
-            _check_text(job.task, "task")
-            if not -(2**63) <= job.priority < 2**63:
-                raise ValueError(
-                    f"priority {job.priority} does not fit in a 64-bit integer"
-                )
             if job.key is not None:
                 if job.key in first_of_key:
                     plan.append(-1 - first_of_key[job.key])
@@ -828,14 +809,16 @@ class PostgresStore(OneJobCalls):
             plan.append(len(params))
             params.append(self._add_params(job, now))
         if connection is not None:
-            ids = self._add_in(connection, params)
+            ids = self._add_in(connection, params, max_pending)
         else:
             with self._connection() as conn:
-                if len(params) == 1:
+                if len(params) == 1 and max_pending is None:
                     ids = self._insert(conn, params, self._sql.add)
                 else:
                     with conn.transaction():
-                        ids = self._insert(conn, params, self._sql.add)
+                        ids = self._insert_checked(
+                            conn, params, self._sql.add, max_pending
+                        )
         results: list[Enqueued] = []
         due = 0
         for row in plan:
@@ -863,7 +846,31 @@ class PostgresStore(OneJobCalls):
             "task": job.task,
         }
 
-    def _add_in(self, connection: Any, params: list[dict[str, Any]]) -> list[Any]:
+    def _insert_checked(
+        self,
+        conn: psycopg.Connection[Any],
+        params: list[dict[str, Any]],
+        statement: bytes,
+        max_pending: int | None,
+    ) -> list[tuple[int, bool]]:
+        """``_insert``; with ``max_pending``, in a savepoint that ``QueueFull``
+        rolls back, so an open transaction (the caller's) stays as it was.
+        The count is read first, which begins the caller's transaction on a
+        connection that has none open yet."""
+        if max_pending is None:
+            return self._insert(conn, params, statement)
+        pending = _first(conn.execute(self._sql.pending, {"q": self.queue}).fetchone())
+        with conn.transaction():
+            ids = self._insert(conn, params, statement)
+            check_room(pending, sum(not held for _, held in ids), max_pending)
+        return ids
+
+    def _add_in(
+        self,
+        connection: Any,
+        params: list[dict[str, Any]],
+        max_pending: int | None,
+    ) -> list[Any]:
         """Add in the caller's transaction (or, on an autocommit connection
         outside a transaction, in one of our own)."""
         import psycopg
@@ -885,8 +892,10 @@ class PostgresStore(OneJobCalls):
         try:
             if connection.autocommit and status == psycopg.pq.TransactionStatus.IDLE:
                 with connection.transaction():
-                    return self._insert(connection, params, statement)
-            return self._insert(connection, params, statement)
+                    return self._insert_checked(
+                        connection, params, statement, max_pending
+                    )
+            return self._insert_checked(connection, params, statement, max_pending)
         except psycopg.Error as exc:
             raise self._error(exc) from exc
 
@@ -1034,11 +1043,11 @@ class PostgresStore(OneJobCalls):
             "token": token,
             "retry_in": retry_in,
             "burials": self._sql.names["burials_name"],
-            "last_error": _clean(describe_error(error)),
+            "last_error": describe_error(error),
             "kept": ERRORS_KEPT,
-            "etype": _clean(error.type),
-            "emessage": _clean(error.message),
-            "etraceback": _clean(error.traceback),
+            "etype": error.type,
+            "emessage": error.message,
+            "etraceback": error.traceback,
             "error_in": error.at - now,
         }
 
@@ -1618,6 +1627,7 @@ class _Statements:
         self.delete_dead = render(DELETE_DEAD)
         self.cancel = render(CANCEL)
         self.counts = render(COUNTS)
+        self.pending = render(PENDING)
         self.live = render(LIVE)
         self.next_due = render(NEXT_DUE)
 

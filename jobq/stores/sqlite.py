@@ -55,6 +55,7 @@ from jobq.stores.base import (
     StoreStats,
     add_error,
     batch_size,
+    check_room,
     describe_error,
     log_dropped_dead,
     log_recovered,
@@ -174,6 +175,8 @@ BURY = """UPDATE jobq_jobs SET state = 'dead', attempts = ?, last_error = ?, err
                   WHERE state = 'dead')
     WHERE id = ?"""
 DEAD_COUNT = "SELECT n FROM jobq_counts WHERE state = 'dead'"
+PENDING_COUNT = """SELECT sum(n) FROM jobq_counts
+    WHERE state IN ('scheduled', 'ready')"""
 LIVE_COUNT = """SELECT sum(n) FROM jobq_counts
     WHERE state IN ('scheduled', 'ready', 'running')"""
 OLDEST_DEAD = """SELECT id, last_error FROM jobq_jobs WHERE state = 'dead'
@@ -548,10 +551,15 @@ class SqliteStore(OneJobCalls):
 
     # -- the job's path: add, claim, finish or fail ---------------------------
 
-    def add(self, jobs: Sequence[NewJob], now: float) -> list[Enqueued]:
+    def add(
+        self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
+    ) -> list[Enqueued]:
         results: list[Enqueued] = []
         due = delayed = 0
         with self._write() as conn:
+            pending = 0
+            if max_pending is not None:
+                (pending,) = conn.execute(PENDING_COUNT).fetchone()
             for new in jobs:
                 if new.key is not None:
                     held = conn.execute(HELD_KEY, (new.key,)).fetchone()
@@ -562,17 +570,14 @@ class SqliteStore(OneJobCalls):
                 state = "ready" if is_due else "scheduled"
                 row = (state, new.payload, new.key, new.priority, new.run_at, now,
                        new.max_attempts, new.task)  # fmt: skip
-                try:
-                    (job_id,) = conn.execute(INSERT, row).fetchone()
-                except OverflowError:
-                    raise ValueError(
-                        f"priority {new.priority} does not fit in a 64-bit integer"
-                    ) from None
+                (job_id,) = conn.execute(INSERT, row).fetchone()
                 results.append(Enqueued(job_id, False))
                 if is_due:
                     due += 1
                 else:
                     delayed += 1
+            if max_pending is not None:  # raising here rolls the inserts back
+                check_room(pending, due + delayed, max_pending)
         if due or delayed:
             # A delayed job wakes one idle worker so it shortens its wait.
             self._signal.jobs_added(due or 1)

@@ -1,0 +1,124 @@
+"""The job rules, checked once in the queue for every store.
+
+What a key, a task name, a priority, a job id and a limit may be is decided
+here, before any store sees a job, so that every store accepts exactly the
+same jobs and a refused call changes nothing anywhere. The bounds are those
+the strictest store can hold (PostgreSQL: ``bigint`` ids and priorities,
+``integer`` attempts; no NUL in text), so a queue moved from one store to
+another keeps working.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+#: Priorities and job ids are 64-bit signed integers in every store.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+#: The most attempts a job may be given (a 32-bit integer in PostgreSQL).
+MAX_ATTEMPTS_LIMIT = 2**31 - 1
+
+
+def check_int(value: object, name: str, minimum: int, maximum: int = INT64_MAX) -> int:
+    """``value`` if it is an ``int`` (not a ``bool``) within [minimum, maximum];
+    ``TypeError`` or ``ValueError`` naming ``name`` otherwise."""
+    if type(value) is int and minimum <= value <= maximum:
+        return value  # the common case, first: enqueue checks a priority
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, not {_short(value)}")
+    if value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, not {_short(value)}")
+    return value
+
+
+def check_priority(value: object) -> int:
+    """A job's priority: an int that fits in 64 bits."""
+    return check_int(value, "priority", INT64_MIN)
+
+
+def check_max_attempts(value: object) -> int:
+    """How many attempts a job gets: 1 to ``MAX_ATTEMPTS_LIMIT``."""
+    return check_int(value, "max_attempts", 1, MAX_ATTEMPTS_LIMIT)
+
+
+def check_text(value: str, name: str) -> str:
+    """``value`` if every store can hold it: no NUL character (PostgreSQL
+    refuses it) and no lone surrogate (not UTF-8, so SQLite, PostgreSQL and
+    the JSON file's journal cannot encode it); ``ValueError`` otherwise."""
+    if "\x00" in value:
+        raise ValueError(f"{name} must not contain NUL characters: {value!r}")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"{name} must be valid Unicode text (it holds a lone surrogate, "
+                f"such as an undecodable file name gives): {value!r}"
+            ) from None
+    return value
+
+
+def check_key(key: object) -> str | None:
+    """A job's key: ``None`` or text every store can hold."""
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str or None, not {key!r}")
+    return check_text(key, "key")
+
+
+def storable(text: str) -> str:
+    """``text`` made storable by every store, for text jobq must record
+    whatever it holds (an error's message and traceback): NUL becomes the
+    four characters ``\\x00`` and a lone surrogate its ``\\udcff`` escape,
+    as ``repr`` would show them."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def stored_id(value: object) -> int | None:
+    """The job id ``value`` names, or ``None`` if no store can hold a job by
+    that id (zero, negative, or beyond 64 bits): such a job does not exist.
+    ``TypeError`` for what is not an id at all."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected a job id or an Enqueued, not {value!r}")
+    return value if 1 <= value <= INT64_MAX else None
+
+
+def checked_clock(clock: Callable[[], Any]) -> Callable[[], float]:
+    """``clock`` that raises ``ValueError`` at the call that read a value that
+    is not finite epoch seconds (NaN, infinity, not a number), instead of
+    letting that value into a job's due time."""
+
+    def now() -> float:
+        value = clock()
+        if isinstance(value, float | int) and not isinstance(value, bool):
+            seconds = float(value)
+            if math.isfinite(seconds):
+                return seconds
+        raise ValueError(
+            f"the queue's clock returned {value!r}; it must return finite epoch "
+            "seconds (a float, as time.time() does)"
+        )
+
+    return now
+
+
+def _short(value: int) -> str:
+    """An int for a message: huge ones (which ``str`` refuses beyond 4,300
+    digits) by their size."""
+    if value.bit_length() > 256:
+        return f"an int of {value.bit_length()} bits"
+    return str(value)
