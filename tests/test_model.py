@@ -36,13 +36,9 @@ default) runs the same machine without the steps that need the queue's clock.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -56,9 +52,10 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from places import POSTGRES_LEASE, SQLITE_LEASE, Place, places
 
 import jobq
-from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
+from jobq.stores import SqliteStore, Store
 from jobq.stores.base import Claim
 from jobq.types import AttemptError, Enqueued, JobState
 
@@ -75,10 +72,6 @@ DIED = "ProcessDied: "
 T0 = 1_000_000.0
 #: Backoff with whole seconds, so every due time is exact in any store.
 BASE_DELAY, MAX_DELAY = 1.0, 8.0
-#: SQLite leases, in fake seconds (its leases follow the queue's clock).
-SQLITE_LEASE = 60.0
-#: PostgreSQL leases, in real seconds (they follow the database's clock).
-POSTGRES_LEASE = 0.05
 #: How long to wait for a PostgreSQL lease to run out before failing.
 LEASE_WAIT = 10.0
 
@@ -227,90 +220,6 @@ class Model:
     def counts(self) -> tuple[int, int, int]:
         states = [j.state for j in self.jobs.values()]
         return states.count(PENDING), states.count(RUNNING), states.count(DEAD)
-
-
-# -- where a store lives ---------------------------------------------------------------
-
-
-class Place:
-    """Where one example's store lives; builds stores over it."""
-
-    #: Survives a restart (restart and crash rules apply).
-    persistent = False
-    #: Its stores order jobs on a clock of their own, not the queue's.
-    own_clock = False
-
-    def store(self) -> Store:
-        raise NotImplementedError
-
-    def crash_copy(self) -> Place:
-        """What a process killed now leaves behind, as a new place."""
-        raise NotImplementedError
-
-    def remove(self) -> None:
-        """Delete what this place holds (at the end of an example)."""
-
-
-class MemoryPlace(Place):
-    def store(self) -> Store:
-        return MemoryStore()
-
-
-class DirectoryPlace(Place):
-    """A file store in a temporary directory of its own."""
-
-    persistent = True
-
-    def __init__(self, build: Callable[[Path], Store]) -> None:
-        self.build = build
-        self.directory = Path(tempfile.mkdtemp(prefix="jobq-model-"))
-
-    def store(self) -> Store:
-        return self.build(self.directory)
-
-    def crash_copy(self) -> Place:
-        copy = DirectoryPlace(self.build)
-        shutil.copytree(self.directory, copy.directory, dirs_exist_ok=True)
-        return copy
-
-    def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-
-class PostgresPlace(Place):
-    """A queue of its own (a fresh name) in the test session's schema."""
-
-    persistent = True
-
-    def __init__(self, template: PostgresStore) -> None:
-        self.conninfo, self.schema = template.conninfo, template.schema
-        self.clock = template.clock
-        self.own_clock = template.uses_own_clock
-        self.queue = f"model-{uuid.uuid4().hex[:12]}"
-
-    def store(self) -> Store:
-        return PostgresStore(
-            self.conninfo,
-            schema=self.schema,
-            queue=self.queue,
-            clock=self.clock,
-            lease_seconds=POSTGRES_LEASE,
-            listen=False,
-            pool_size=2,
-        )
-
-    def crash_copy(self) -> Place:
-        return self  # every change that returned is committed in the database
-
-
-def json_store(directory: Path) -> Store:
-    # Compaction only at save() and close(), never in the background, so that
-    # a crash copy is never taken half-way through one.
-    return JsonFileStore(directory / "jobs.json", compact_bytes=1 << 40)
-
-
-def sqlite_store(directory: Path) -> Store:
-    return SqliteStore(directory / "jobs.db", lease_seconds=SQLITE_LEASE)
 
 
 # -- the state machine -----------------------------------------------------------------
@@ -661,20 +570,6 @@ class QueueMachine(RuleBasedStateMachine):
 
 
 # -- one test per store kind -----------------------------------------------------------
-
-
-def places(store_kind: str, template: Store) -> Callable[[], Place]:
-    """A new place for each example, for stores like ``template``."""
-    if store_kind == "memory":
-        return MemoryPlace
-    if store_kind == "json":
-        return lambda: DirectoryPlace(json_store)
-    if store_kind == "sqlite":
-        return lambda: DirectoryPlace(sqlite_store)
-    if store_kind == "postgres":
-        assert isinstance(template, PostgresStore)
-        return lambda: PostgresPlace(template)
-    pytest.fail(f"no model test for the store kind {store_kind!r} yet")
 
 
 def check_against_the_model(new_place: Callable[[], Place], examples: int) -> None:
