@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import random
 import re
 import threading
@@ -474,3 +475,65 @@ def test_restart_after_close_finds_each_job_once_and_no_old_segment(
     expected = [f"first {n}" for n in range(10, 20)]
     expected += [f"second {n}" for n in range(5)] + ["dead"]
     assert ran == expected
+
+
+# --- files that are not regular files ----------------------------------------------
+
+
+def _stats_or_refusal(store: JsonFileStore, fifo: Path | None = None) -> str:
+    """``stats()`` on a queue over ``store``, in a thread: the ``StoreError``
+    message it raised. If it blocks, the FIFO is opened for writing, which
+    ends the blocked read, and the test fails instead of hanging."""
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(store=store)
+    outcome: list[BaseException | None] = []
+
+    def call() -> None:
+        try:
+            queue.stats()
+        except BaseException as exc:  # reported to the test
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(WAIT)
+    if thread.is_alive():
+        if fifo is not None:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(WAIT)
+        pytest.fail(f"stats() blocked on {store.path}")
+    queue.close()
+    [error] = outcome
+    assert isinstance(error, jobq.StoreError), error
+    return str(error)
+
+
+HOSTILE = {
+    "a FIFO": lambda path: os.mkfifo(path),
+    "a symbolic link to a character device (/dev/zero)": (
+        lambda path: os.symlink("/dev/zero", path)
+    ),
+    "a directory": lambda path: os.mkdir(path),
+}
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["owner", "reader"])
+@pytest.mark.parametrize("at", ["jobs.json", "jobs.json.journal-1"])
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_a_store_file_that_is_not_a_regular_file_is_refused_and_nothing_hangs(
+    good: dict[str, Any], tmp_path: Path, kind: str, at: str, read_only: bool
+) -> None:
+    if at == "jobs.json.journal-1":
+        (tmp_path / "jobs.json").write_bytes(good["snapshot"])
+    HOSTILE[kind](tmp_path / at)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    store = JsonFileStore(tmp_path / "jobs.json", read_only=read_only, io=NO_SYNC)
+
+    message = _stats_or_refusal(store, tmp_path / at if "FIFO" in kind else None)
+
+    assert message == f"cannot read {tmp_path / at}: it is {kind}, not a regular file"
+    # nothing moved aside, no segment started; the owner's lock was released
+    after = sorted(p.name for p in tmp_path.iterdir())
+    assert after == sorted({*before, *([] if read_only else ["jobs.json.lock"])})
+    assert not store._owner.held
