@@ -376,6 +376,52 @@ def test_an_intact_record_that_cannot_be_applied_costs_that_record_only(
     assert list(startup.aside("damaged").values()) == [segment]
 
 
+# --- files written by a newer jobq ------------------------------------------------
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["owner", "reader"])
+def test_a_journal_segment_with_a_newer_header_is_refused_and_nothing_touched(
+    good: dict[str, Any], tmp_path: Path, read_only: bool
+) -> None:
+    segment = b"JOBQ-JOURNAL 2\n" + good["segment"][len(MAGIC) :]
+    _refused_untouched(good, tmp_path, segment, read_only, "journal version 2")
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["owner", "reader"])
+def test_a_journal_record_of_an_unknown_kind_is_refused_and_nothing_touched(
+    good: dict[str, Any], tmp_path: Path, read_only: bool
+) -> None:
+    # The segment's other records are intact and the snapshot is damaged:
+    # still, nothing is moved aside, since nothing may be decided about files
+    # this jobq cannot read whole.
+    seq = scan(good["segment"]).records[-1][0] + 1
+    segment = good["segment"] + encode_record(seq, b'["frob", 1]')
+    _refused_untouched(good, tmp_path, segment, read_only, "kind 'frob'")
+
+
+def _refused_untouched(
+    good: dict[str, Any], tmp_path: Path, segment: bytes, read_only: bool, why: str
+) -> None:
+    snapshot = bytearray(good["snapshot"])
+    snapshot[len(snapshot) // 2] ^= 0x01
+    files = {"jobs.json": bytes(snapshot), good["segment name"]: segment}
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    store = JsonFileStore(tmp_path / "jobs.json", read_only=read_only, io=NO_SYNC)
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(store=store)
+
+    with pytest.raises(jobq.StoreError, match="newer jobq") as refused:
+        queue.stats()
+
+    queue.close()
+    assert why in str(refused.value)
+    assert good["segment name"] in str(refused.value)
+    lock = [] if read_only else ["jobs.json.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*files, *lock])
+    assert {name: (tmp_path / name).read_bytes() for name in files} == files
+    assert not store._owner.held
+
+
 def _without_row_crcs(snapshot: bytes) -> bytes:
     """The snapshot as an earlier jobq wrote it: rows without their CRC."""
     legacy = re.sub(rb'(?m)^\{"crc32":\d+,', b"{", snapshot)
