@@ -3,10 +3,13 @@ invents a job.
 
 A crash leaves at worst a torn tail on the journal: its complete records
 are loaded, the rest is dropped with a WARNING. Anything else (a damaged
-record with intact ones after it, an unreadable snapshot) is media damage or
-a bug: the file is moved aside, never deleted, and an ERROR is logged.
-Every prefix of a small snapshot and journal segment is tried, and seeded
-random byte flips (reliability.md §3 (b)).
+record with intact ones after it, a damaged snapshot) is media damage or
+a bug: every record and row it did not hit is still loaded, the file is
+moved aside, never deleted, and an ERROR says what was lost. Files a newer
+jobq wrote and files that are not regular files are refused with
+``StoreError``, touching nothing. Every prefix of a small snapshot and
+journal segment is tried, and seeded random byte flips (reliability.md §3
+(b)); ``test_journal_fuzz`` tries every single-byte change.
 """
 
 from __future__ import annotations
