@@ -17,6 +17,7 @@ import fcntl
 import logging
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -27,6 +28,7 @@ from jobq.errors import StoreError, StoreLocked
 __all__ = [
     "DEFAULT_IO",
     "FileIO",
+    "NotRegularFile",
     "OwnerLock",
     "durable_replace",
     "move_aside",
@@ -39,6 +41,37 @@ _REASON = re.compile(r"[A-Za-z0-9_-]+")
 
 #: ``durable_replace`` gathers chunks into writes of about this many bytes.
 WRITE_SIZE = 1 << 20
+
+
+class NotRegularFile(OSError):
+    """A store file that is a FIFO, a device, a directory or a socket.
+
+    An ``OSError`` like any other failure to read, so callers report it the
+    same way: "cannot read PATH: a FIFO, not a regular file".
+    """
+
+    def __init__(self, path: str, mode: int) -> None:
+        kind = _kind(mode)
+        if os.path.islink(path):
+            kind = f"a symbolic link to {kind} ({os.path.realpath(path)})"
+        super().__init__(errno.EINVAL, f"it is {kind}, not a regular file", path)
+
+
+def _kind(mode: int) -> str:
+    """What a file of ``mode`` is, for an error message."""
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def _require_regular(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise NotRegularFile(path, mode)
 
 
 class FileIO:
@@ -101,9 +134,24 @@ class FileIO:
             os.close(dfd)
 
     def read(self, path: str) -> bytes:
-        """Return the whole content of ``path``."""
-        with open(path, "rb") as f:
-            return f.read()
+        """Return the content of ``path``, a regular file (or a link to one).
+
+        Anything else raises ``NotRegularFile`` before a byte is read: a FIFO
+        would block the first ``stats()`` until some writer came along, and
+        ``/dev/zero`` would be read until ``MemoryError``. A device is refused
+        before it is opened (opening some has effects); O_NONBLOCK keeps a
+        FIFO swapped in after that check from blocking the open, and the
+        check is repeated on what was opened. At most the size ``fstat``
+        reports is read, so a file that grows meanwhile (the owner appending
+        to a segment) reads as it was: the rest, a torn tail for now, is read
+        on the next reload.
+        """
+        _require_regular(path, os.stat(path).st_mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as f:  # closes fd
+            st = os.fstat(fd)
+            _require_regular(path, st.st_mode)
+            return f.read(st.st_size)
 
     def listdir(self, directory: str) -> list[str]:
         """The names in ``directory`` (to find journal segments)."""
@@ -239,11 +287,17 @@ def move_aside(
 def read_owner_pid(path: str) -> int | None:
     """The pid recorded in the lock file of store ``path``, if readable.
 
-    For error messages only: the pid may be stale or being rewritten.
+    For error messages only: the pid may be stale or being rewritten. A lock
+    file that is not a regular file (a FIFO would block) gives ``None``.
     """
     try:
-        with open(path + ".lock", "rb") as f:
-            raw = f.read(32)
+        fd = os.open(path + ".lock", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            raw = os.read(fd, 32)
+        finally:
+            os.close(fd)
         pid = int(raw.strip() or b"0")
     except (OSError, ValueError):
         return None
@@ -277,14 +331,22 @@ class OwnerLock:
         if self._fd is not None:
             return
         # Python fds are non-inheritable, so a subprocess a handler spawns
-        # cannot keep the lock alive after we die.
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+        # cannot keep the lock alive after we die. O_NONBLOCK: a FIFO planted
+        # at our path must not block the open (it is refused just below).
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
             fd = os.open(self.lock_path, flags, 0o600)
         except OSError as exc:
             raise StoreError(
                 f"could not open lock file {self.lock_path}: {_describe(exc)}"
             ) from exc
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise StoreError(
+                f"could not open lock file {self.lock_path}: it is {_kind(mode)}, "
+                "not a regular file"
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -395,6 +395,21 @@ def test_read_owner_pid_is_none_without_a_lock_file(tmp_path: Path) -> None:
     assert read_owner_pid(str(tmp_path / "q.json")) is None
 
 
+def test_a_fifo_at_the_lock_path_is_refused_without_blocking(
+    tmp_path: Path, lock: OwnerLock
+) -> None:
+    # Opened read-write, a FIFO never blocks the open; but taken as the lock,
+    # the pid written to it would never be read back, and a second process
+    # reading the pid would block for good. O_NONBLOCK keeps both from hanging.
+    os.mkfifo(tmp_path / "q.json.lock")
+
+    with pytest.raises(StoreError, match=r"q\.json\.lock: it is a FIFO, not a"):
+        lock.acquire()
+
+    assert not lock.held
+    assert read_owner_pid(str(tmp_path / "q.json")) is None
+
+
 def test_second_process_gets_store_locked_naming_owner_and_sqlite(
     tmp_path: Path, lock: OwnerLock
 ) -> None:

@@ -463,7 +463,6 @@ JOBQ_HEAD = b'{"format": "jobq", "version": 1, '
 UNREADABLE: dict[str, tuple[Callable[[Path], bytes], int]] = {
     "garbage bytes": (lambda _: b"\x00\xff\xfe\x80 not json at all \x9c", 0),
     "empty": (lambda _: b"", 0),
-    "truncated json": (_truncated, 7),
     "not an object": (lambda _: b'[{"id": 4}]', 4),
     "another format": (lambda _: b'{"format": "other", "version": 1, "id": 3}', 3),
     "row missing fields": (
@@ -507,6 +506,35 @@ def test_unreadable_file_is_moved_aside_logged_and_the_queue_starts_empty(
     ]
     assert any(aside[0].name in r.getMessage() for r in errors)
     assert queue.enqueue("new").id > highest_id  # ids never repeat
+
+
+def test_truncated_snapshot_loads_the_rows_before_the_cut_and_is_moved_aside(
+    make_queue: QueueFactory,
+    path: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    data = _truncated(tmp_path)
+    path.write_bytes(data)
+    queue = make_queue()
+
+    with caplog.at_level(logging.ERROR, logger="jobq"):
+        assert queue.stats().pending == 6
+    pending = queue.store.list_jobs(jobq.JobState.PENDING)
+
+    # the rows the cut missed are loaded, the one it cut is not
+    assert [(r.id, r.payload["n"]) for r in pending] == [
+        (i, i - 1) for i in range(1, 7)
+    ]
+    [aside] = [p for p in tmp_path.iterdir() if p.name.startswith("jobs.json.corrupt-")]
+    assert aside.read_bytes() == data
+    [error] = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "jobq.stores.jsonfile" and aside.name in r.getMessage()
+    ]
+    assert "loaded its 6 intact job rows, lines lost: 1;" in error
+    assert queue.enqueue("new").id > 7  # job 7 was in the cut row: never reused
 
 
 # --- one owner: the lock -----------------------------------------------------

@@ -10,7 +10,8 @@ and doubles nothing.
 A segment is ``MAGIC`` followed by records: a header ``(length, crc32,
 seq)`` and a JSON body. The CRC covers the sequence number and the body, so
 a torn write at the tail (a crash mid-append) and a damaged record in the
-middle are both detected, and told apart by whether a valid record follows.
+middle are both detected, and told apart by whether a valid record follows;
+the records after damage are found again and loaded (see ``scan``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ import zlib
 from dataclasses import dataclass, field
 
 from jobq._fileio import FileIO
+from jobq.stores._jsonformat import NewerFormat
 
-MAGIC = b"JOBQ-JOURNAL 1\n"
+FORMAT_VERSION = 1
+MAGIC = b"JOBQ-JOURNAL %d\n" % FORMAT_VERSION
 _HEADER = struct.Struct("<IIQ")  # body length, crc32(seq + body), seq
 _MAX_BODY = 1 << 30
+_SEQ_TOP = _HEADER.size - 2  # where the sequence number's two highest bytes are
 
 
 def encode_record(seq: int, body: bytes) -> bytes:
@@ -35,43 +39,110 @@ def encode_record(seq: int, body: bytes) -> bytes:
     return _HEADER.pack(len(body), crc, seq) + body
 
 
+@dataclass(frozen=True)
+class Gap:
+    """Damaged bytes between two intact records: ``data[start:end]``.
+
+    The records lost there had sequence numbers above ``seq_before`` (the
+    intact record before it, 0 if none in this segment) and below
+    ``seq_after`` (the intact record that starts at ``end``).
+    """
+
+    start: int
+    end: int
+    seq_before: int
+    seq_after: int
+
+
 @dataclass
 class Scan:
     """What reading one segment found."""
 
     records: list[tuple[int, bytes]] = field(default_factory=list)  # (seq, body)
-    damaged_at: int | None = None  # offset of the first bad byte, if any
-    valid_after_damage: bool = False  # a good record follows: not a torn tail
+    gaps: list[Gap] = field(default_factory=list)  # damage with intact records after
+    torn_at: int | None = None  # no intact record from here on: a torn tail
+    bad_header: bool = False  # the segment does not start with ``MAGIC``
+
+    @property
+    def damaged(self) -> bool:
+        """Damage a crash cannot explain: the file is to be moved aside."""
+        return bool(self.gaps) or self.bad_header
 
 
 def scan(data: bytes) -> Scan:
-    """The valid records of a segment, up to the first damage."""
+    """The intact records of a segment, in order, and where it is damaged.
+
+    After a record that is not intact, the search goes on byte by byte for
+    the next whole record with a valid CRC and a sequence number above the
+    last intact one (``_next_record``), so damage costs exactly the records
+    it hit, whether it hit a body, a CRC or a length field (then the search
+    finds the record after it). If none follows, the rest is a torn tail: a
+    crash in the middle of an append, which loses only a change that never
+    returned. Raises ``NewerFormat`` for a newer jobq's segment.
+    """
     result = Scan()
+    position = len(MAGIC)
     if not data.startswith(MAGIC):
-        result.damaged_at = 0
-        # A crash while creating the segment leaves a prefix of MAGIC: a torn tail.
-        result.valid_after_damage = not MAGIC.startswith(data)
-        return result
-    position, last_seq = len(MAGIC), 0
+        _refuse_newer(data)
+        if MAGIC.startswith(data):  # a crash while creating the segment
+            result.torn_at = 0
+            return result
+        result.bad_header = True
+        position = 0  # the records may still be there: search from the start
+    last_seq = 0
     while position < len(data):
         record = _record_at(data, position, last_seq)
         if record is None:
-            result.damaged_at = position
-            result.valid_after_damage = any(
-                _record_at(data, later, last_seq) is not None
-                for later in range(position + 1, len(data) - _HEADER.size + 1)
-            )
-            break
+            following = _next_record(data, position + 1, last_seq)
+            if following is None:
+                result.torn_at = position
+                break
+            start, record = following
+            result.gaps.append(Gap(position, start, last_seq, record[0]))
         seq, body, position = record
         result.records.append((seq, body))
         last_seq = seq
     return result
 
 
+_HEADER_LINE = re.compile(rb"JOBQ-JOURNAL ([0-9]{1,9})\n")
+
+
+def _refuse_newer(data: bytes) -> None:
+    """A well-formed header with a version above ours: a newer jobq's segment."""
+    header = _HEADER_LINE.match(data)
+    if header is not None and int(header.group(1)) > FORMAT_VERSION:
+        raise NewerFormat(
+            f"this journal was written by a newer jobq (journal version "
+            f"{int(header.group(1))}; this jobq reads {FORMAT_VERSION}): upgrade jobq"
+        )
+
+
+def _next_record(
+    data: bytes, start: int, after_seq: int
+) -> tuple[int, tuple[int, bytes, int]] | None:
+    """The first intact record at or after ``start`` that follows ``after_seq``.
+
+    Only offsets where the two highest bytes of the sequence number are zero
+    can start a record (a seq below 2**48: centuries of changes), and JSON
+    bodies hold no NUL byte, so ``bytes.find`` skips through text and only
+    headers are tried.
+    """
+    position = start
+    while (zeros := data.find(b"\0\0", position + _SEQ_TOP)) >= 0:
+        position = zeros - _SEQ_TOP
+        record = _record_at(data, position, after_seq)
+        if record is not None:
+            return position, record
+        position += 1
+    return None
+
+
 def _record_at(
     data: bytes, position: int, after_seq: int
 ) -> tuple[int, bytes, int] | None:
-    """The record at ``position`` if it is whole, intact and in order."""
+    """The record at ``position`` if it is whole, intact and in order:
+    ``(seq, body, where the next record starts)``."""
     end_of_header = position + _HEADER.size
     if end_of_header > len(data):
         return None

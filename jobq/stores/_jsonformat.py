@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from jobq.stores._entry import (
     ATTEMPTS,
@@ -51,6 +53,10 @@ _PUT_OPEN = '["put",'
 _PAYLOAD_MEMBER = ',"payload":'
 _RESULT_MEMBER = ',"result":'
 _STATES = frozenset((PENDING, RUNNING, DEAD, COMPLETED))
+_OPERATIONS = frozenset(("put", "del", "run"))
+_ROW_CHECK = re.compile(rb'\{"crc32":([0-9]{1,10}),')
+_ROW_START = re.compile(re.escape(b'{"crc32":'))
+_TRAILER = re.compile(rb'.\], "crc32": [0-9]+\}$', re.DOTALL)  # after a hit newline
 
 #: Jobs serialized per chunk of a snapshot.
 CHUNK_ROWS = 1000
@@ -82,6 +88,21 @@ def row(entry: Entry, running: bool) -> str:
     )
 
 
+def checked_row(entry: Entry, running: bool) -> str:
+    """A snapshot's row: ``row`` with the CRC-32 of the rest of it as its
+    first member, ``{"crc32":N,"id":...}``.
+
+    The snapshot's own checksum tells that a file is damaged, not where;
+    with this, the rows the damage missed are loaded again (see
+    ``State.salvage_snapshot``), and a row the damage hit is never loaded,
+    even where it still parses (a flipped byte inside a payload string).
+    Readers ignore members they do not know, so this is still version 1,
+    and files whose rows have no CRC still load.
+    """
+    rest = row(entry, running)[1:]
+    return f'{{"crc32":{zlib.crc32(rest.encode())},{rest}'
+
+
 def put_record(entry: Entry) -> bytes:
     return f"{_PUT_OPEN}{row(entry, False)}]".encode()
 
@@ -109,7 +130,7 @@ def serialize(
     It comes in chunks of ``CHUNK_ROWS`` jobs, so no single step holds the GIL
     for long, and ends with the CRC-32 of every byte before its ``"crc32"``
     member, so a damaged snapshot is refused even where the damage leaves
-    valid JSON.
+    valid JSON; each row carries its own CRC too (see ``checked_row``).
     """
     head = json.dumps(
         {"format": FORMAT, "version": VERSION, "seq": seq, "next_id": next_id}
@@ -121,13 +142,22 @@ def serialize(
     separator = ""
     while part := list(itertools.islice(ordered, CHUNK_ROWS)):
         chunk = (
-            separator + ",\n".join(row(e, e[ID] in running) for e in part)
+            separator + ",\n".join(checked_row(e, e[ID] in running) for e in part)
         ).encode()
         separator = ",\n"
         crc = zlib.crc32(chunk, crc)
         yield chunk
     crc = zlib.crc32(b"\n]", crc)
     yield b"\n]%s%d}\n" % (_CHECKSUM, crc)
+
+
+@dataclass
+class Salvage:
+    """What ``State.salvage_snapshot`` made of a damaged snapshot."""
+
+    rows: int = 0  # rows loaded
+    lost: int = 0  # lines after the header that held no row that could be loaded
+    header: bool = False  # whether the header line could be read
 
 
 class State:
@@ -164,15 +194,85 @@ class State:
         self.next_id = max(self.next_id, int(head["next_id"]))
         self.seq = int(head["seq"])
 
+    def salvage_snapshot(self, data: bytes) -> Salvage:
+        """Load the rows of a snapshot that failed ``load_snapshot``.
+
+        Each row is one line. Where rows carry their CRC (``checked_row``),
+        a row is loaded only if its CRC matches, so every row the damage
+        missed is loaded and none it hit; a line that holds more than one
+        row (the newline between them was hit) is searched for the start of
+        each. A file in which no row carries a CRC (an earlier jobq's) loads
+        the rows that still parse, as read. ``seq`` stays 0, so the whole
+        journal on disk is replayed on top: the header's number may be
+        damaged, and replaying records the snapshot already holds is
+        harmless (each says what a job now is), while it corrects rows that
+        are older than the records after them. The header's ``next_id``
+        counts if it parses; the caller also keeps every id it sees.
+        Raises ``NewerFormat`` if the header says a newer jobq wrote it.
+        """
+        lines = data.split(b"\n")
+        checked = _ROW_START.search(data) is not None
+        salvage = Salvage()
+        for number, line in enumerate(lines):
+            if number == 0:
+                salvage.header = self._salvage_head(line)
+                if salvage.header:
+                    continue
+            elif not line.strip() or line.startswith(b"]"):  # the list's end
+                continue
+            loaded = 0
+            for text in _intact_rows(line) if checked else _readable_rows(line):
+                try:
+                    self._put(text)
+                except MALFORMED:  # intact, yet no row this jobq reads
+                    continue
+                loaded += 1
+            salvage.rows += loaded
+            salvage.lost += number > 0 and not loaded
+        return salvage
+
+    def _salvage_head(self, line: bytes) -> bool:
+        """Take ``next_id`` from a damaged snapshot's header line, if it reads."""
+        text = line.removesuffix(_JOBS_OPEN.encode())
+        if text == line:
+            return False
+        try:
+            head = json.loads(text + b"}")
+            _check_version(head)
+            next_id = head["next_id"]
+        except MALFORMED:
+            return False
+        if type(next_id) is int:
+            self.next_id = max(self.next_id, next_id)
+        return True
+
     def apply(self, seq: int, body: bytes) -> None:
-        """Replay one journal record; records the snapshot holds are skipped."""
+        """Replay one journal record; records the snapshot holds are skipped.
+
+        A record of a kind this jobq does not know, in a record that is
+        otherwise well formed, raises ``NewerFormat``: a newer jobq wrote it,
+        and skipping it would lose what it says.
+        """
         if seq <= self.seq:
             return
         text = body.decode()
         if text.startswith(_PUT_OPEN):
+            if not text.endswith("]"):
+                raise ValueError("a put record without its closing bracket")
             self._put(text[len(_PUT_OPEN) : -1])
         else:
-            operation, job_id = json.loads(text)
+            record = json.loads(text)
+            if not isinstance(record, list) or not record:
+                raise ValueError(f"not a journal record: {text[:80]!r}")
+            operation = record[0]
+            if isinstance(operation, str) and operation not in _OPERATIONS:
+                raise NewerFormat(
+                    f"a journal record of kind {operation!r} was written by a "
+                    "newer jobq: upgrade jobq"
+                )
+            if len(record) != 2 or type(record[1]) is not int:  # a bool is no id
+                raise ValueError(f"malformed journal record: {text[:80]!r}")
+            job_id = record[1]
             if operation == "del":
                 self.jobs.pop(job_id, None)
                 self.running.discard(job_id)
@@ -180,7 +280,7 @@ class State:
             elif operation == "run":
                 self.running.add(job_id)
             else:
-                raise ValueError(f"unknown journal operation {operation!r}")
+                raise ValueError(f"malformed journal record: {text[:80]!r}")
         self.seq = seq
 
     def _put(self, text_row: str) -> None:
@@ -213,6 +313,67 @@ def _check_version(document: object) -> None:
             f"this file was written by a newer jobq (format version {version}; "
             f"this jobq reads up to {VERSION}): upgrade jobq"
         )
+
+
+def _intact_rows(line: bytes) -> list[str]:
+    """The rows in one line of a damaged snapshot whose CRC matches.
+
+    Normally one. Where the newline between two rows was hit, both are on
+    this line (``},X{"crc32":``), and where the one after the last row was,
+    so is the list's end (``}X], "crc32": N}``). So a row may end at the
+    line's end (less its ``,`` or one damaged byte), two bytes before a later
+    row's start, or just before the damaged byte ahead of the list's end. A
+    ``{"crc32":`` inside a row (in a payload) is a start only if no row
+    found covers it. This tries a few ends per start: no search.
+    """
+    starts = [match.start() for match in _ROW_START.finditer(line)]
+    tail = [len(line), len(line) - 1]
+    trailer = _TRAILER.search(line)
+    if trailer is not None:
+        tail.append(trailer.start())
+    rows: list[str] = []
+    covered = 0
+    for index, start in enumerate(starts):
+        if start < covered:
+            continue
+        ends = [later - 2 for later in starts[index + 1 :]] + tail
+        found = _checked_row(line, start, ends)
+        if found is not None:
+            text, covered = found
+            rows.append(text)
+    return rows
+
+
+def _checked_row(line: bytes, start: int, ends: list[int]) -> tuple[str, int] | None:
+    """The row at ``start`` if it ends with ``}`` at one of ``ends`` and its
+    CRC matches there: its text, and where it ends."""
+    check = _ROW_CHECK.match(line, start)
+    if check is None:
+        return None
+    crc = int(check.group(1))
+    for end in ends:
+        rest = line[check.end() : end]
+        if rest.endswith(b"}") and zlib.crc32(rest) == crc:
+            try:
+                return "{" + rest.decode(), end
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def _readable_rows(line: bytes) -> list[str]:
+    """A row without a CRC from a damaged snapshot, if it reads as a job whose
+    payload and result are JSON (they are otherwise taken as they are)."""
+    text = line.rstrip(b",")
+    try:
+        decoded = text.decode()
+        entry, _ = _entry(decoded)
+        json.loads(entry[PAYLOAD])
+        if entry[RESULT] is not None:
+            json.loads(entry[RESULT])
+    except MALFORMED:
+        return []
+    return [decoded]
 
 
 def _entry(text_row: str) -> tuple[Entry, bool]:

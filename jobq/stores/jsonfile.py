@@ -14,8 +14,9 @@ it starts a new journal segment, copies references to the immutable entries
 under the lock, serializes and writes outside it (temp file + fsync +
 ``os.replace`` + directory fsync, mode 0600), then deletes the old segments.
 
-Files that cannot be read are moved aside with a timestamped name and
-logged; they are never overwritten or deleted. A write that fails marks the
+Damaged files are moved aside with a timestamped name and logged; they are
+never overwritten or deleted, and every row and record in them that is still
+intact is loaded (see ``_jsonread``). A write that fails marks the
 journal broken: changes stay in memory, callers that add or remove jobs get
 ``StoreError``, and the compactor rewrites everything from memory (never
 trusting a retried fsync) until it succeeds.
@@ -26,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -35,7 +35,8 @@ from jobq._fileio import DEFAULT_IO, FileIO, OwnerLock, durable_replace, move_as
 from jobq.errors import StoreError, StoreLocked
 from jobq.stores import _jsonformat as fmt
 from jobq.stores._entry import DEAD, STATE, Entry
-from jobq.stores._journal import Segments, encode_record, scan
+from jobq.stores._journal import Scan, Segments, encode_record
+from jobq.stores._jsonread import Files, SegmentDamage, SnapshotDamage, read_files
 from jobq.stores.base import (
     Claim,
     Done,
@@ -49,8 +50,6 @@ from jobq.stores.memory import MemoryStore
 from jobq.types import Enqueued, JobRecord, JobState
 
 logger = logging.getLogger(__name__)
-
-_ID_PATTERN = re.compile(rb'"(?:id|next_id)"\s*:\s*(\d+)')
 
 
 class JsonFileStore(MemoryStore):
@@ -454,15 +453,19 @@ class JsonFileStore(MemoryStore):
     def _load(self, *, recover: bool) -> None:
         """Read snapshot and journal into memory.
 
-        An owner (``recover``) also moves unreadable files aside, turns jobs
+        An owner (``recover``) also moves damaged files aside, turns jobs
         that were running into failed attempts, starts a new journal segment
-        and, if anything was damaged, writes a snapshot at once.
+        and, if anything was damaged, writes a snapshot at once. A reader
+        loads what is intact in the journal, but refuses a damaged snapshot
+        with ``StoreError``: the owner repairs it when it next opens the file.
         """
         with self._lock:
             self._loaded_signature = self._signature()
-            state = fmt.State()
-            damaged = self._read_snapshot(state, recover)
-            damaged |= self._replay_journal(state, recover)
+            files = read_files(self._io, self.path, self._segments.existing())
+            if files.snapshot is not None and not recover:
+                raise StoreError(f"cannot read {self.path}: {files.snapshot.error}")
+            damaged = recover and self._set_damage_aside(files)
+            state = files.state
             self._seq = state.seq
             # Records of an earlier load that failed were never written; left
             # here, they would be written again under reused numbers.
@@ -484,74 +487,65 @@ class JsonFileStore(MemoryStore):
             self._compact()
         self._start_writer()
 
-    def _read_snapshot(self, state: fmt.State, recover: bool) -> bool:
-        """Load the snapshot into ``state``; whether it had to be moved aside."""
-        try:
-            data = self._io.read(self.path)
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise StoreError(f"cannot read {self.path}: {exc.strerror}") from exc
-        try:
-            state.load_snapshot(data)
-        except fmt.NewerFormat as exc:
-            raise StoreError(f"{self.path}: {exc}") from None
-        except fmt.MALFORMED as exc:
-            if not recover:
-                raise StoreError(f"cannot read {self.path}: {exc}") from exc
-            fresh = fmt.State()
-            fresh.next_id = max(
-                (int(m) + 1 for m in _ID_PATTERN.findall(data)), default=1
-            )
-            state.__dict__.update(fresh.__dict__)
-            aside = move_aside(self.path, "corrupt", io=self._io)
-            logger.error(
-                "%s could not be read (%s); moved it to %s, loading the journal only",
-                self.path,
-                exc,
-                aside,
-            )
-            return True
-        return False
-
-    def _replay_journal(self, state: fmt.State, recover: bool) -> bool:
-        """Apply the journal's records; whether a segment was damaged."""
-        damaged = False
-        for path in self._segments.existing():
-            try:
-                data = self._io.read(path)
-            except FileNotFoundError:
-                continue  # compacted away while a reader listed it
-            except OSError as exc:
-                raise StoreError(f"cannot read {path}: {exc.strerror}") from exc
-            found = scan(data)
-            try:
-                for seq, body in found.records:
-                    state.apply(seq, body)
-            except fmt.MALFORMED as exc:
-                found.valid_after_damage, found.damaged_at = True, 0
-                logger.error("%s holds a record that cannot be applied: %s", path, exc)
-            if found.damaged_at is None:
-                continue
-            # Jobs in the part not loaded keep their ids: never give them again.
-            unread = _ID_PATTERN.findall(data, found.damaged_at)
-            state.next_id = max([state.next_id, *(int(m) + 1 for m in unread)])
-            if not recover:
-                continue
-            damaged = True
-            if found.valid_after_damage:
-                aside = move_aside(path, "damaged", io=self._io)
-                logger.error(
-                    "%s is damaged at byte %d; loaded the %d records before it and "
-                    "moved the file to %s",
-                    path,
-                    found.damaged_at,
-                    len(found.records),
-                    aside,
-                )
+    def _set_damage_aside(self, files: Files) -> bool:
+        """Move damaged files aside (never delete them) and log what was
+        lost; whether anything was wrong, so that a fresh snapshot makes the
+        store whole again (it also drops a torn tail with its segment)."""
+        if files.snapshot is not None:
+            self._set_snapshot_aside(files.snapshot)
+        for segment in files.segments:
+            if segment.scan.damaged or segment.unapplied:
+                self._set_segment_aside(segment)
             else:
                 logger.warning(
                     "%s ends in a torn record (a crash while writing); dropped it",
-                    path,
+                    segment.path,
                 )
-        return damaged
+        return files.snapshot is not None or bool(files.segments)
+
+    def _set_snapshot_aside(self, damage: SnapshotDamage) -> None:
+        aside = move_aside(self.path, "corrupt", io=self._io)
+        salvage = damage.salvage
+        logger.error(
+            "%s is damaged (%s); loaded its %d intact job rows, lines lost: "
+            "%d%s; moved the file to %s; the whole journal is replayed on top",
+            self.path,
+            damage.error,
+            salvage.rows,
+            salvage.lost,
+            "" if salvage.header else ", and its header (ids come from those seen)",
+            aside,
+        )
+
+    def _set_segment_aside(self, segment: SegmentDamage) -> None:
+        aside = move_aside(segment.path, "damaged", io=self._io)
+        logger.error(
+            "%s is damaged (%s); loaded its %d intact records, %s; moved the "
+            "file to %s",
+            segment.path,
+            _where(segment.scan),
+            len(segment.scan.records) - len(segment.unapplied),
+            _losses(segment),
+            aside,
+        )
+
+
+def _where(found: Scan) -> str:
+    """Where a segment is damaged, for the log."""
+    parts = ["its header"] if found.bad_header else []
+    parts += [f"bytes {gap.start}-{gap.end - 1}" for gap in found.gaps]
+    if found.torn_at is not None:
+        parts.append(f"from byte {found.torn_at} to its end")
+    return ", ".join(parts) or "a record that cannot be applied"
+
+
+def _losses(segment: SegmentDamage) -> str:
+    """Which changes a damaged segment lost, by sequence number, for the log."""
+    numbers = [str(a) if a == b else f"{a}-{b}" for a, b in segment.lost]
+    numbers += map(str, segment.unapplied)
+    if segment.scan.torn_at is not None:
+        last = segment.scan.records[-1][0] if segment.scan.records else 0
+        numbers.append(f"any after {last}")
+    if not numbers:
+        return "lost no change the snapshot does not hold"
+    return "lost the changes numbered " + ", ".join(numbers)
