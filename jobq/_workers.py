@@ -42,6 +42,15 @@ MAX_IDLE_WAIT = 1.0
 BATCH_SECONDS = 0.002
 
 
+def _remaining(deadline: float | None) -> float | None:
+    """Seconds left until the monotonic ``deadline`` (``None``: no limit), for
+    ``Thread.join``: at least 0, and at most ``threading.TIMEOUT_MAX`` (about
+    292 years), beyond which ``join`` raises ``OverflowError``."""
+    if deadline is None:
+        return None
+    return min(max(deadline - time.monotonic(), 0.0), threading.TIMEOUT_MAX)
+
+
 class BatchSize:
     """How many jobs one worker claims at once, from how long its recent
     handlers took (a moving average of seconds per job)."""
@@ -123,10 +132,7 @@ class WorkerPool:
         for thread in threads:
             if thread is threading.current_thread():
                 continue  # stop() called from a handler: this thread ends after it
-            remaining = (
-                None if deadline is None else max(deadline - time.monotonic(), 0)
-            )
-            thread.join(remaining)
+            thread.join(_remaining(deadline))
         with self._signal.lock:
             ended = not (self._threads - {threading.current_thread()})
             # The watchdog leaves once no handler runs: wake it to see that
@@ -134,9 +140,7 @@ class WorkerPool:
             self._watchdog_wake.notify_all()
             watchdog = self._watchdog
         if ended and watchdog is not None and not self._runner.active:
-            watchdog.join(
-                None if deadline is None else max(deadline - time.monotonic(), 0)
-            )
+            watchdog.join(_remaining(deadline))
         return ended
 
     def _work(self) -> None:

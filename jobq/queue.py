@@ -241,29 +241,31 @@ class JobQueue(Generic[P]):
             _running_queues.add(self)
         self._start_on_use = 0  # only once started: a failed start is tried again
 
-    def stop(self, timeout: float | None = None) -> None:
+    def stop(self, timeout: Delay | None = None) -> None:
         """Take no new jobs, wait for running ones (up to ``timeout``), save.
 
         Idempotent. The store stays open: ``enqueue`` still works and
         ``start`` starts again. A handler still running after ``timeout``
         keeps its job ``running`` until it returns.
         """
+        seconds = _timeout(timeout)
         with self._lifecycle:
             _running_queues.discard(self)
             self._start_on_use = 0
-            self._pool.stop(timeout)
+            self._pool.stop(seconds)
             if self._opened and not self._closed:
                 try:
                     self.store.save()
                 except StoreError:
                     logger.exception("saving the store at stop failed")
 
-    def close(self, timeout: float | None = None) -> None:
+    def close(self, timeout: Delay | None = None) -> None:
         """``stop(timeout)``, then release the store; later calls raise
         ``QueueClosed``."""
+        seconds = _timeout(timeout)
         if self._closed:
             return
-        self.stop(timeout)
+        self.stop(seconds)
         with self._lifecycle:
             if not self._closed:
                 self._closed = True
@@ -411,14 +413,15 @@ class JobQueue(Generic[P]):
 
     # -- running --------------------------------------------------------------
 
-    def join(self, timeout: float | None = None) -> bool:
+    def join(self, timeout: Delay | None = None) -> bool:
         """Wait until nothing is pending (delayed included) or running.
 
         Returns ``False`` if ``timeout`` passed first. Jobs are run by this
         queue's workers, or by other processes sharing the store.
         """
+        seconds = _timeout(timeout)
         self._ensure_open(start=True)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if seconds is None else time.monotonic() + seconds
         signal = self._signal
         with signal.lock:
             signal.joiners += 1
@@ -591,6 +594,16 @@ class JobQueue(Generic[P]):
                 "this queue has no handler and no tasks: pass a handler to "
                 "JobQueue(handler) or register tasks with @queue.task"
             )
+
+
+def _timeout(timeout: object) -> float | None:
+    """A ``timeout`` argument in seconds, or ``None`` (no limit).
+
+    Like every duration the queue takes: a number or a ``timedelta``,
+    finite and >= 0, checked at the call (``TypeError``, ``ValueError``): a
+    NaN or an infinity would otherwise wait forever, or not at all.
+    """
+    return None if timeout is None else to_seconds(timeout, "timeout")
 
 
 def _optional_limit(value: int | None, name: str) -> int | None:

@@ -9,6 +9,7 @@ pass by luck, never make a working one fail.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -433,6 +434,90 @@ def test_join_does_not_wait_for_dead_jobs(make_queue: MakeQueue) -> None:
 
     assert queue.join(timeout=PATIENCE)
     assert queue.stats().dead == 1
+
+
+# -- timeouts ---------------------------------------------------------------------
+
+TIMED_CALLS: dict[str, Callable[[jobq.JobQueue[Any], object], object]] = {
+    "join": lambda q, timeout: q.join(timeout=timeout),  # type: ignore[arg-type]
+    "stop": lambda q, timeout: q.stop(timeout=timeout),  # type: ignore[arg-type]
+    "close": lambda q, timeout: q.close(timeout=timeout),  # type: ignore[arg-type]
+}
+
+BAD_TIMEOUTS: dict[str, tuple[object, type[Exception]]] = {
+    "nan": (float("nan"), ValueError),
+    "inf": (float("inf"), ValueError),
+    "-inf": (float("-inf"), ValueError),
+    "negative": (-1, ValueError),
+    "negative timedelta": (dt.timedelta(seconds=-1), ValueError),
+    "str": ("1", TypeError),
+    "bool": (True, TypeError),
+}
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])  # checked before any store call
+@pytest.mark.parametrize("call", TIMED_CALLS.values(), ids=TIMED_CALLS.keys())
+@pytest.mark.parametrize(
+    ("timeout", "error"), BAD_TIMEOUTS.values(), ids=BAD_TIMEOUTS.keys()
+)
+def test_a_bad_timeout_raises_at_the_call_and_changes_nothing(
+    make_queue: MakeQueue,
+    call: Callable[[jobq.JobQueue[Any], object], object],
+    timeout: object,
+    error: type[Exception],
+) -> None:
+    handler = Recorder()
+    queue = make_queue(handler).start(workers=1)
+
+    with pytest.raises(error, match="timeout"):
+        call(queue, timeout)
+
+    queue.enqueue("x")  # still open, and its workers still run
+    assert queue.join(timeout=PATIENCE)
+    assert handler.payloads == ["x"]
+
+
+@pytest.mark.parametrize("call", TIMED_CALLS.values(), ids=TIMED_CALLS.keys())
+def test_a_timeout_may_be_a_timedelta(
+    make_queue: MakeQueue, call: Callable[[jobq.JobQueue[Any], object], object]
+) -> None:
+    queue = make_queue(Recorder()).start(workers=1)
+    queue.enqueue("x", delay=3600)
+
+    begun = time.monotonic()
+    call(queue, dt.timedelta(milliseconds=50))
+
+    assert time.monotonic() - begun < PATIENCE
+
+
+@pytest.mark.parametrize("call", ["stop", "close"])
+def test_a_timeout_longer_than_a_thread_can_wait_waits_like_no_limit(
+    make_queue: MakeQueue, gate: Gate, call: str
+) -> None:
+    """Finite, but beyond ``threading.TIMEOUT_MAX`` (about 292 years): no
+    ``OverflowError``; the call waits for the running handler."""
+    queue = make_queue(gate).start(workers=1)
+    queue.enqueue("x")
+    gate.wait_started(1)
+    raised: list[Exception] = []
+
+    def stop() -> None:
+        try:
+            getattr(queue, call)(timeout=dt.timedelta.max)
+        except Exception as exc:
+            raised.append(exc)
+
+    stopper = threading.Thread(target=stop)
+    stopper.start()
+    stopper.join(0.1)
+    still_stopping = stopper.is_alive()
+    gate.open()
+    stopper.join(PATIENCE)
+
+    assert raised == []
+    assert still_stopping
+    assert not stopper.is_alive()
+    assert gate.active == 0
 
 
 # -- close --------------------------------------------------------------------------
