@@ -96,6 +96,12 @@ class WorkerPool:
     def running(self) -> bool:
         return not self._stopping
 
+    def runs_in_current_thread(self) -> bool:
+        """Whether the calling thread is one of this pool's workers (one still
+        finishing its job after a ``stop`` included)."""
+        with self._signal.lock:
+            return threading.current_thread() in self._threads
+
     def start(self, workers: int) -> None:
         """Start threads until ``workers`` run; threads still finishing a job
         from before a ``stop`` count towards that number."""
@@ -121,7 +127,8 @@ class WorkerPool:
         """Take no new jobs; wait up to ``timeout`` for running ones.
 
         Returns whether every thread ended. A thread still inside a handler
-        records its job's outcome when the handler returns, then ends.
+        records its job's outcome when the handler returns, then ends. Never
+        called from a worker thread (the queue refuses ``stop`` from a handler).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._signal.lock:
@@ -130,11 +137,9 @@ class WorkerPool:
             self._watchdog_wake.notify_all()
             threads = list(self._threads)
         for thread in threads:
-            if thread is threading.current_thread():
-                continue  # stop() called from a handler: this thread ends after it
             thread.join(_remaining(deadline))
         with self._signal.lock:
-            ended = not (self._threads - {threading.current_thread()})
+            ended = not self._threads
             # The watchdog leaves once no handler runs: wake it to see that
             # and wait for it, so a store closed after stop() is no longer in use.
             self._watchdog_wake.notify_all()

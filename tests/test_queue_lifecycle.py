@@ -19,6 +19,7 @@ import pytest
 
 import jobq
 from jobq import Job, JobState, QueueClosed
+from jobq.stores import MemoryStore
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 
@@ -518,6 +519,111 @@ def test_a_timeout_longer_than_a_thread_can_wait_waits_like_no_limit(
     assert still_stopping
     assert not stopper.is_alive()
     assert gate.active == 0
+
+
+# -- calls from inside a handler --------------------------------------------------
+
+
+class CallsFromHandler:
+    """A handler that calls ``call(queue)`` and records what it raised."""
+
+    def __init__(self, call: Callable[[jobq.JobQueue[Any]], object]) -> None:
+        self.call = call
+        self.queue: jobq.JobQueue[Any] | None = None
+        self.raised: list[BaseException] = []
+        self.returned: list[object] = []
+
+    def __call__(self, job: Job[Any]) -> Any:
+        assert self.queue is not None
+        try:
+            self.returned.append(self.call(self.queue))
+        except Exception as exc:
+            self.raised.append(exc)
+        return job.payload
+
+
+RUN_BY = ["worker", "run_pending", "immediate"]
+
+
+def run_one_job(make_queue: MakeQueue, handler: CallsFromHandler, run_by: str) -> Any:
+    """Run one job with ``handler`` on a worker thread, in ``run_pending``
+    or in immediate mode; the job's ``Enqueued``."""
+    queue = make_queue(handler, immediate=run_by == "immediate")
+    handler.queue = queue
+    if run_by == "worker":
+        queue.start(workers=1)
+    job = queue.enqueue("x")
+    if run_by == "run_pending":
+        assert queue.run_pending() == 1
+    assert queue.join(timeout=PATIENCE)
+    return job
+
+
+@pytest.mark.parametrize("run_by", RUN_BY)
+def test_join_from_a_handler_raises_runtime_error(
+    make_queue: MakeQueue, run_by: str
+) -> None:
+    handler = CallsFromHandler(lambda q: q.join(timeout=1))  # bounded if broken
+
+    job = run_one_job(make_queue, handler, run_by)
+
+    assert [type(exc) for exc in handler.raised] == [RuntimeError]
+    assert "join() was called from inside a handler" in str(handler.raised[0])
+    assert handler.queue is not None
+    assert handler.queue.get(job) is None  # the job itself succeeded
+
+
+def test_join_from_a_handler_of_another_queue_waits_for_that_queue(
+    make_queue: MakeQueue,
+) -> None:
+    other = make_queue(Recorder(), store=MemoryStore())
+    other.enqueue("y")
+    handler = CallsFromHandler(lambda q: (other.run_pending(), other.join(0))[1])
+
+    run_one_job(make_queue, handler, "worker")
+
+    assert handler.raised == []
+    assert handler.returned == [True]
+
+
+@pytest.mark.parametrize("run_by", RUN_BY)
+@pytest.mark.parametrize("call", ["stop", "close"])
+def test_stop_or_close_from_a_handler_raises_runtime_error_and_changes_nothing(
+    make_queue: MakeQueue, call: str, run_by: str
+) -> None:
+    handler = CallsFromHandler(lambda q: getattr(q, call)(timeout=1))
+
+    job = run_one_job(make_queue, handler, run_by)
+
+    assert [type(exc) for exc in handler.raised] == [RuntimeError]
+    assert f"{call}() was called from inside a handler" in str(handler.raised[0])
+    queue = handler.queue
+    assert queue is not None
+    assert queue.get(job) is None  # the job succeeded, as its handler did
+    assert queue.ensure_started() is (run_by == "worker")  # workers still run
+    second = queue.enqueue("y")  # the queue still works as before
+    if run_by == "run_pending":
+        queue.run_pending()
+    assert queue.join(timeout=PATIENCE)
+    assert queue.get(second) is None
+    assert [type(exc) for exc in handler.raised] == [RuntimeError] * 2
+
+
+@pytest.mark.parametrize("run_by", RUN_BY)
+def test_a_job_whose_handler_tried_to_close_the_queue_is_not_dead_after_a_reopen(
+    make_queue: MakeQueue, run_by: str
+) -> None:
+    handler = CallsFromHandler(lambda q: q.close(timeout=1))
+    job = run_one_job(make_queue, handler, run_by)
+    assert handler.queue is not None
+    handler.queue.close()
+
+    reopened = make_queue(Recorder())  # the same place, for stores that persist
+
+    assert reopened.get(job) is None
+    assert reopened.dead_jobs() == []
+    stats = reopened.stats()
+    assert (stats.pending, stats.running, stats.dead) == (0, 0, 0)
 
 
 # -- close --------------------------------------------------------------------------
