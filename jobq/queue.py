@@ -212,8 +212,7 @@ class JobQueue(Generic[P]):
         self._require_handler()
         with self._lifecycle:
             if lazy:
-                if self._closed:
-                    raise QueueClosed("this queue was closed")
+                self._check_open()
                 if not self._pool.running:
                     self._start_on_use = workers
                 return self
@@ -231,7 +230,10 @@ class JobQueue(Generic[P]):
         framework hook. Without such a wish (never started, or stopped) it
         starts nothing and opens nothing. JSON store: while another process
         owns the file, nothing starts (``False``); a later call tries again.
+        After ``close()`` it raises ``QueueClosed``, as every use does.
         """
+        if self._closed:  # not _check_open(): a call less on every request
+            raise QueueClosed("this queue was closed")
         if self._start_on_use:
             self._ensure_open(start=True)
         return self._pool.running
@@ -250,24 +252,34 @@ class JobQueue(Generic[P]):
         ``start`` starts again. A handler still running after ``timeout``
         keeps its job ``running`` until it returns.
 
-        From inside a handler of this queue it raises ``RuntimeError`` and
-        changes nothing: it would wait for that handler to return.
+        After ``close()`` it returns at once: the handlers ``close`` left
+        running are not waited for again. From inside a handler of this queue
+        it raises ``RuntimeError`` and changes nothing: it would wait for that
+        handler to return.
         """
         seconds = _timeout(timeout)
+        if self._closed:
+            return
         self._refuse_in_handler("stop")
         with self._lifecycle:
-            _running_queues.discard(self)
-            self._start_on_use = 0
-            self._pool.stop(seconds)
-            if self._opened and not self._closed:
-                try:
-                    self.store.save()
-                except StoreError:
-                    logger.exception("saving the store at stop failed")
+            self._stop_locked(seconds)
+
+    def _stop_locked(self, timeout: float | None) -> None:
+        """``stop``'s work, with the lifecycle lock held."""
+        if self._closed:  # closed while this call waited for the lock
+            return
+        _running_queues.discard(self)
+        self._start_on_use = 0
+        self._pool.stop(timeout)
+        if self._opened:
+            try:
+                self.store.save()
+            except StoreError:
+                logger.exception("saving the store at stop failed")
 
     def close(self, timeout: Delay | None = None) -> None:
         """``stop(timeout)``, then release the store; later calls raise
-        ``QueueClosed``.
+        ``QueueClosed``, but ``stop`` and ``close``, which return at once.
 
         From inside a handler of this queue it raises ``RuntimeError`` and
         changes nothing: it would wait for that handler to return, and release
@@ -287,6 +299,7 @@ class JobQueue(Generic[P]):
                     self.store.close()
 
     def __enter__(self) -> JobQueue[P]:
+        self._check_open()
         return self
 
     def __exit__(
@@ -435,6 +448,7 @@ class JobQueue(Generic[P]):
         job is running, so it would wait for itself.
         """
         seconds = _timeout(timeout)
+        self._check_open()
         self._refuse_in_handler("join")
         self._ensure_open(start=True)
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -610,18 +624,21 @@ class JobQueue(Generic[P]):
                 "changed"
             )
 
+    def _check_open(self) -> None:
+        """``QueueClosed`` after ``close()``."""
+        if self._closed:
+            raise QueueClosed("this queue was closed")
+
     def _ensure_open(self, *, start: bool = False) -> None:
         """Open the store if needed; with ``start``, also start the workers
         that are wished for on first use (see ``start(lazy=True)``)."""
-        if self._closed:
-            raise QueueClosed("this queue was closed")
+        self._check_open()
         if not self._opened or (start and self._start_on_use):
             with self._lifecycle:
                 self._open_locked(start=start)
 
     def _open_locked(self, *, start: bool = False) -> None:
-        if self._closed:
-            raise QueueClosed("this queue was closed")
+        self._check_open()
         if not self._opened:
             self.store.open(self._signal, dead_letter_limit=self.dead_letter_limit)
             self._opened = True

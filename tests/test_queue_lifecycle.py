@@ -655,6 +655,9 @@ CALLS_AFTER_CLOSE: dict[str, Callable[[jobq.JobQueue[Any]], object]] = {
     "stats": lambda q: q.stats(),
     "get": lambda q: q.get(1),
     "start": lambda q: q.start(workers=1),
+    "start_lazy": lambda q: q.start(workers=1, lazy=True),
+    "ensure_started": lambda q: q.ensure_started(),
+    "with": lambda q: q.__enter__(),
     "run_pending": lambda q: q.run_pending(),
     "join": lambda q: q.join(timeout=0),
     "dead_jobs": lambda q: q.dead_jobs(),
@@ -678,6 +681,50 @@ def test_calls_after_close_raise_queue_closed(
 
     with pytest.raises(QueueClosed):
         call(queue)
+
+
+def test_ensure_started_after_close_of_a_lazily_started_queue_raises_queue_closed(
+    make_queue: MakeQueue,
+) -> None:
+    queue = make_queue(Recorder()).start(workers=1, lazy=True)
+    queue.close()
+
+    with pytest.raises(QueueClosed):
+        queue.ensure_started()
+
+
+def test_stop_and_close_after_close_do_nothing(make_queue: MakeQueue) -> None:
+    queue = make_queue(Recorder()).start(workers=1)
+    queue.close()
+
+    queue.stop()
+    queue.stop(timeout=0)
+    queue.close()
+    queue.close(timeout=0)
+
+    with pytest.raises(QueueClosed):
+        queue.stats()
+
+
+@pytest.mark.parametrize("call", ["stop", "close"])
+def test_stop_and_close_after_close_return_at_once_while_a_handler_is_stuck(
+    make_queue: MakeQueue, gate: Gate, call: str
+) -> None:
+    queue = make_queue(gate).start(workers=1)
+    queue.enqueue("x")
+    gate.wait_started(1)
+    queue.close(timeout=0.01)  # returns with the handler still running
+
+    caller = threading.Thread(target=getattr(queue, call))  # no timeout
+    caller.start()
+    caller.join(PATIENCE)
+    still_stuck = gate.active == 1
+    gate.open()
+    gate.threads[0].join(PATIENCE)  # nothing of this test outlives it
+
+    assert not caller.is_alive()
+    assert still_stuck  # nothing waited for the handler
+    assert not gate.threads[0].is_alive()
 
 
 def test_close_releases_the_store_for_another_queue(make_queue: MakeQueue) -> None:
