@@ -573,17 +573,24 @@ def test_join_from_a_handler_raises_runtime_error(
     assert handler.queue.get(job) is None  # the job itself succeeded
 
 
-def test_join_from_a_handler_of_another_queue_waits_for_that_queue(
-    make_queue: MakeQueue,
+@pytest.mark.parametrize("run_by", RUN_BY)
+def test_join_stop_and_close_of_another_queue_work_from_a_handler(
+    make_queue: MakeQueue, run_by: str
 ) -> None:
-    other = make_queue(Recorder(), store=MemoryStore())
+    other = make_queue(Recorder(), store=MemoryStore()).start(workers=1)
     other.enqueue("y")
-    handler = CallsFromHandler(lambda q: (other.run_pending(), other.join(0))[1])
 
-    run_one_job(make_queue, handler, "worker")
+    def use_other(queue: jobq.JobQueue[Any]) -> object:
+        return (other.join(timeout=PATIENCE), other.stop(), other.close())
+
+    handler = CallsFromHandler(use_other)
+
+    run_one_job(make_queue, handler, run_by)
 
     assert handler.raised == []
-    assert handler.returned == [True]
+    assert handler.returned == [(True, None, None)]
+    with pytest.raises(QueueClosed):
+        other.stats()
 
 
 @pytest.mark.parametrize("run_by", RUN_BY)
