@@ -42,6 +42,15 @@ MAX_IDLE_WAIT = 1.0
 BATCH_SECONDS = 0.002
 
 
+def _remaining(deadline: float | None) -> float | None:
+    """Seconds left until the monotonic ``deadline`` (``None``: no limit), for
+    ``Thread.join``: at least 0, and at most ``threading.TIMEOUT_MAX`` (about
+    292 years), beyond which ``join`` raises ``OverflowError``."""
+    if deadline is None:
+        return None
+    return min(max(deadline - time.monotonic(), 0.0), threading.TIMEOUT_MAX)
+
+
 class BatchSize:
     """How many jobs one worker claims at once, from how long its recent
     handlers took (a moving average of seconds per job)."""
@@ -87,6 +96,12 @@ class WorkerPool:
     def running(self) -> bool:
         return not self._stopping
 
+    def runs_in_current_thread(self) -> bool:
+        """Whether the calling thread is one of this pool's workers (one still
+        finishing its job after a ``stop`` included)."""
+        with self._signal.lock:
+            return threading.current_thread() in self._threads
+
     def start(self, workers: int) -> None:
         """Start threads until ``workers`` run; threads still finishing a job
         from before a ``stop`` count towards that number."""
@@ -112,7 +127,8 @@ class WorkerPool:
         """Take no new jobs; wait up to ``timeout`` for running ones.
 
         Returns whether every thread ended. A thread still inside a handler
-        records its job's outcome when the handler returns, then ends.
+        records its job's outcome when the handler returns, then ends. Never
+        called from a worker thread (the queue refuses ``stop`` from a handler).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._signal.lock:
@@ -121,22 +137,15 @@ class WorkerPool:
             self._watchdog_wake.notify_all()
             threads = list(self._threads)
         for thread in threads:
-            if thread is threading.current_thread():
-                continue  # stop() called from a handler: this thread ends after it
-            remaining = (
-                None if deadline is None else max(deadline - time.monotonic(), 0)
-            )
-            thread.join(remaining)
+            thread.join(_remaining(deadline))
         with self._signal.lock:
-            ended = not (self._threads - {threading.current_thread()})
+            ended = not self._threads
             # The watchdog leaves once no handler runs: wake it to see that
             # and wait for it, so a store closed after stop() is no longer in use.
             self._watchdog_wake.notify_all()
             watchdog = self._watchdog
         if ended and watchdog is not None and not self._runner.active:
-            watchdog.join(
-                None if deadline is None else max(deadline - time.monotonic(), 0)
-            )
+            watchdog.join(_remaining(deadline))
         return ended
 
     def _work(self) -> None:

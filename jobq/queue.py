@@ -174,6 +174,8 @@ class JobQueue(Generic[P]):
             self._warn_running_after,
         )
         self._opened = False
+        #: Threads inside this queue's ``run_pending`` (see ``_in_handler``).
+        self._running_due = _Depth()
         #: Workers to start on first use (0: none): set by ``start(lazy=True)``
         #: and in a forked child of a started queue; honoured by
         #: ``ensure_started``, ``enqueue`` and ``join``; cleared by ``stop``.
@@ -211,8 +213,7 @@ class JobQueue(Generic[P]):
         self._require_handler()
         with self._lifecycle:
             if lazy:
-                if self._closed:
-                    raise QueueClosed("this queue was closed")
+                self._check_open()
                 if not self._pool.running:
                     self._start_on_use = workers
                 return self
@@ -230,7 +231,10 @@ class JobQueue(Generic[P]):
         framework hook. Without such a wish (never started, or stopped) it
         starts nothing and opens nothing. JSON store: while another process
         owns the file, nothing starts (``False``); a later call tries again.
+        After ``close()`` it raises ``QueueClosed``, as every use does.
         """
+        if self._closed:  # not _check_open(): a call less on every request
+            raise QueueClosed("this queue was closed")
         if self._start_on_use:
             self._ensure_open(start=True)
         return self._pool.running
@@ -242,29 +246,52 @@ class JobQueue(Generic[P]):
             _running_queues.add(self)
         self._start_on_use = 0  # only once started: a failed start is tried again
 
-    def stop(self, timeout: float | None = None) -> None:
+    def stop(self, timeout: Delay | None = None) -> None:
         """Take no new jobs, wait for running ones (up to ``timeout``), save.
 
         Idempotent. The store stays open: ``enqueue`` still works and
         ``start`` starts again. A handler still running after ``timeout``
         keeps its job ``running`` until it returns.
-        """
-        with self._lifecycle:
-            _running_queues.discard(self)
-            self._start_on_use = 0
-            self._pool.stop(timeout)
-            if self._opened and not self._closed:
-                try:
-                    self.store.save()
-                except StoreError:
-                    logger.exception("saving the store at stop failed")
 
-    def close(self, timeout: float | None = None) -> None:
-        """``stop(timeout)``, then release the store; later calls raise
-        ``QueueClosed``."""
+        After ``close()`` it returns at once: the handlers ``close`` left
+        running are not waited for again. From inside a handler of this queue
+        it raises ``RuntimeError`` and changes nothing: it would wait for that
+        handler to return.
+        """
+        seconds = _timeout(timeout)
         if self._closed:
             return
-        self.stop(timeout)
+        self._refuse_in_handler("stop")
+        with self._lifecycle:
+            self._stop_locked(seconds)
+
+    def _stop_locked(self, timeout: float | None) -> None:
+        """``stop``'s work, with the lifecycle lock held."""
+        if self._closed:  # closed while this call waited for the lock
+            return
+        _running_queues.discard(self)
+        self._start_on_use = 0
+        self._pool.stop(timeout)
+        if self._opened:
+            try:
+                self.store.save()
+            except StoreError:
+                logger.exception("saving the store at stop failed")
+
+    def close(self, timeout: Delay | None = None) -> None:
+        """``stop(timeout)``, then release the store; later calls raise
+        ``QueueClosed``, but ``stop`` and ``close``, which return at once.
+
+        From inside a handler of this queue it raises ``RuntimeError`` and
+        changes nothing: it would wait for that handler to return, and release
+        the store before the handler's job could be recorded (the job would
+        run again, or die, as if its process had died).
+        """
+        seconds = _timeout(timeout)
+        if self._closed:
+            return
+        self._refuse_in_handler("close")
+        self.stop(seconds)
         with self._lifecycle:
             if not self._closed:
                 self._closed = True
@@ -273,6 +300,7 @@ class JobQueue(Generic[P]):
                     self.store.close()
 
     def __enter__(self) -> JobQueue[P]:
+        self._check_open()
         return self
 
     def __exit__(
@@ -403,14 +431,19 @@ class JobQueue(Generic[P]):
 
     # -- running --------------------------------------------------------------
 
-    def join(self, timeout: float | None = None) -> bool:
+    def join(self, timeout: Delay | None = None) -> bool:
         """Wait until nothing is pending (delayed included) or running.
 
         Returns ``False`` if ``timeout`` passed first. Jobs are run by this
-        queue's workers, or by other processes sharing the store.
+        queue's workers, or by other processes sharing the store. From inside
+        a handler of this queue it raises ``RuntimeError``: the handler's own
+        job is running, so it would wait for itself.
         """
+        seconds = _timeout(timeout)
+        self._check_open()
+        self._refuse_in_handler("join")
         self._ensure_open(start=True)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if seconds is None else time.monotonic() + seconds
         signal = self._signal
         with signal.lock:
             signal.joiners += 1
@@ -439,16 +472,23 @@ class JobQueue(Generic[P]):
         return self._run_due(limit)
 
     def _run_due(self, limit: int | None = None) -> int:
-        ran = 0
-        while limit is None or ran < limit:
-            claim = self.store.claim(self._clock())
-            if claim is None:
-                break
-            interrupted = self._runner.run(claim)
-            ran += 1
-            if interrupted is not None:
-                raise interrupted  # recorded as a failed attempt; now stop
-        return ran
+        """Run due jobs here; meanwhile this thread counts as inside a handler
+        of this queue (marked once per call, not per job: it is a hot path)."""
+        running = self._running_due
+        running.depth += 1  # a handler may call run_pending: nested
+        try:
+            ran = 0
+            while limit is None or ran < limit:
+                claim = self.store.claim(self._clock())
+                if claim is None:
+                    break
+                interrupted = self._runner.run(claim)
+                ran += 1
+                if interrupted is not None:
+                    raise interrupted  # recorded as a failed attempt; now stop
+            return ran
+        finally:
+            running.depth -= 1
 
     # -- named tasks ----------------------------------------------------------
 
@@ -559,18 +599,44 @@ class JobQueue(Generic[P]):
 
     # -- helpers --------------------------------------------------------------
 
+    def _in_handler(self) -> bool:
+        """Whether the calling thread may be inside a handler of this queue:
+        it is one of this queue's worker threads, or inside its
+        ``run_pending`` (immediate mode included).
+
+        Such a thread runs nothing but jobq's code and the handlers, so no
+        flag needs setting around each handler call (the per-job hot path);
+        and it is per queue, so a handler may still join another queue.
+        """
+        return self._pool.runs_in_current_thread() or self._running_due.depth > 0
+
+    def _refuse_in_handler(self, call: str) -> None:
+        """``RuntimeError`` for ``join``, ``stop`` or ``close`` called from a
+        handler of this queue: each would wait for the handler itself (and a
+        ``close`` would release the store under its running job)."""
+        if self._in_handler():
+            raise RuntimeError(
+                f"{call}() was called from inside a handler of this queue: "
+                f"{_WHY_NOT_IN_HANDLER[call]}. Call it from another thread (a "
+                "handler may set an Event that thread waits for); nothing was "
+                "changed"
+            )
+
+    def _check_open(self) -> None:
+        """``QueueClosed`` after ``close()``."""
+        if self._closed:
+            raise QueueClosed("this queue was closed")
+
     def _ensure_open(self, *, start: bool = False) -> None:
         """Open the store if needed; with ``start``, also start the workers
         that are wished for on first use (see ``start(lazy=True)``)."""
-        if self._closed:
-            raise QueueClosed("this queue was closed")
+        self._check_open()
         if not self._opened or (start and self._start_on_use):
             with self._lifecycle:
                 self._open_locked(start=start)
 
     def _open_locked(self, *, start: bool = False) -> None:
-        if self._closed:
-            raise QueueClosed("this queue was closed")
+        self._check_open()
         if not self._opened:
             self.store.open(self._signal, dead_letter_limit=self.dead_letter_limit)
             self._opened = True
@@ -589,6 +655,32 @@ class JobQueue(Generic[P]):
                 "this queue has no handler and no tasks: pass a handler to "
                 "JobQueue(handler) or register tasks with @queue.task"
             )
+
+
+class _Depth(threading.local):
+    """How deep the current thread is in nested calls of one queue's
+    ``run_pending`` (a ``threading.local``: each thread has its own)."""
+
+    depth = 0
+
+
+_WHY_NOT_IN_HANDLER = {
+    "join": "it would wait for this handler's own job, which cannot end "
+    "before the handler returns",
+    "stop": "it would wait for this handler to return",
+    "close": "it would wait for this handler to return, and release the store "
+    "before this handler's job is recorded",
+}
+
+
+def _timeout(timeout: object) -> float | None:
+    """A ``timeout`` argument in seconds, or ``None`` (no limit).
+
+    Like every duration the queue takes: a number or a ``timedelta``,
+    finite and >= 0, checked at the call (``TypeError``, ``ValueError``): a
+    NaN or an infinity would otherwise wait forever, or not at all.
+    """
+    return None if timeout is None else to_seconds(timeout, "timeout")
 
 
 def _optional_limit(value: int | None, name: str) -> int | None:

@@ -164,20 +164,21 @@ def test_a_stop_gives_claimed_jobs_that_did_not_start_back(
     make_queue: MakeQueue,
 ) -> None:
     ran: Counter[int] = Counter()
-    stopped = threading.Event()
-    queue: jobq.JobQueue[Any]
+    reached, stopped = threading.Event(), threading.Event()
 
     def handler(job: Job[Any]) -> None:
         ran[job.id] += 1
-        if len(ran) == 300:
-            queue.stop(timeout=0)  # from a handler: this worker ends after it
-            stopped.set()
+        if len(ran) == 300:  # the worker holds the rest of its batch
+            reached.set()
+            assert stopped.wait(60)
 
     queue = make_queue(handler)
     queue.store.claim_batch = 16
     jobs = queue.enqueue_many(["x"] * 1000)
     queue.start(workers=1)
-    assert stopped.wait(60)
+    assert reached.wait(60)
+    queue.stop(timeout=0)  # this worker ends after its running handler
+    stopped.set()
     queue.stop(timeout=30)  # waits for the worker to give its claims back
 
     stats = queue.stats()

@@ -24,6 +24,7 @@ import flask
 from flask import Flask, current_app
 
 import jobq
+from jobq import cli
 from jobq.contrib.flask import JobQ, JobQState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -344,6 +345,20 @@ def test_flask_jobq_show(cli_app: Flask) -> None:
 
     assert result.exit_code == 0, result.output
     assert "Fatal: no 1" in result.output
+
+
+@pytest.mark.parametrize("timeout", ["inf", "nan", "-1"])
+def test_flask_jobq_worker_refuses_a_shutdown_timeout_that_is_not_finite_seconds(
+    cli_app: Flask, timeout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[object] = []
+    monkeypatch.setattr(cli, "run_worker", lambda *args, **kwargs: ran.append(args))
+
+    result = invoke(cli_app, "worker", "--shutdown-timeout", timeout)
+
+    assert result.exit_code == 2, result.output
+    assert "--shutdown-timeout" in result.output
+    assert ran == []  # refused before any worker ran
 
 
 def test_the_commands_start_no_workers(make_app: MakeApp, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ pass by luck, never make a working one fail.
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ import pytest
 
 import jobq
 from jobq import Job, JobState, QueueClosed
+from jobq.stores import MemoryStore
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 
@@ -435,6 +437,202 @@ def test_join_does_not_wait_for_dead_jobs(make_queue: MakeQueue) -> None:
     assert queue.stats().dead == 1
 
 
+# -- timeouts ---------------------------------------------------------------------
+
+TIMED_CALLS: dict[str, Callable[[jobq.JobQueue[Any], object], object]] = {
+    "join": lambda q, timeout: q.join(timeout=timeout),  # type: ignore[arg-type]
+    "stop": lambda q, timeout: q.stop(timeout=timeout),  # type: ignore[arg-type]
+    "close": lambda q, timeout: q.close(timeout=timeout),  # type: ignore[arg-type]
+}
+
+BAD_TIMEOUTS: dict[str, tuple[object, type[Exception]]] = {
+    "nan": (float("nan"), ValueError),
+    "inf": (float("inf"), ValueError),
+    "-inf": (float("-inf"), ValueError),
+    "negative": (-1, ValueError),
+    "negative timedelta": (dt.timedelta(seconds=-1), ValueError),
+    "str": ("1", TypeError),
+    "bool": (True, TypeError),
+}
+
+
+@pytest.mark.parametrize("store_kind", ["memory"])  # checked before any store call
+@pytest.mark.parametrize("call", TIMED_CALLS.values(), ids=TIMED_CALLS.keys())
+@pytest.mark.parametrize(
+    ("timeout", "error"), BAD_TIMEOUTS.values(), ids=BAD_TIMEOUTS.keys()
+)
+def test_a_bad_timeout_raises_at_the_call_and_changes_nothing(
+    make_queue: MakeQueue,
+    call: Callable[[jobq.JobQueue[Any], object], object],
+    timeout: object,
+    error: type[Exception],
+) -> None:
+    handler = Recorder()
+    queue = make_queue(handler).start(workers=1)
+
+    with pytest.raises(error, match="timeout"):
+        call(queue, timeout)
+
+    queue.enqueue("x")  # still open, and its workers still run
+    assert queue.join(timeout=PATIENCE)
+    assert handler.payloads == ["x"]
+
+
+@pytest.mark.parametrize("call", TIMED_CALLS.values(), ids=TIMED_CALLS.keys())
+def test_a_timeout_may_be_a_timedelta(
+    make_queue: MakeQueue, call: Callable[[jobq.JobQueue[Any], object], object]
+) -> None:
+    queue = make_queue(Recorder()).start(workers=1)
+    queue.enqueue("x", delay=3600)
+
+    begun = time.monotonic()
+    call(queue, dt.timedelta(milliseconds=50))
+
+    assert time.monotonic() - begun < PATIENCE
+
+
+@pytest.mark.parametrize("call", ["stop", "close"])
+def test_a_timeout_longer_than_a_thread_can_wait_waits_like_no_limit(
+    make_queue: MakeQueue, gate: Gate, call: str
+) -> None:
+    """Finite, but beyond ``threading.TIMEOUT_MAX`` (about 292 years): no
+    ``OverflowError``; the call waits for the running handler."""
+    queue = make_queue(gate).start(workers=1)
+    queue.enqueue("x")
+    gate.wait_started(1)
+    raised: list[Exception] = []
+
+    def stop() -> None:
+        try:
+            getattr(queue, call)(timeout=dt.timedelta.max)
+        except Exception as exc:
+            raised.append(exc)
+
+    stopper = threading.Thread(target=stop)
+    stopper.start()
+    stopper.join(0.1)
+    still_stopping = stopper.is_alive()
+    gate.open()
+    stopper.join(PATIENCE)
+
+    assert raised == []
+    assert still_stopping
+    assert not stopper.is_alive()
+    assert gate.active == 0
+
+
+# -- calls from inside a handler --------------------------------------------------
+
+
+class CallsFromHandler:
+    """A handler that calls ``call(queue)`` and records what it raised."""
+
+    def __init__(self, call: Callable[[jobq.JobQueue[Any]], object]) -> None:
+        self.call = call
+        self.queue: jobq.JobQueue[Any] | None = None
+        self.raised: list[BaseException] = []
+        self.returned: list[object] = []
+
+    def __call__(self, job: Job[Any]) -> Any:
+        assert self.queue is not None
+        try:
+            self.returned.append(self.call(self.queue))
+        except Exception as exc:
+            self.raised.append(exc)
+        return job.payload
+
+
+RUN_BY = ["worker", "run_pending", "immediate"]
+
+
+def run_one_job(make_queue: MakeQueue, handler: CallsFromHandler, run_by: str) -> Any:
+    """Run one job with ``handler`` on a worker thread, in ``run_pending``
+    or in immediate mode; the job's ``Enqueued``."""
+    queue = make_queue(handler, immediate=run_by == "immediate")
+    handler.queue = queue
+    if run_by == "worker":
+        queue.start(workers=1)
+    job = queue.enqueue("x")
+    if run_by == "run_pending":
+        assert queue.run_pending() == 1
+    assert queue.join(timeout=PATIENCE)
+    return job
+
+
+@pytest.mark.parametrize("run_by", RUN_BY)
+def test_join_from_a_handler_raises_runtime_error(
+    make_queue: MakeQueue, run_by: str
+) -> None:
+    handler = CallsFromHandler(lambda q: q.join(timeout=1))  # bounded if broken
+
+    job = run_one_job(make_queue, handler, run_by)
+
+    assert [type(exc) for exc in handler.raised] == [RuntimeError]
+    assert "join() was called from inside a handler" in str(handler.raised[0])
+    assert handler.queue is not None
+    assert handler.queue.get(job) is None  # the job itself succeeded
+
+
+@pytest.mark.parametrize("run_by", RUN_BY)
+def test_join_stop_and_close_of_another_queue_work_from_a_handler(
+    make_queue: MakeQueue, run_by: str
+) -> None:
+    other = make_queue(Recorder(), store=MemoryStore()).start(workers=1)
+    other.enqueue("y")
+
+    def use_other(queue: jobq.JobQueue[Any]) -> object:
+        return (other.join(timeout=PATIENCE), other.stop(), other.close())
+
+    handler = CallsFromHandler(use_other)
+
+    run_one_job(make_queue, handler, run_by)
+
+    assert handler.raised == []
+    assert handler.returned == [(True, None, None)]
+    with pytest.raises(QueueClosed):
+        other.stats()
+
+
+@pytest.mark.parametrize("run_by", RUN_BY)
+@pytest.mark.parametrize("call", ["stop", "close"])
+def test_stop_or_close_from_a_handler_raises_runtime_error_and_changes_nothing(
+    make_queue: MakeQueue, call: str, run_by: str
+) -> None:
+    handler = CallsFromHandler(lambda q: getattr(q, call)(timeout=1))
+
+    job = run_one_job(make_queue, handler, run_by)
+
+    assert [type(exc) for exc in handler.raised] == [RuntimeError]
+    assert f"{call}() was called from inside a handler" in str(handler.raised[0])
+    queue = handler.queue
+    assert queue is not None
+    assert queue.get(job) is None  # the job succeeded, as its handler did
+    assert queue.ensure_started() is (run_by == "worker")  # workers still run
+    second = queue.enqueue("y")  # the queue still works as before
+    if run_by == "run_pending":
+        queue.run_pending()
+    assert queue.join(timeout=PATIENCE)
+    assert queue.get(second) is None
+    assert [type(exc) for exc in handler.raised] == [RuntimeError] * 2
+
+
+@pytest.mark.parametrize("run_by", RUN_BY)
+def test_a_job_whose_handler_tried_to_close_the_queue_is_not_dead_after_a_reopen(
+    make_queue: MakeQueue, run_by: str
+) -> None:
+    handler = CallsFromHandler(lambda q: q.close(timeout=1))
+    job = run_one_job(make_queue, handler, run_by)
+    assert handler.queue is not None
+    handler.queue.close()
+
+    reopened = make_queue(Recorder())  # the same place, for stores that persist
+
+    assert reopened.get(job) is None
+    assert reopened.dead_jobs() == []
+    stats = reopened.stats()
+    assert (stats.pending, stats.running, stats.dead) == (0, 0, 0)
+
+
 # -- close --------------------------------------------------------------------------
 
 
@@ -464,6 +662,9 @@ CALLS_AFTER_CLOSE: dict[str, Callable[[jobq.JobQueue[Any]], object]] = {
     "stats": lambda q: q.stats(),
     "get": lambda q: q.get(1),
     "start": lambda q: q.start(workers=1),
+    "start_lazy": lambda q: q.start(workers=1, lazy=True),
+    "ensure_started": lambda q: q.ensure_started(),
+    "with": lambda q: q.__enter__(),
     "run_pending": lambda q: q.run_pending(),
     "join": lambda q: q.join(timeout=0),
     "dead_jobs": lambda q: q.dead_jobs(),
@@ -487,6 +688,50 @@ def test_calls_after_close_raise_queue_closed(
 
     with pytest.raises(QueueClosed):
         call(queue)
+
+
+def test_ensure_started_after_close_of_a_lazily_started_queue_raises_queue_closed(
+    make_queue: MakeQueue,
+) -> None:
+    queue = make_queue(Recorder()).start(workers=1, lazy=True)
+    queue.close()
+
+    with pytest.raises(QueueClosed):
+        queue.ensure_started()
+
+
+def test_stop_and_close_after_close_do_nothing(make_queue: MakeQueue) -> None:
+    queue = make_queue(Recorder()).start(workers=1)
+    queue.close()
+
+    queue.stop()
+    queue.stop(timeout=0)
+    queue.close()
+    queue.close(timeout=0)
+
+    with pytest.raises(QueueClosed):
+        queue.stats()
+
+
+@pytest.mark.parametrize("call", ["stop", "close"])
+def test_stop_and_close_after_close_return_at_once_while_a_handler_is_stuck(
+    make_queue: MakeQueue, gate: Gate, call: str
+) -> None:
+    queue = make_queue(gate).start(workers=1)
+    queue.enqueue("x")
+    gate.wait_started(1)
+    queue.close(timeout=0.01)  # returns with the handler still running
+
+    caller = threading.Thread(target=getattr(queue, call))  # no timeout
+    caller.start()
+    caller.join(PATIENCE)
+    still_stuck = gate.active == 1
+    gate.open()
+    gate.threads[0].join(PATIENCE)  # nothing of this test outlives it
+
+    assert not caller.is_alive()
+    assert still_stuck  # nothing waited for the handler
+    assert not gate.threads[0].is_alive()
 
 
 def test_close_releases_the_store_for_another_queue(make_queue: MakeQueue) -> None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import functools
 import io
+import math
 import sys
 import threading
 import weakref
@@ -279,6 +280,14 @@ def _in_context(app: Flask, func: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
+def _finite_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """``FloatRange(min=0)`` lets "inf" and "nan" through, which ``close``
+    refuses as a timeout: a usage error now, not a failed shutdown later."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"must be a finite number of seconds, not {value}")
+    return value
+
+
 def _register(app: Flask, queue: JobQueue[Any], spec: _TaskSpec) -> None:
     queue.task(
         _in_context(app, spec.func),
@@ -333,6 +342,7 @@ def _command_group() -> AppGroup:
     @click.option(
         "--shutdown-timeout",
         type=click.FloatRange(min=0),
+        callback=_finite_seconds,
         default=cli.SHUTDOWN_TIMEOUT,
         show_default=True,
         help="seconds to wait for running jobs after SIGTERM or SIGINT",
