@@ -29,7 +29,7 @@ import pytest
 import jobq
 from jobq import JobState
 from jobq.stores import SqliteStore, store_from
-from jobq.stores import sqlite as sqlite_module
+from jobq.stores.sqlite import store as sqlite_module
 from jobq.stores.base import Claim, NewJob, Signal
 from jobq.types import AttemptError
 

@@ -65,7 +65,7 @@ from jobq.stores.base import (
 )
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("jobq.stores.sqlite")
 
 #: The schema this code writes; a file with a newer one is refused.
 SCHEMA_VERSION = 1

@@ -104,7 +104,7 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("jobq.stores.postgres")
 
 #: The schema this code writes; a database with a newer one is refused.
 SCHEMA_VERSION = 1
