@@ -29,8 +29,8 @@ import pytest
 import jobq
 from jobq import JobState
 from jobq.stores import SqliteStore, store_from
-from jobq.stores.sqlite import store as sqlite_module
 from jobq.stores.base import Claim, NewJob, Signal
+from jobq.stores.sqlite import statements as sqlite_statements
 from jobq.types import AttemptError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -608,7 +608,7 @@ def test_claim_statements_use_the_partial_indexes(
     add(store, *(new_job(n, run_at=T0 + 3600, priority=9) for n in range(500)))
     with raw(path) as conn:
         plans = {
-            name: plan(conn, getattr(sqlite_module, name), params)
+            name: plan(conn, getattr(sqlite_statements, name), params)
             for name, params in [
                 ("ANY_DUE", (T0,)),
                 ("PROMOTE", (T0,)),

@@ -1,30 +1,17 @@
-"""The SQLite store: one database file shared by many processes on one host.
-
-Every change is one short ``BEGIN IMMEDIATE`` transaction on a WAL database:
-it returns only after it committed, so it survives a crash of the process
-(``synchronous="FULL"`` also survives an OS crash or power loss). No lock or
-transaction is held while a handler runs, so any number of threads and
-processes can claim from one file and a due job goes to exactly one of them.
+"""The SQLite store's class, ``SqliteStore``: the store protocol on one file.
 
 Claims stay O(log n) however many delayed or low-priority jobs wait. A pending
 job is ``scheduled`` (due later) or ``ready`` (due), each state with a partial
 index: a claim first moves the scheduled jobs that fell due to ``ready`` (an
 index range on ``run_at``), then takes the first ready job in (priority DESC,
 run_at, id) order, so it never walks past future rows. Callers only ever see
-"pending". Counts per state live in a small table kept by triggers, so
-``stats`` reads five rows, never the jobs.
+"pending".
 
 Claims are fenced and leased: each claim bumps the row's ``token`` and sets
 ``lease_until`` and its owner (host, pid, a per-process nonce). Only the
 current token may end or renew a claim. ``recover`` turns a claim into a
 failed attempt once its lease expired or, at once, when its owner is a dead
 process on this host (``open`` does that too, so a restart picks such jobs up).
-
-Idle workers wake at once for jobs added by this process, and within about
-``poll_interval`` for jobs added by others: a watcher thread polls
-``PRAGMA data_version``, which changes whenever another connection commits.
-
-Every SQL statement below is a fixed string taking values as ``?`` parameters.
 """
 
 from __future__ import annotations
@@ -37,9 +24,6 @@ import secrets
 import socket
 import sqlite3
 import threading
-import time
-import urllib.parse
-import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -63,269 +47,46 @@ from jobq.stores.base import (
     process_died,
     record_from_row,
 )
+from jobq.stores.sqlite import schema
+from jobq.stores.sqlite.connections import Database, guard, inherited
+from jobq.stores.sqlite.statements import (
+    ANY_DUE,
+    ANY_EXPIRED,
+    BURY,
+    CANCEL,
+    CHECKPOINT,
+    CLAIM,
+    CLAIMED,
+    COMPLETE,
+    COUNTS,
+    DEAD_COUNT,
+    DEAD_KEY,
+    DELETE,
+    DELETE_CLAIMED,
+    DELETE_DEAD,
+    EXPIRE_COMPLETED,
+    EXPIRED,
+    GET,
+    HELD_KEY,
+    INSERT,
+    LISTS,
+    LIVE_COUNT,
+    NEXT_DUE,
+    OLDEST_DEAD,
+    OWNED,
+    OWNERS,
+    PENDING_COUNT,
+    PROMOTE,
+    RELEASE,
+    RENEW,
+    RETRY,
+    REVIVE,
+    SYNCHRONOUS,
+)
+from jobq.stores.sqlite.wakeups import Watcher
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
 logger = logging.getLogger("jobq.stores.sqlite")
-
-#: The schema this code writes; a file with a newer one is refused.
-SCHEMA_VERSION = 1
-
-# -- schema ----------------------------------------------------------------------
-# Tables carry a ``jobq_`` prefix so that the queue can live in a database the
-# application also uses. States: scheduled and ready (both "pending"), running,
-# dead, completed (kept with its result until ``expires_at``).
-
-SCHEMA = (
-    """CREATE TABLE jobq_meta (
-        name TEXT PRIMARY KEY,
-        value INTEGER NOT NULL
-    )""",
-    """CREATE TABLE jobq_jobs (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,  -- ids only grow, never reused
-        state TEXT NOT NULL CHECK (state IN
-            ('scheduled', 'ready', 'running', 'dead', 'completed')),
-        payload TEXT NOT NULL,                 -- JSON
-        key TEXT,
-        priority INTEGER NOT NULL,
-        run_at REAL NOT NULL,                  -- epoch seconds
-        created_at REAL NOT NULL,
-        max_attempts INTEGER NOT NULL,
-        task TEXT,
-        attempts INTEGER NOT NULL DEFAULT 0,   -- failed attempts
-        last_error TEXT,
-        errors TEXT NOT NULL DEFAULT '[]',     -- JSON [[type, message, tb, at]]
-        result TEXT,                           -- JSON, completed jobs only
-        expires_at REAL,                       -- completed jobs only
-        buried INTEGER,                        -- dead jobs: burial order
-        token INTEGER NOT NULL DEFAULT 0,      -- grows with every claim
-        lease_until REAL,                      -- the current (or last) claim's
-        owner_host TEXT,
-        owner_pid INTEGER,
-        owner_nonce TEXT
-    )""",
-    "CREATE INDEX jobq_scheduled ON jobq_jobs (run_at) WHERE state = 'scheduled'",
-    """CREATE INDEX jobq_ready ON jobq_jobs (priority DESC, run_at, id)
-        WHERE state = 'ready'""",
-    "CREATE INDEX jobq_running ON jobq_jobs (lease_until) WHERE state = 'running'",
-    "CREATE INDEX jobq_dead ON jobq_jobs (buried) WHERE state = 'dead'",
-    "CREATE INDEX jobq_completed ON jobq_jobs (expires_at) WHERE state = 'completed'",
-    # A key is held while its job is pending or running: two processes adding
-    # the same key at once get one job.
-    """CREATE UNIQUE INDEX jobq_live_keys ON jobq_jobs (key)
-        WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')""",
-    """CREATE TABLE jobq_counts (
-        state TEXT PRIMARY KEY,
-        n INTEGER NOT NULL
-    )""",
-    """INSERT INTO jobq_counts (state, n) VALUES
-        ('scheduled', 0), ('ready', 0), ('running', 0), ('dead', 0), ('completed', 0)
-    """,
-    """CREATE TRIGGER jobq_count_insert AFTER INSERT ON jobq_jobs BEGIN
-        UPDATE jobq_counts SET n = n + 1 WHERE state = NEW.state;
-    END""",
-    """CREATE TRIGGER jobq_count_delete AFTER DELETE ON jobq_jobs BEGIN
-        UPDATE jobq_counts SET n = n - 1 WHERE state = OLD.state;
-    END""",
-    """CREATE TRIGGER jobq_count_update AFTER UPDATE OF state ON jobq_jobs
-        WHEN OLD.state IS NOT NEW.state BEGIN
-        UPDATE jobq_counts SET n = n - 1 WHERE state = OLD.state;
-        UPDATE jobq_counts SET n = n + 1 WHERE state = NEW.state;
-    END""",
-)
-
-HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"
-GET_VERSION = "SELECT value FROM jobq_meta WHERE name = 'schema_version'"
-SET_VERSION = "INSERT INTO jobq_meta (name, value) VALUES ('schema_version', ?)"
-
-# -- statements --------------------------------------------------------------------
-
-HELD_KEY = """SELECT id FROM jobq_jobs
-    WHERE key = ? AND state IN ('scheduled', 'ready', 'running')"""
-INSERT = """INSERT INTO jobq_jobs
-    (state, payload, key, priority, run_at, created_at, max_attempts, task)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"""
-
-# Cheap read first, so idle workers never take the write lock for nothing.
-ANY_DUE = """SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'ready')
-    OR EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= ?)"""
-PROMOTE = (
-    "UPDATE jobq_jobs SET state = 'ready' WHERE state = 'scheduled' AND run_at <= ?"
-)
-CLAIM = """UPDATE jobq_jobs SET state = 'running', token = token + 1,
-        lease_until = ?, owner_host = ?, owner_pid = ?, owner_nonce = ?
-    WHERE id IN (SELECT id FROM jobq_jobs WHERE state = 'ready'
-                 ORDER BY priority DESC, run_at, id LIMIT ?)
-    RETURNING id, token, payload, attempts, max_attempts, key, task,
-        -priority, run_at"""
-RELEASE = """UPDATE jobq_jobs SET state = 'ready'
-    WHERE id = ? AND state = 'running' AND token = ?"""
-
-EXPIRE_COMPLETED = "DELETE FROM jobq_jobs WHERE state = 'completed' AND expires_at <= ?"
-DELETE_CLAIMED = (
-    "DELETE FROM jobq_jobs WHERE id = ? AND state = 'running' AND token = ?"
-)
-COMPLETE = """UPDATE jobq_jobs SET state = 'completed', result = ?, expires_at = ?
-    WHERE id = ? AND state = 'running' AND token = ?"""
-CLAIMED = """SELECT attempts, errors FROM jobq_jobs
-    WHERE id = ? AND state = 'running' AND token = ?"""
-RETRY = """UPDATE jobq_jobs SET state = ?, run_at = ?, attempts = ?, last_error = ?,
-    errors = ? WHERE id = ?"""
-BURY = """UPDATE jobq_jobs SET state = 'dead', attempts = ?, last_error = ?, errors = ?,
-        buried = (SELECT coalesce(max(buried), 0) + 1 FROM jobq_jobs
-                  WHERE state = 'dead')
-    WHERE id = ?"""
-DEAD_COUNT = "SELECT n FROM jobq_counts WHERE state = 'dead'"
-PENDING_COUNT = """SELECT sum(n) FROM jobq_counts
-    WHERE state IN ('scheduled', 'ready')"""
-LIVE_COUNT = """SELECT sum(n) FROM jobq_counts
-    WHERE state IN ('scheduled', 'ready', 'running')"""
-OLDEST_DEAD = """SELECT id, last_error FROM jobq_jobs WHERE state = 'dead'
-    ORDER BY buried LIMIT ?"""
-DELETE = "DELETE FROM jobq_jobs WHERE id = ?"
-
-RENEW = """UPDATE jobq_jobs SET lease_until = ?
-    WHERE id = ? AND state = 'running' AND token = ?"""
-ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM jobq_jobs
-    WHERE state = 'running' AND lease_until <= ?)"""
-OWNERS = """SELECT DISTINCT owner_pid, owner_nonce FROM jobq_jobs
-    WHERE state = 'running' AND owner_host = ?"""
-EXPIRED = """SELECT id, attempts, max_attempts, errors FROM jobq_jobs
-    WHERE state = 'running' AND lease_until <= ?"""
-OWNED = """SELECT id, attempts, max_attempts, errors FROM jobq_jobs
-    WHERE state = 'running' AND owner_host = ? AND owner_pid = ? AND owner_nonce = ?"""
-
-RECORD = """SELECT id, state, payload, attempts, run_at, created_at, last_error, key,
-    priority, result, task, errors, max_attempts, expires_at FROM jobq_jobs"""
-GET = RECORD + " WHERE id = ?"
-LIST_DEAD = RECORD + " WHERE state = 'dead' ORDER BY buried LIMIT ?"
-LIST_PENDING = (
-    RECORD + " WHERE state IN ('scheduled', 'ready')"
-    " ORDER BY run_at, priority DESC, id LIMIT ?"
-)
-LIST_RUNNING = (
-    RECORD + " WHERE state = 'running' ORDER BY run_at, priority DESC, id LIMIT ?"
-)
-LIST_COMPLETED = (
-    RECORD + " WHERE state = 'completed' ORDER BY run_at, priority DESC, id LIMIT ?"
-)
-
-DEAD_KEY = "SELECT key FROM jobq_jobs WHERE id = ? AND state = 'dead'"
-REVIVE = """UPDATE jobq_jobs SET state = 'ready', attempts = 0, run_at = ?,
-    buried = NULL WHERE id = ?"""
-DELETE_DEAD = "DELETE FROM jobq_jobs WHERE id = ? AND state = 'dead'"
-CANCEL = "DELETE FROM jobq_jobs WHERE id = ? AND state IN ('scheduled', 'ready')"
-COUNTS = "SELECT state, n FROM jobq_counts"
-DATA_VERSION = "PRAGMA data_version"  # changes when another connection commits
-#: Seconds between two looks at ``data_version`` while other connections commit.
-QUICK_POLL = 0.002
-#: The watcher's checkpoint (PASSIVE: it never waits for, nor blocks, anyone).
-CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
-CHECKPOINT_EVERY = 0.05
-#: Pages in the WAL at which a commit checkpoints by itself: only when no
-#: watcher did (SQLite's default is 1,000, reached in a fraction of a second).
-AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = 10000"
-NEXT_DUE = """SELECT
-    (SELECT run_at FROM jobq_jobs WHERE state = 'ready'
-     ORDER BY priority DESC, run_at, id LIMIT 1),
-    (SELECT run_at FROM jobq_jobs WHERE state = 'scheduled' ORDER BY run_at LIMIT 1)"""
-
-#: Seconds between tries to switch a new file to WAL while another process does.
-WAL_RETRY = 0.01
-
-#: The fixed pragma for each ``synchronous`` option.
-SYNCHRONOUS = {
-    "NORMAL": "PRAGMA synchronous = NORMAL",  # WAL: survives a process crash
-    "FULL": "PRAGMA synchronous = FULL",  # also an OS crash or power loss
-}
-
-_LISTS = {
-    JobState.PENDING: LIST_PENDING,
-    JobState.RUNNING: LIST_RUNNING,
-    JobState.DEAD: LIST_DEAD,
-    JobState.COMPLETED: LIST_COMPLETED,
-}
-
-#: Connections inherited from a parent process through ``fork``. Never used,
-#: and never closed either: SQLite's "How To Corrupt" warns against carrying a
-#: connection across fork, and closing one in the child is using it. (With
-#: ``os.fork`` there are none: ``_ForkGuard`` closes them before the fork.)
-_inherited: list[sqlite3.Connection] = []
-
-
-class _ForkGuard:
-    """Keeps ``os.fork()`` away from open SQLite connections and SQLite calls.
-
-    SQLite keeps what this process holds on each open file (its locks, the
-    WAL's shared-memory index) in process-wide tables that a forked child
-    inherits, and a child's *new* connection to the same file shares them:
-    it sees a write lock the parent held at the fork as held for ever
-    ("database is locked"), and it takes no lock of its own on the file, so
-    another process that closes the file last deletes the WAL under it and
-    the child's later commits are lost. A fork while another thread is inside
-    SQLite can also leave one of SQLite's mutexes locked in the child.
-
-    So every use of a store's connections runs inside ``with _guard:``;
-    before a fork, ``before_fork`` holds new uses back, waits for the running
-    ones, and closes every store's connections. Threads reopen theirs on next
-    use, in the parent and in the child alike, and the child inherits nothing.
-    Entering and leaving costs about a microsecond.
-    """
-
-    def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._active = 0  # threads inside
-        self._forking = False
-        self._depth = threading.local()  # uses nest within one thread
-
-    def __enter__(self) -> None:
-        depth: int = getattr(self._depth, "n", 0)
-        if not depth:
-            with self._lock:
-                while self._forking:
-                    self._idle.wait()
-                self._active += 1
-        self._depth.n = depth + 1
-
-    def __exit__(self, *exc_info: object) -> None:
-        depth = self._depth.n = self._depth.n - 1
-        if not depth:
-            with self._lock:
-                self._active -= 1
-                if self._forking and not self._active:
-                    self._idle.notify_all()
-
-    def before_fork(self) -> None:
-        with self._lock:
-            self._forking = True
-            forker = 1 if getattr(self._depth, "n", 0) else 0  # never expected
-            while self._active > forker:
-                self._idle.wait()
-        for store in list(_stores):
-            try:
-                store._close_for_fork()
-            except Exception:
-                logger.exception("closing %s before a fork failed", store.path)
-
-    def after_fork_in_parent(self) -> None:
-        with self._lock:
-            self._forking = False
-            self._idle.notify_all()
-
-    def after_fork_in_child(self) -> None:
-        self._reset()  # the child's only thread is the one that forked
-
-
-_guard = _ForkGuard()
-_stores: weakref.WeakSet[SqliteStore] = weakref.WeakSet()
-os.register_at_fork(
-    before=_guard.before_fork,
-    after_in_parent=_guard.after_fork_in_parent,
-    after_in_child=_guard.after_fork_in_child,
-)
 
 
 def path_from_url(url: str) -> str:
@@ -447,18 +208,14 @@ class SqliteStore(OneJobCalls):
         self.busy_timeout = positive_seconds(busy_timeout, "busy_timeout")
         self.poll_interval = positive_seconds(poll_interval, "poll_interval")
         self.claim_batch = batch_size(claim_batch)
+        self._db = Database(
+            self.path, synchronous=self.synchronous, busy_timeout=self.busy_timeout
+        )
         self._signal = Signal()
         self._dead_letter_limit = 1000
         self._reset_process_state()
         reset_after_fork(self)
-        _stores.add(self)
-
-    @property
-    def _checkpoints_in_background(self) -> bool:
-        """The watcher checkpoints (see ``_watch``) with NORMAL only: with
-        FULL every commit syncs anyway, and a checkpoint's sync beside them
-        slowed them down more than it saved."""
-        return self.synchronous == "NORMAL"
+        guard.track(self)
 
     def _reset_process_state(self) -> None:
         """What belongs to one process: connections, the watcher, the identity."""
@@ -467,26 +224,29 @@ class SqliteStore(OneJobCalls):
         self._owner = _this_process()
         self._conns: dict[int, sqlite3.Connection] = {}  # by thread
         self._opened = False
-        self._stop_watching = threading.Event()
-        self._watcher: threading.Thread | None = None
-        #: The watcher's connection, in a box of its own per watcher thread.
-        self._watch_conn: list[sqlite3.Connection | None] = [None]
+        #: The last watcher started, kept after ``close`` until its thread has
+        #: closed its connection, so that a fork meanwhile closes it first.
+        self._watcher: Watcher | None = None
 
     def _after_fork_in_child(self) -> None:
         """Set the parent's connections aside unused; ``open`` again to go on."""
-        _inherited.extend(self._conns.values())
-        if self._watch_conn[0] is not None:
-            _inherited.append(self._watch_conn[0])
+        inherited.extend(self._conns.values())
+        if self._watcher is not None:
+            conn = self._watcher.take_connection()
+            if conn is not None:
+                inherited.append(conn)
         self._reset_process_state()
 
-    def _close_for_fork(self) -> None:
-        """Close this process's connections: no thread is using them (see
-        ``_ForkGuard``), and each reopens its own on next use."""
+    def close_for_fork(self) -> None:
+        """Close this process's connections: no thread is using them (the
+        fork guard, ``connections.ForkGuard``, calls this before ``os.fork()``),
+        and each reopens its own on next use."""
         if self._pid != os.getpid():
             return  # inherited, not reset yet: never touch the parent's
-        conns = [*self._conns.values(), self._watch_conn[0]]
+        watcher = self._watcher
+        watched = None if watcher is None else watcher.take_connection()
+        conns = [*self._conns.values(), watched]
         self._conns.clear()
-        self._watch_conn[0] = None
         for conn in conns:
             if conn is not None:
                 try:
@@ -506,16 +266,20 @@ class SqliteStore(OneJobCalls):
         """Create the file (mode 0600) and schema if needed, check the schema
         version, start the watcher, and recover claims of dead processes."""
         self._check_process()
-        with _guard, self._lock:
+        with guard, self._lock:
             self._signal = signal
             self._dead_letter_limit = dead_letter_limit
             if self._opened:
                 return
-            self._create_file()
-            conn = self._connect()
+            self._db.create_file()
+            conn = self._db.connect()
             try:
-                self._prepare(conn)
-                self._start_watcher()
+                schema.migrate(self._db, conn)
+                watcher = Watcher(
+                    self._db, poll_interval=self.poll_interval, signal=self._current
+                )
+                watcher.start()
+                self._watcher = watcher
             except BaseException:
                 conn.close()
                 raise
@@ -523,17 +287,22 @@ class SqliteStore(OneJobCalls):
             self._opened = True
         self._recover(signal.clock(), expired=False)
 
+    def _current(self) -> Signal:
+        """The signal of the queue that opened the store last (the watcher's)."""
+        return self._signal
+
     def close(self) -> None:
         """Stop the watcher and close this process's connections; idempotent."""
         self._check_process()
         with self._lock:
             self._opened = False
-            self._stop_watching.set()
-            watcher, self._watcher = self._watcher, None
+            watcher = self._watcher
+            if watcher is not None:
+                watcher.stop()
         # Joined holding no lock: the watcher may wait for a fork to finish.
-        if watcher is not None and watcher is not threading.current_thread():
+        if watcher is not None:
             watcher.join()  # it closes its own connection
-        with _guard:
+        with guard:
             with self._lock:
                 conns = list(self._conns.values())
                 self._conns.clear()
@@ -665,7 +434,7 @@ class SqliteStore(OneJobCalls):
         self, state: JobState, limit: int | None = None
     ) -> list[JobRecord[Any]]:
         with self._reading() as conn:
-            rows = conn.execute(_LISTS[state], (-1 if limit is None else limit,))
+            rows = conn.execute(LISTS[state], (-1 if limit is None else limit,))
             return [
                 record_from_row(row, json.loads(row[11])) for row in rows.fetchall()
             ]
@@ -810,169 +579,7 @@ class SqliteStore(OneJobCalls):
                 dead.append((pid, nonce))
         return dead
 
-    # -- connections and transactions -------------------------------------------
-
-    def _create_file(self) -> None:
-        """Create the database file with mode 0600 (SQLite gives its -wal and
-        -shm files the same mode); an existing file keeps its mode."""
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot open {self.path}: {exc.strerror}") from exc
-        os.close(fd)
-
-    def _connect(self) -> sqlite3.Connection:
-        """A new connection; ``mode=rw``: a file deleted under us is an error,
-        never a fresh empty database."""
-        uri = f"file:{urllib.parse.quote(self.path)}?mode=rw"
-        try:
-            conn = sqlite3.connect(
-                uri,
-                uri=True,
-                timeout=self.busy_timeout,
-                isolation_level=None,  # we BEGIN and COMMIT ourselves
-                check_same_thread=False,  # close() closes every thread's one
-            )
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-        try:
-            conn.execute(SYNCHRONOUS[self.synchronous])
-            if self._checkpoints_in_background:
-                conn.execute(AUTOCHECKPOINT)
-        except sqlite3.Error as exc:
-            conn.close()
-            raise self._error(exc) from exc
-        return conn
-
-    def _prepare(self, conn: sqlite3.Connection) -> None:
-        """Switch to WAL and create or check the schema, in one transaction."""
-        try:
-            self._use_wal(conn)
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-        with self._transaction(conn):
-            if conn.execute(HAS_META).fetchone() is None:
-                for statement in SCHEMA:
-                    conn.execute(statement)
-                conn.execute(SET_VERSION, (SCHEMA_VERSION,))
-            else:
-                self._check_version(conn)
-
-    def _use_wal(self, conn: sqlite3.Connection) -> None:
-        """Put the file in WAL mode (it stays so); a no-op once it is.
-
-        Two processes switching a new file at once: the loser gets SQLITE_BUSY
-        at once, without the busy handler, so wait for the winner here.
-        """
-        for _ in range(max(1, round(self.busy_timeout / WAL_RETRY))):
-            try:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            except sqlite3.OperationalError as exc:
-                if _primary_code(exc) != sqlite3.SQLITE_BUSY:
-                    raise
-                time.sleep(WAL_RETRY)
-                continue
-            if mode != "wal":
-                raise StoreError(
-                    f"{self.path}: SQLite could not use WAL mode here (journal "
-                    f"mode {mode!r}); the file must be on a local filesystem"
-                )
-            return
-        conn.execute("PRAGMA journal_mode = WAL")  # still busy: raise that
-
-    def _check_version(self, conn: sqlite3.Connection) -> None:
-        row = conn.execute(GET_VERSION).fetchone()
-        version = row[0] if row else None
-        if not isinstance(version, int) or version < 1:
-            raise StoreError(
-                f"{self.path} has no valid jobq schema version ({version!r})"
-            )
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path} was written by a newer jobq (schema version {version}; "
-                f"this jobq knows up to {SCHEMA_VERSION}): upgrade jobq"
-            )
-
-    def _start_watcher(self) -> None:
-        """Start polling; the first reading is taken here, so a commit made by
-        another process any time after ``open`` returns is noticed."""
-        conn = self._connect()
-        try:
-            version = conn.execute(DATA_VERSION).fetchone()[0]
-        except sqlite3.Error as exc:
-            conn.close()
-            raise self._error(exc) from exc
-        self._watch_conn = [conn]
-        self._stop_watching = threading.Event()
-        self._watcher = threading.Thread(
-            target=self._watch,
-            args=(self._watch_conn, version, self._stop_watching),
-            name=f"jobq-sqlite-watch-{os.path.basename(self.path)}",
-            daemon=True,
-        )
-        self._watcher.start()
-
-    def _watch(
-        self,
-        box: list[sqlite3.Connection | None],
-        last: int,
-        stop: threading.Event,
-    ) -> None:
-        """Wake this process's idle workers and joiners when another
-        connection commits: ``data_version`` changes then, and only then.
-
-        A fork closes the connection in ``box``; a new one starts a new
-        reading (values of two connections do not compare), and wakes the
-        workers once for what may have been committed in between.
-
-        It looks every ``QUICK_POLL`` seconds while commits keep coming, and
-        backs off to ``poll_interval`` when they stop: a busy queue sees other
-        processes' jobs within milliseconds, an idle one costs next to nothing.
-
-        With ``synchronous="NORMAL"`` it also checkpoints the WAL every
-        ``CHECKPOINT_EVERY`` seconds while commits come, so that no commit of
-        a worker or producer has to: the commit that reaches SQLite's
-        automatic checkpoint copies the WAL into the database and syncs it,
-        stalling its caller for milliseconds.
-        """
-        pid = os.getpid()
-        interval = self.poll_interval
-        next_checkpoint = 0.0
-        try:
-            while not stop.wait(interval):
-                try:
-                    with _guard:
-                        conn = box[0]
-                        reconnected = conn is None
-                        if conn is None:
-                            conn = box[0] = self._connect()
-                        version = conn.execute(DATA_VERSION).fetchone()[0]
-                        if (
-                            self._checkpoints_in_background
-                            and version != last
-                            and time.monotonic() >= next_checkpoint
-                        ):
-                            conn.execute(CHECKPOINT).fetchall()
-                            next_checkpoint = time.monotonic() + CHECKPOINT_EVERY
-                except (sqlite3.Error, StoreError):
-                    logger.exception("watching %s failed; trying again", self.path)
-                    stop.wait(1.0)
-                    continue
-                if not reconnected and version == last:
-                    interval = min(interval * 2, self.poll_interval)
-                else:
-                    last = version
-                    interval = min(QUICK_POLL, self.poll_interval)
-                    signal = self._signal
-                    with signal.lock:
-                        signal.jobs_added_locked(max(signal.idle_workers, 1))
-                        signal.job_settled_locked()
-        finally:
-            if os.getpid() == pid:
-                with _guard:
-                    conn, box[0] = box[0], None
-                    if conn is not None:
-                        conn.close()
+    # -- this thread's connection ----------------------------------------------
 
     def _conn(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use."""
@@ -986,7 +593,7 @@ class SqliteStore(OneJobCalls):
                     f"{self.path}: the store is not open (closed, or inherited "
                     "through fork: open it again)"
                 )
-            conn = self._connect()
+            conn = self._db.connect()
             self._conns[threading.get_ident()] = conn
             return conn
 
@@ -995,53 +602,14 @@ class SqliteStore(OneJobCalls):
         """One short write transaction. IMMEDIATE takes the write lock first
         (waiting up to ``busy_timeout``), so it cannot fail half-way on a
         snapshot another writer made stale."""
-        with _guard, self._transaction(self._conn()) as conn:
+        with guard, self._db.transaction(self._conn()) as conn:
             yield conn
-
-    @contextlib.contextmanager
-    def _transaction(self, conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT on ``conn``, rolled back if the block
-        raises; SQLite's errors become ``StoreError``."""
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
         """This thread's connection for reads (autocommit: no lock is kept)."""
-        with _guard:
+        with guard:
             try:
                 yield self._conn()
             except sqlite3.Error as exc:
-                raise self._error(exc) from exc
-
-    def _error(self, exc: sqlite3.Error) -> StoreError:
-        """A ``StoreError`` naming the file, saying what to do where we can."""
-        code = _primary_code(exc)
-        if code in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
-            return StoreError(
-                f"{self.path} is not a SQLite database, or it is damaged ({exc}); "
-                "it was left as it is, since other processes may use it: move it "
-                "away yourself, or choose another path"
-            )
-        if code == sqlite3.SQLITE_BUSY:
-            return StoreError(
-                f"{self.path}: the database stayed locked by another writer for "
-                f"more than busy_timeout={self.busy_timeout:g} s"
-            )
-        return StoreError(f"{self.path}: {exc}")
-
-
-def _primary_code(exc: sqlite3.Error) -> int:
-    """SQLite's primary result code (SQLITE_BUSY for SQLITE_BUSY_SNAPSHOT...);
-    0 for errors the sqlite3 module raises itself (a closed connection)."""
-    return getattr(exc, "sqlite_errorcode", 0) & 0xFF
+                raise self._db.error(exc) from exc
