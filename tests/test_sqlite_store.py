@@ -263,6 +263,38 @@ def test_the_schema_is_created_once_and_kept_across_opens(
         assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [(1,)]
 
 
+def test_migrate_creates_the_file_and_schema_and_leaves_nothing_open(
+    path: Path, open_store: OpenStore
+) -> None:
+    store = SqliteStore(path)
+    old = os.umask(0o022)
+    try:
+        assert store.migrate() == 1
+    finally:
+        os.umask(old)
+
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not store._conns
+    assert store._watcher is None
+    with raw(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [(1,)]
+    assert store.migrate() == 1  # a second time only checks
+    [job_id] = add(open_store(), new_job("after"))
+    assert job_id == 1
+
+
+def test_migrate_refuses_a_newer_schema_version(
+    open_store: OpenStore, path: Path
+) -> None:
+    open_store().close()
+    with raw(path) as conn:
+        conn.execute("UPDATE jobq_meta SET value = 2 WHERE name = 'schema_version'")
+
+    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 2"):
+        SqliteStore(path).migrate()
+
+
 def test_closing_stops_the_watcher_and_is_idempotent(open_store: OpenStore) -> None:
     store = open_store()
     watcher = store._watcher

@@ -312,6 +312,20 @@ class SqliteStore(OneJobCalls):
                 except sqlite3.Error:
                     logger.exception("closing a connection to %s failed", self.path)
 
+    def migrate(self) -> int:
+        """Create the file (mode 0600) and the schema if needed, or check the
+        schema's version, now: one connection, one transaction, closed after.
+        ``open`` does the same; this is for deploy scripts (``jobq migrate``).
+        Returns the schema's version; a newer one raises ``StoreError``."""
+        self._check_process()
+        with guard:
+            self._db.create_file()
+            conn = self._db.connect()
+            try:
+                return schema.migrate(self._db, conn)
+            finally:
+                conn.close()
+
     def save(self) -> None:
         """Committed changes are already durable against a process crash; a
         checkpoint also syncs them to the database file (power loss)."""
