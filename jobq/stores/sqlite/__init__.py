@@ -10,7 +10,8 @@ The modules, one job each:
 
 - ``statements``: the SQL run on the jobs, fixed strings with ``?`` parameters;
 - ``schema``: the tables, indexes and triggers, their version, and
-  ``migrate``, which makes a file ready (WAL mode, schema created or checked);
+  ``migrate_schema``, which makes a file ready (WAL mode, schema created or
+  checked);
 - ``connections``: the file and its connections (``Database``: connect,
   transactions, errors as ``StoreError``), and the fork guard;
 - ``wakeups``: the watcher that wakes idle workers when another process

@@ -1,5 +1,5 @@
 """The SQLite store's schema: its tables, indexes and triggers, its version,
-and ``migrate``, which makes a file ready (WAL mode, then the schema created
+and ``migrate_schema``, which makes a file ready (WAL mode, then the schema created
 or its version checked).
 
 Tables carry a ``jobq_`` prefix so that the queue can live in a database the
@@ -87,7 +87,7 @@ USE_WAL = "PRAGMA journal_mode = WAL"
 WAL_RETRY = 0.01
 
 
-def migrate(db: Database, conn: sqlite3.Connection) -> int:
+def migrate_schema(db: Database, conn: sqlite3.Connection) -> int:
     """Make the file ready for this jobq: switch it to WAL, then create the
     schema (a new file) or check its version, in one transaction. Returns the
     version; a newer one, or none that is valid, raises ``StoreError``."""

@@ -47,8 +47,8 @@ from jobq.stores.base import (
     process_died,
     record_from_row,
 )
-from jobq.stores.sqlite import schema
 from jobq.stores.sqlite.connections import Database, guard, inherited
+from jobq.stores.sqlite.schema import migrate_schema
 from jobq.stores.sqlite.statements import (
     ANY_DUE,
     ANY_EXPIRED,
@@ -274,7 +274,7 @@ class SqliteStore(OneJobCalls):
             self._db.create_file()
             conn = self._db.connect()
             try:
-                schema.migrate(self._db, conn)
+                migrate_schema(self._db, conn)
                 watcher = Watcher(
                     self._db, poll_interval=self.poll_interval, signal=self._current
                 )
@@ -322,7 +322,7 @@ class SqliteStore(OneJobCalls):
             self._db.create_file()
             conn = self._db.connect()
             try:
-                return schema.migrate(self._db, conn)
+                return migrate_schema(self._db, conn)
             finally:
                 conn.close()
 
