@@ -29,8 +29,8 @@ import pytest
 import jobq
 from jobq import JobState
 from jobq.stores import SqliteStore, store_from
-from jobq.stores import sqlite as sqlite_module
 from jobq.stores.base import Claim, NewJob, Signal
+from jobq.stores.sqlite import statements as sqlite_statements
 from jobq.types import AttemptError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -261,6 +261,38 @@ def test_the_schema_is_created_once_and_kept_across_opens(
     assert record.payload == "kept"
     with raw(path) as conn:
         assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [(1,)]
+
+
+def test_migrate_creates_the_file_and_schema_and_leaves_nothing_open(
+    path: Path, open_store: OpenStore
+) -> None:
+    store = SqliteStore(path)
+    old = os.umask(0o022)
+    try:
+        assert store.migrate() == 1
+    finally:
+        os.umask(old)
+
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not store._conns
+    assert store._watcher is None
+    with raw(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [(1,)]
+    assert store.migrate() == 1  # a second time only checks
+    [job_id] = add(open_store(), new_job("after"))
+    assert job_id == 1
+
+
+def test_migrate_refuses_a_newer_schema_version(
+    open_store: OpenStore, path: Path
+) -> None:
+    open_store().close()
+    with raw(path) as conn:
+        conn.execute("UPDATE jobq_meta SET value = 2 WHERE name = 'schema_version'")
+
+    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 2"):
+        SqliteStore(path).migrate()
 
 
 def test_closing_stops_the_watcher_and_is_idempotent(open_store: OpenStore) -> None:
@@ -608,7 +640,7 @@ def test_claim_statements_use_the_partial_indexes(
     add(store, *(new_job(n, run_at=T0 + 3600, priority=9) for n in range(500)))
     with raw(path) as conn:
         plans = {
-            name: plan(conn, getattr(sqlite_module, name), params)
+            name: plan(conn, getattr(sqlite_statements, name), params)
             for name, params in [
                 ("ANY_DUE", (T0,)),
                 ("PROMOTE", (T0,)),

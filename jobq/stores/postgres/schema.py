@@ -1,0 +1,276 @@
+"""The PostgreSQL store's schema: its tables, indexes and triggers, their
+version, creating and migrating them (``prepare_schema``, ``migrate_schema``),
+and the privileges a store needs (``missing_privileges``).
+
+The tables live in a schema of the user's choice (``jobq`` by default);
+several named queues share them (the ``queue`` column). A ``meta`` table
+holds the schema version: a newer one is refused, an older or missing one is
+migrated under ``pg_advisory_xact_lock``, so hosts starting at once do not
+race. ``PostgresStore.migrate()`` does the same explicitly; a role that may
+not run DDL then only reads the version when it opens the store. Counts per
+queue and state live in a small ``counts`` table kept by statement-level
+triggers (spread over 16 shards per state so that concurrent transactions
+rarely touch the same row), so ``stats`` reads a few dozen rows, never the
+jobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+from jobq.errors import StoreError
+from jobq.stores.postgres.connections import first
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from jobq.stores.postgres.statements import Statements
+
+logger = logging.getLogger("jobq.stores.postgres")
+
+#: The schema this code writes; a database with a newer one is refused.
+SCHEMA_VERSION = 1
+
+# -- schema (version 1) -------------------------------------------------------------
+# ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
+
+SCHEMA_V1 = (
+    """CREATE TABLE {meta} (
+        name text PRIMARY KEY,
+        value bigint NOT NULL
+    )""",
+    "CREATE SEQUENCE {burials}",
+    """CREATE TABLE {jobs} (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- only grows
+        queue text NOT NULL,
+        state text NOT NULL CHECK (state IN
+            ('scheduled', 'ready', 'running', 'dead', 'completed')),
+        payload json NOT NULL,              -- the caller's JSON text, verbatim
+        key text,
+        priority bigint NOT NULL,
+        run_at double precision NOT NULL,   -- epoch seconds
+        created_at double precision NOT NULL,
+        max_attempts integer NOT NULL,
+        task text,
+        attempts integer NOT NULL DEFAULT 0,  -- failed attempts
+        last_error text,
+        errors jsonb NOT NULL DEFAULT '[]',   -- [[type, message, traceback, at]]
+        result json,                          -- completed jobs only
+        expires_at double precision,          -- completed jobs only
+        buried bigint,                        -- dead jobs: burial order
+        token bigint NOT NULL DEFAULT 0,      -- the current (or last) claim's
+        lease_until double precision,         -- epoch, on the database's clock
+        owner text                            -- host:pid of the last claimer
+    ) WITH (autovacuum_vacuum_scale_factor = 0.02,
+            autovacuum_analyze_scale_factor = 0.02)""",
+    """CREATE INDEX {jobs_ready} ON {jobs} (queue, priority DESC, run_at, id)
+        WHERE state = 'ready'""",
+    "CREATE INDEX {jobs_scheduled} ON {jobs} (queue, run_at) WHERE state = 'scheduled'",
+    """CREATE INDEX {jobs_running} ON {jobs} (queue, lease_until)
+        WHERE state = 'running'""",
+    "CREATE INDEX {jobs_dead} ON {jobs} (queue, buried) WHERE state = 'dead'",
+    """CREATE INDEX {jobs_completed} ON {jobs} (queue, expires_at)
+        WHERE state = 'completed'""",
+    # A key is held while its job is pending or running: two hosts adding the
+    # same key at once get one job.
+    """CREATE UNIQUE INDEX {jobs_live_keys} ON {jobs} (queue, key)
+        WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')""",
+    """CREATE TABLE {counts} (
+        queue text NOT NULL,
+        state text NOT NULL,
+        shard integer NOT NULL,
+        n bigint NOT NULL,
+        PRIMARY KEY (queue, state, shard)
+    ) WITH (fillfactor = 50)""",
+    # The body names no schema: the function runs with its schema alone on the
+    # search path (and pg_temp last, so no temporary table can stand in).
+    """CREATE FUNCTION {count_jobs}() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = {schema}, pg_temp AS $body$
+    BEGIN
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO counts AS c (queue, state, shard, n)
+            SELECT queue, state, pg_backend_pid() % 16, count(*)
+            FROM new_rows GROUP BY queue, state
+            ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n;
+        ELSIF TG_OP = 'DELETE' THEN
+            INSERT INTO counts AS c (queue, state, shard, n)
+            SELECT queue, state, pg_backend_pid() % 16, -count(*)
+            FROM old_rows GROUP BY queue, state
+            ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n;
+        ELSE
+            INSERT INTO counts AS c (queue, state, shard, n)
+            SELECT queue, state, pg_backend_pid() % 16, sum(d) FROM (
+                SELECT queue, state, -1 AS d FROM old_rows
+                UNION ALL SELECT queue, state, 1 FROM new_rows
+            ) AS changes
+            GROUP BY queue, state HAVING sum(d) <> 0
+            ON CONFLICT (queue, state, shard) DO UPDATE SET n = c.n + excluded.n;
+        END IF;
+        RETURN NULL;
+    END
+    $body$""",
+    """CREATE TRIGGER count_insert AFTER INSERT ON {jobs}
+        REFERENCING NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION {count_jobs}()""",
+    """CREATE TRIGGER count_update AFTER UPDATE ON {jobs}
+        REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION {count_jobs}()""",
+    """CREATE TRIGGER count_delete AFTER DELETE ON {jobs}
+        REFERENCING OLD TABLE AS old_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION {count_jobs}()""",
+)
+
+#: Statements that bring a schema from the version before the key to the key.
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: SCHEMA_V1}
+
+# -- looking at the schema, and changing it ----------------------------------------
+
+SCHEMA_EXISTS = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s)"
+META_EXISTS = "SELECT to_regclass(%(meta)s) IS NOT NULL"
+GET_VERSION = "SELECT value FROM {meta} WHERE name = 'schema_version'"
+SET_VERSION = """INSERT INTO {meta} (name, value) VALUES ('schema_version', %(version)s)
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value"""
+LOCK_SCHEMA = "SELECT pg_advisory_xact_lock(%(lock)s)"
+CREATE_SCHEMA = "CREATE SCHEMA {schema}"
+
+#: What the store needs, checked by ``missing_privileges``: (kind, name in
+#: ``Statements.names``, privilege).
+PRIVILEGES = (
+    ("schema", "schema", "USAGE"),
+    ("table", "jobs_name", "SELECT"),
+    ("table", "jobs_name", "INSERT"),
+    ("table", "jobs_name", "UPDATE"),
+    ("table", "jobs_name", "DELETE"),
+    ("table", "counts_name", "SELECT"),
+    ("table", "counts_name", "INSERT"),
+    ("table", "counts_name", "UPDATE"),
+    ("table", "meta_name", "SELECT"),
+    ("sequence", "burials_name", "USAGE"),
+)
+HAS_PRIVILEGE = {
+    "schema": "SELECT has_schema_privilege(%(name)s, %(privilege)s)",
+    "table": "SELECT has_table_privilege(%(name)s, %(privilege)s)",
+    "sequence": "SELECT has_sequence_privilege(%(name)s, %(privilege)s)",
+}
+
+
+def advisory_lock_key(schema: str) -> int:
+    """The ``pg_advisory_xact_lock`` key that serializes migrations of ``schema``."""
+    digest = hashlib.sha256(f"jobq.schema:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def prepare_schema(
+    conn: psycopg.Connection[Any], sql: Statements, *, where: str, auto_migrate: bool
+) -> None:
+    """Check the schema version; create or migrate it when it is missing or
+    older (unless ``auto_migrate=False``); refuse a newer one. ``where``
+    names the database in messages."""
+    import psycopg
+
+    schema = sql.names["schema"]
+    try:
+        found = schema_version(conn, sql, where=where)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise StoreError(
+            f"{where}: the role may not use schema {schema!r} "
+            f"({str(exc).strip()}); grant it USAGE on the schema and access to "
+            "its tables"
+        ) from exc
+    if found == SCHEMA_VERSION:
+        return
+    _refuse_newer(found, schema, where)
+    if not auto_migrate:
+        state = "does not exist" if found == 0 else f"is at version {found}"
+        raise StoreError(
+            f"{where}: the jobq schema {schema!r} {state} (this jobq "
+            f"needs version {SCHEMA_VERSION}); run PostgresStore(...).migrate() "
+            "as a role that may create it"
+        )
+    migrate_schema(conn, sql, where=where)
+
+
+def schema_version(
+    conn: psycopg.Connection[Any], sql: Statements, *, where: str
+) -> int:
+    """The schema's version; 0 if there is no jobq schema yet."""
+    names = sql.names
+    schema = names["schema"]
+    if not first(conn.execute(SCHEMA_EXISTS, {"schema": schema}).fetchone()):
+        return 0
+    if not first(conn.execute(META_EXISTS, {"meta": names["meta_name"]}).fetchone()):
+        return 0
+    row = conn.execute(sql.render(GET_VERSION)).fetchone()
+    found = first(row)
+    if not isinstance(found, int) or found < 1:
+        raise StoreError(
+            f"{where}: schema {schema!r} has no valid jobq schema version ({found!r})"
+        )
+    return found
+
+
+def _refuse_newer(found: int, schema: str, where: str) -> None:
+    if found > SCHEMA_VERSION:
+        raise StoreError(
+            f"{where}: schema {schema!r} was written by a newer jobq "
+            f"(schema version {found}; this jobq knows up to "
+            f"{SCHEMA_VERSION}): upgrade jobq"
+        )
+
+
+def migrate_schema(
+    conn: psycopg.Connection[Any], sql: Statements, *, where: str
+) -> int:
+    """Create the schema, or bring it to ``SCHEMA_VERSION``, in one transaction
+    under ``pg_advisory_xact_lock``, so hosts doing it at once do not race.
+    Returns the version; a newer one raises ``StoreError``."""
+    import psycopg
+
+    schema = sql.names["schema"]
+    try:
+        with conn.transaction():
+            conn.execute(LOCK_SCHEMA, {"lock": advisory_lock_key(schema)})
+            # Another host may have done it meanwhile.
+            found = schema_version(conn, sql, where=where)
+            _refuse_newer(found, schema, where)
+            if found == SCHEMA_VERSION:
+                return found
+            if not first(conn.execute(SCHEMA_EXISTS, {"schema": schema}).fetchone()):
+                conn.execute(sql.render(CREATE_SCHEMA))
+            for step in range(found + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step]:
+                    conn.execute(sql.render(statement))
+            conn.execute(sql.render(SET_VERSION), {"version": SCHEMA_VERSION})
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise StoreError(
+            f"{where}: the role may not create or change the jobq schema "
+            f"{schema!r} ({str(exc).strip()}); run "
+            "PostgresStore(...).migrate() once as a role that may (e.g. the "
+            "database owner) and grant this role access to it"
+        ) from exc
+    if found:
+        logger.info(
+            "migrated jobq schema %r from version %d to %d",
+            schema,
+            found,
+            SCHEMA_VERSION,
+        )
+    return SCHEMA_VERSION
+
+
+def missing_privileges(conn: psycopg.Connection[Any], sql: Statements) -> list[str]:
+    """The privileges of ``PRIVILEGES`` the role lacks, as "USAGE on schema
+    x"; none past a missing USAGE on the schema, since nothing inside can be
+    looked up without it."""
+    missing = []
+    for kind, name, privilege in PRIVILEGES:
+        target = sql.names[name]
+        query = HAS_PRIVILEGE[kind]
+        row = conn.execute(query, {"name": target, "privilege": privilege})
+        if not first(row.fetchone()):
+            missing.append(f"{privilege} on {kind} {target}")
+            if kind == "schema":
+                break  # nothing inside can be looked up without it
+    return missing

@@ -1,0 +1,259 @@
+"""The SQL the PostgreSQL store runs on the jobs: templates, and ``Statements``,
+which renders them for one schema (the schema's own DDL is in ``schema``).
+
+Every statement takes values only as parameters, and names (schema, tables,
+channel) only through ``psycopg.sql.Identifier``; nothing is built from
+payloads, keys or queue names.
+"""
+
+from __future__ import annotations
+
+from jobq.types import JobState
+
+# -- the jobs ------------------------------------------------------------------------
+# ``{now}`` is the store's "now": the queue's clock when it passes one
+# (``%(now)s`` is then not NULL), else the database's. ``{db_now}`` is always
+# the database's clock (leases). Times from the caller arrive as offsets from
+# the caller's now (``run_in``, ``keep_for``, ``error_in``).
+
+DB_NOW = "extract(epoch FROM statement_timestamp())::float8"
+NOW = f"coalesce(%(now)s::float8, {DB_NOW})"
+
+ADD = """WITH added AS (
+        INSERT INTO {jobs} AS j (queue, state, payload, key, priority, run_at,
+                                  created_at, max_attempts, task)
+        VALUES (%(q)s,
+                CASE WHEN %(run_in)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
+                %(payload)s::json, %(key)s::text, %(priority)s::bigint,
+                {now} + %(run_in)s::float8, {now}, %(max_attempts)s::integer,
+                %(task)s::text)
+        ON CONFLICT (queue, key)
+            WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')
+            DO NOTHING
+        RETURNING id
+    )
+    SELECT id FROM added"""
+# In the caller's transaction: the notification goes out when they commit.
+ADD_NOTIFY = ADD.replace(
+    "SELECT id FROM added", "SELECT id, pg_notify(%(channel)s, %(message)s) FROM added"
+)
+# Wake-ups go out after the change committed, in a transaction of their own
+# that need not wait for the WAL flush; see wakeups.Notifier.
+NOTIFY = """SELECT set_config('synchronous_commit', 'off', true),
+    pg_notify(%(channel)s, %(message)s)"""
+HELD_KEY = """SELECT id FROM {jobs} WHERE queue = %(q)s AND key = %(key)s
+    AND state IN ('scheduled', 'ready', 'running')"""
+
+# ``{lazy_commit}``: claims and successes commit without waiting for the WAL
+# flush (``lazy``, a one-row CTE the statement joins, so that it is
+# evaluated). A crash of the server may forget the last of them, and those
+# jobs run again, as after a crash of the worker. Everything that is promised
+# (enqueues, failed attempts, dead letters) waits for the flush as usual.
+LAZY_COMMIT = "lazy AS (SELECT set_config('synchronous_commit', 'off', true))"
+
+CLAIM = """WITH due AS MATERIALIZED (
+        SELECT id, priority, run_at FROM {jobs}
+        WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}
+        ORDER BY run_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
+    ), ready AS MATERIALIZED (
+        SELECT id, priority, run_at FROM {jobs}
+        WHERE queue = %(q)s AND state = 'ready'
+        ORDER BY priority DESC, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    ), pick AS MATERIALIZED (
+        SELECT id FROM (SELECT * FROM due UNION ALL SELECT * FROM ready) AS c
+        ORDER BY priority DESC, run_at, id LIMIT %(limit)s
+    ), promoted AS (
+        UPDATE {jobs} SET state = 'ready'
+        WHERE id IN (SELECT id FROM due) AND id NOT IN (SELECT id FROM pick)
+    ), {lazy_commit}
+    UPDATE {jobs} AS j SET state = 'running', token = %(token)s,
+        lease_until = {db_now} + %(lease)s, owner = %(owner)s
+    FROM pick, lazy WHERE j.id = pick.id
+    RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task,
+        -j.priority, j.run_at"""
+
+# Ending claims: ``ids`` and ``tokens`` (and ``results``) are arrays, one
+# item per claim; the ids whose claim was current come back.
+FINISH = """WITH expired AS (
+        DELETE FROM {jobs} WHERE id IN (
+            SELECT id FROM {jobs}
+            WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}
+            LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+    ), {lazy_commit}
+    DELETE FROM {jobs} AS j
+    USING unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token), lazy
+    WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
+      AND j.state = 'running'
+    RETURNING j.id"""
+COMPLETE = """WITH expired AS (
+        DELETE FROM {jobs} WHERE id IN (
+            SELECT id FROM {jobs}
+            WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}
+            LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+    ), {lazy_commit}
+    UPDATE {jobs} AS j SET state = 'completed', result = c.result::json,
+        expires_at = {now} + %(keep_for)s::float8
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::text[])
+        AS c(id, token, result), lazy
+    WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
+      AND j.state = 'running'
+    RETURNING j.id"""
+RELEASE = """UPDATE {jobs} AS j SET state = 'ready'
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
+    WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
+      AND j.state = 'running'"""
+
+# A failed attempt: pending again in ``retry_in`` seconds, or dead (``retry_in``
+# NULL), with the error appended to the newest ``kept``.
+FAIL = """WITH failed AS (
+        UPDATE {jobs} SET
+            state = CASE WHEN %(retry_in)s::float8 IS NULL THEN 'dead'
+                         WHEN %(retry_in)s::float8 > 0 THEN 'scheduled'
+                         ELSE 'ready' END,
+            run_at = CASE WHEN %(retry_in)s::float8 IS NULL THEN run_at
+                          ELSE {now} + %(retry_in)s::float8 END,
+            buried = CASE WHEN %(retry_in)s::float8 IS NULL
+                          THEN nextval(%(burials)s::regclass) END,
+            attempts = attempts + 1,
+            last_error = %(last_error)s::text,
+            errors = CASE WHEN jsonb_array_length(errors) >= %(kept)s::integer
+                          THEN errors - 0 ELSE errors END
+                || jsonb_build_array(jsonb_build_array(%(etype)s::text,
+                       %(emessage)s::text, %(etraceback)s::text,
+                       {now} + %(error_in)s::float8))
+        WHERE id = %(id)s AND queue = %(q)s AND state = 'running' AND token = %(token)s
+        RETURNING state
+    )
+    SELECT state FROM failed"""
+TRIM_DEAD = """DELETE FROM {jobs} WHERE id IN (
+        SELECT id FROM {jobs} WHERE queue = %(q)s AND state = 'dead'
+        ORDER BY buried
+        LIMIT greatest((SELECT coalesce(sum(n), 0) FROM {counts}
+                        WHERE queue = %(q)s AND state = 'dead') - %(limit)s, 0)::bigint
+        FOR UPDATE SKIP LOCKED)
+    RETURNING id, buried, last_error"""
+
+RENEW = """UPDATE {jobs} AS j SET lease_until = {db_now} + %(lease)s
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
+    WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
+      AND j.state = 'running'"""
+ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM {jobs}
+    WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now})"""
+EXPIRED = """SELECT id, token, attempts, max_attempts FROM {jobs}
+    WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now}
+    ORDER BY id FOR UPDATE SKIP LOCKED"""
+
+RECORD = """SELECT id, state, payload::text, attempts, run_at, created_at, last_error,
+    key, priority, result::text, task, errors, max_attempts,
+    expires_at IS NOT NULL AND expires_at <= {now} FROM {jobs}"""
+GET = RECORD + " WHERE id = %(id)s AND queue = %(q)s"
+LIST_DEAD = (
+    RECORD + " WHERE queue = %(q)s AND state = 'dead' ORDER BY buried LIMIT %(limit)s"
+)
+LIST_PENDING = (
+    RECORD + " WHERE queue = %(q)s AND state IN ('scheduled', 'ready')"
+    " ORDER BY run_at, priority DESC, id LIMIT %(limit)s"
+)
+LIST_RUNNING = (
+    RECORD + " WHERE queue = %(q)s AND state = 'running'"
+    " ORDER BY run_at, priority DESC, id LIMIT %(limit)s"
+)
+LIST_COMPLETED = (
+    RECORD + " WHERE queue = %(q)s AND state = 'completed'"
+    " ORDER BY run_at, priority DESC, id LIMIT %(limit)s"
+)
+
+REVIVE = """WITH revived AS (
+        UPDATE {jobs} AS j SET state = 'ready', attempts = 0, run_at = {now},
+            buried = NULL
+        WHERE id = %(id)s AND queue = %(q)s AND state = 'dead'
+          AND (key IS NULL OR NOT EXISTS (
+              SELECT 1 FROM {jobs} AS o WHERE o.queue = j.queue AND o.key = j.key
+                AND o.state IN ('scheduled', 'ready', 'running')))
+        RETURNING id
+    )
+    SELECT id FROM revived"""
+DELETE_DEAD = """DELETE FROM {jobs} WHERE id = %(id)s AND queue = %(q)s
+    AND state = 'dead' RETURNING id"""
+CANCEL = """DELETE FROM {jobs} WHERE id = %(id)s AND queue = %(q)s
+    AND state IN ('scheduled', 'ready') RETURNING id"""
+COUNTS = "SELECT state, sum(n) FROM {counts} WHERE queue = %(q)s GROUP BY state"
+PENDING = """SELECT coalesce(sum(n), 0) FROM {counts}
+    WHERE queue = %(q)s AND state IN ('scheduled', 'ready')"""
+LIVE = """SELECT coalesce(sum(n), 0) FROM {counts}
+    WHERE queue = %(q)s AND state IN ('scheduled', 'ready', 'running')"""
+NEXT_DUE = """SELECT
+    (SELECT run_at FROM {jobs} WHERE queue = %(q)s AND state = 'ready'
+     ORDER BY priority DESC, run_at, id LIMIT 1),
+    (SELECT run_at FROM {jobs} WHERE queue = %(q)s AND state = 'scheduled'
+     ORDER BY run_at LIMIT 1),
+    {now}"""
+
+
+class Statements:
+    """Every statement of one schema, rendered once (names through
+    ``psycopg.sql.Identifier``, values left as parameters); ``render`` renders
+    others for the same schema."""
+
+    def __init__(self, schema: str) -> None:
+        from psycopg import sql
+
+        def ident(name: str) -> sql.Identifier:
+            return sql.Identifier(schema, name)
+
+        idents: dict[str, sql.Composable] = {
+            "schema": sql.Identifier(schema),
+            "jobs": ident("jobs"),
+            "counts": ident("counts"),
+            "meta": ident("meta"),
+            "burials": ident("burials"),
+            "count_jobs": ident("count_jobs"),
+            "now": sql.SQL(NOW),
+            "db_now": sql.SQL(DB_NOW),
+            "lazy_commit": sql.SQL(LAZY_COMMIT),
+        }
+        for index in ("ready", "scheduled", "running", "dead", "completed",
+                      "live_keys"):  # fmt: skip
+            idents[f"jobs_{index}"] = sql.Identifier(f"jobs_{index}")
+        #: Qualified names as text, for parameters such as ``::regclass``.
+        self.names = {
+            "schema": schema,
+            "jobs_name": ident("jobs").as_string(None),
+            "counts_name": ident("counts").as_string(None),
+            "meta_name": ident("meta").as_string(None),
+            "burials_name": ident("burials").as_string(None),
+        }
+        self._idents = idents
+        render = self.render
+        self.add = render(ADD)
+        self.add_notify = render(ADD_NOTIFY)
+        self.held_key = render(HELD_KEY)
+        self.claim = render(CLAIM)
+        self.finish = render(FINISH)
+        self.complete = render(COMPLETE)
+        self.fail = render(FAIL)
+        self.trim_dead = render(TRIM_DEAD)
+        self.renew = render(RENEW)
+        self.release = render(RELEASE)
+        self.any_expired = render(ANY_EXPIRED)
+        self.expired = render(EXPIRED)
+        self.get = render(GET)
+        self.lists = {
+            JobState.PENDING: render(LIST_PENDING),
+            JobState.RUNNING: render(LIST_RUNNING),
+            JobState.DEAD: render(LIST_DEAD),
+            JobState.COMPLETED: render(LIST_COMPLETED),
+        }
+        self.revive = render(REVIVE)
+        self.delete_dead = render(DELETE_DEAD)
+        self.cancel = render(CANCEL)
+        self.counts = render(COUNTS)
+        self.pending = render(PENDING)
+        self.live = render(LIVE)
+        self.next_due = render(NEXT_DUE)
+
+    def render(self, template: str) -> bytes:
+        """``template`` with this schema's names in its ``{x}`` fields."""
+        from psycopg import sql
+
+        return sql.SQL(template).format(**self._idents).as_bytes(None)

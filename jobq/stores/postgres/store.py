@@ -1,0 +1,778 @@
+"""The PostgreSQL store's class, ``PostgresStore``: the store protocol on a
+schema that processes on many hosts share.
+
+Claims. A pending job is ``scheduled`` (due later) or ``ready`` (due), each
+state with a partial index. One statement moves the scheduled jobs that fell
+due to ``ready`` (an index range on ``run_at``) and takes the first due job in
+(priority DESC, run_at, id) order, both with ``FOR UPDATE SKIP LOCKED``, so
+claims stay O(log n) however many delayed or low-priority jobs wait, and
+concurrent claimers never wait for each other.
+
+Leases. A claim sets a random 63-bit ``token``, its ``owner`` and
+``lease_until`` = the database's clock + ``lease_seconds``. Only the current
+token may end or renew a claim; ``recover`` turns claims whose lease expired
+on the database's clock into failed attempts.
+
+Clock. Leases always use the database's clock (``statement_timestamp()``), so
+hosts whose clocks differ never judge each other's leases. Due times follow
+``clock``: with ``"database"`` (the default) the store ignores the queue's
+clock except for differences (a delay of 30 s is 30 s on the database's clock;
+an absolute ``at`` is turned into a delay with the enqueuing host's clock) and
+orders and compares every due time on the database's clock, so one host's
+clock being off moves nothing. With ``"queue"`` it stores and compares the
+queue's own times, as the memory store does: that is for tests that inject a
+clock or use freezegun; across hosts it assumes synchronized clocks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from jobq._fork import reset_after_fork
+from jobq._rules import check_text
+from jobq.errors import StoreError
+from jobq.stores.base import (
+    ERRORS_KEPT,
+    Claim,
+    Done,
+    Failure,
+    NewJob,
+    OneJobCalls,
+    Signal,
+    StoreStats,
+    batch_size,
+    check_room,
+    describe_error,
+    log_dropped_dead,
+    log_recovered,
+    positive_seconds,
+    process_died,
+    record_from_row,
+)
+from jobq.stores.postgres.connections import (
+    Database,
+    first,
+    inherited,
+    require_driver,
+)
+from jobq.stores.postgres.conninfo import lower_scheme, parse_conninfo, redacted
+from jobq.stores.postgres.schema import (
+    advisory_lock_key,
+    migrate_schema,
+    missing_privileges,
+    prepare_schema,
+)
+from jobq.stores.postgres.statements import Statements
+from jobq.stores.postgres.wakeups import Listener, Notifier, channel_name
+from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+#: Scheduled jobs moved to ``ready`` by one claim, at most (the rest by the
+#: next claims): bounds the work of one claim when many jobs fall due at once.
+PROMOTE_BATCH = 1000
+
+#: Completed jobs past ``keep_completed`` deleted by one ``finish``, at most.
+EXPIRE_BATCH = 100
+
+#: Tries to add a keyed job whose holder finishes between our insert and look-up.
+KEY_RETRIES = 10
+
+
+class _Owner(NamedTuple):
+    """Who holds a claim, for people reading the table."""
+
+    text: str
+    pid: int
+
+
+_process_owner: _Owner | None = None
+
+
+def _this_process() -> _Owner:
+    global _process_owner
+    if _process_owner is None or _process_owner.pid != os.getpid():
+        _process_owner = _Owner(f"{socket.gethostname()}:{os.getpid()}", os.getpid())
+    return _process_owner
+
+
+class PostgresStore(OneJobCalls):
+    """Jobs in PostgreSQL, shared by processes on any number of hosts.
+
+    ``conninfo``: a ``postgresql://`` URL or a libpq ``key=value`` string.
+    ``queue``: the queue's name; queues with different names share the tables
+    and never see each other's jobs. ``schema``: where the tables live (created
+    on first use unless ``auto_migrate=False``). ``lease_seconds``: how long a
+    claim lasts without renewal (the queue renews every third of it); a job
+    whose process died runs again after at most that long. ``poll_interval``:
+    how often idle workers look for new jobs when no notification can reach
+    them (``listen=False``, or the LISTEN connection is down); they also look
+    at least every second. ``pool_size``: connections at most in this
+    process's pool (each call borrows one for one transaction).
+    ``connect_timeout``: seconds to wait for a connection (a new one, or a free
+    one from the pool) before ``StoreError``. ``clock``: ``"database"`` or
+    ``"queue"`` (see the module's documentation). ``listen``: ``True``,
+    ``False``, or a connection string for the LISTEN connection (e.g. direct to
+    PostgreSQL when ``conninfo`` goes through PgBouncer). ``prepare``: let
+    psycopg use server-side prepared statements. ``claim_batch``: how many due
+    jobs a worker may claim at once (see ``Store.claim_batch``).
+
+    Constructing one checks the arguments and opens nothing.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        queue: str = "default",
+        schema: str = "jobq",
+        lease_seconds: float = 30.0,
+        poll_interval: float = 1.0,
+        pool_size: int = 10,
+        connect_timeout: float = 10.0,
+        clock: Literal["database", "queue"] = "database",
+        listen: bool | str = True,
+        prepare: bool = True,
+        auto_migrate: bool = True,
+        claim_batch: int = 1,
+    ) -> None:
+        require_driver()
+        conninfo = lower_scheme(conninfo)
+        self._params = parse_conninfo(conninfo)
+        self.conninfo = conninfo
+        if isinstance(listen, str):
+            listen = lower_scheme(listen)
+            parse_conninfo(listen)
+        elif not isinstance(listen, bool):
+            raise TypeError(f"listen must be a bool or a connection string: {listen!r}")
+        given: tuple[tuple[object, str], ...] = ((queue, "queue"), (schema, "schema"))
+        for value, name in given:
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} must be a non-empty str, not {value!r}")
+            check_text(value, name)
+        if len(schema.encode()) > 63:
+            raise ValueError(
+                f"schema must be at most 63 bytes (PostgreSQL's limit), not {schema!r}"
+            )
+        if clock not in ("database", "queue"):
+            raise ValueError(f"clock must be 'database' or 'queue', not {clock!r}")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int):
+            raise TypeError(f"pool_size must be an int, not {pool_size!r}")
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be at least 1, not {pool_size}")
+        self.queue = queue
+        self.schema = schema
+        self.lease_seconds: float | None = positive_seconds(
+            lease_seconds, "lease_seconds"
+        )
+        self._lease = float(lease_seconds)
+        self.claim_batch = batch_size(claim_batch)
+        self.poll_interval = positive_seconds(poll_interval, "poll_interval")
+        self.pool_size = pool_size
+        self.connect_timeout = positive_seconds(connect_timeout, "connect_timeout")
+        self.clock = clock
+        #: Whether due times follow the database's clock rather than the queue's
+        #: (tests that inject a clock build the store with ``clock="queue"``).
+        self.uses_own_clock = clock == "database"
+        self.listen = listen
+        self.prepare = bool(prepare)
+        self.auto_migrate = bool(auto_migrate)
+        self.channel = channel_name(schema)
+        self.lock_key = advisory_lock_key(schema)
+        self._sql = Statements(schema)
+        self._db = Database(
+            conninfo,
+            self._params,
+            queue=queue,
+            schema=schema,
+            prepare=self.prepare,
+            pool_size=pool_size,
+            connect_timeout=self.connect_timeout,
+        )
+        self._signal = Signal()
+        self._dead_letter_limit = 1000
+        self._offset = 0.0  # the queue's clock minus time.time(), at the last claim
+        self._reset_process_state()
+        reset_after_fork(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"PostgresStore({redacted(self.conninfo)!r}, queue={self.queue!r}, "
+            f"schema={self.schema!r})"
+        )
+
+    @property
+    def where(self) -> str:
+        """The server and database, as messages name them (no password)."""
+        return self._db.where
+
+    @property
+    def listening(self) -> bool:
+        """Whether the listener holds a LISTEN connection now."""
+        listener = self._listener
+        return listener is not None and listener.listening
+
+    # -- per-process state ---------------------------------------------------------
+
+    def _reset_process_state(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._owner = _this_process()
+        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
+        #: The last listener and notifier started, kept after ``close`` (which
+        #: stops them) until the next ``open`` or fork.
+        self._listener: Listener | None = None
+        self._notifier: Notifier | None = None
+        #: Sent with our notifications, so that our own listener skips them.
+        self._token = secrets.token_hex(8)
+
+    def _after_fork_in_child(self) -> None:
+        """Set the parent's pool and listener aside unused; ``open`` again to go on."""
+        listen_conn = None if self._listener is None else self._listener.abandon()
+        inherited.extend(x for x in (self._pool, listen_conn) if x is not None)
+        self._reset_process_state()
+
+    def _check_process(self) -> None:
+        if self._pid != os.getpid():
+            self._after_fork_in_child()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
+        """Check (or create, or migrate) the schema, then start the pool and
+        the listener. Raises ``StoreError`` naming the problem when the server
+        cannot be reached or the role lacks a permission."""
+        self._check_process()
+        with self._lock:
+            self._signal = signal
+            self._dead_letter_limit = dead_letter_limit
+            if self._pool is not None:
+                return
+            with self._db.direct() as conn:
+                self._prepare(conn)
+            self._pool = self._db.new_pool()
+            self._notifier = Notifier(
+                channel=self.channel,
+                queue=self.queue,
+                token=self._token,
+                connection=self._connection,
+            )
+            self._listener = None
+            if self.listen is not False or self.poll_interval < 1.0:
+                self._listener = Listener(
+                    self._db,
+                    listen=self.listen,
+                    channel=self.channel,
+                    queue=self.queue,
+                    token=self._token,
+                    poll_interval=self.poll_interval,
+                    signal=self._current,
+                )
+                self._listener.start()
+
+    def _current(self) -> Signal:
+        """The signal of the queue that opened the store last (the listener's)."""
+        return self._signal
+
+    def close(self) -> None:
+        """Stop the listener and close this process's connections; idempotent."""
+        self._check_process()
+        with self._lock:
+            listener, notifier = self._listener, self._notifier
+            for wakeups in (listener, notifier):
+                if wakeups is not None:
+                    wakeups.stop()
+        for wakeups in (listener, notifier):  # the notifier sends what is due first
+            if wakeups is not None:
+                wakeups.join()
+        with self._lock:
+            pool, self._pool = self._pool, None
+            if listener is not None:
+                listener.close()
+        if pool is not None:
+            pool.close()
+
+    def save(self) -> None:
+        """Nothing to do: every change returned after its transaction committed."""
+
+    def migrate(self) -> int:
+        """Create the schema, or bring it to this jobq's version, now.
+
+        Runs under ``pg_advisory_xact_lock``, in one transaction, so hosts
+        doing it at once do not race. Needs a role that may create the schema
+        (or owns it); roles that may not run DDL then use the store with
+        ``open`` only checking the version. Returns the version.
+        """
+        self._check_process()
+        with self._db.direct() as conn:
+            return migrate_schema(conn, self._sql, where=self.where)
+
+    def check(self) -> None:
+        """Connect, check the schema (as ``open`` does: creating it unless
+        ``auto_migrate=False``) and the privileges the store needs; raise
+        ``StoreError`` naming what is wrong."""
+        self._check_process()
+        with self._db.direct() as conn:
+            self._prepare(conn)
+            missing = missing_privileges(conn, self._sql)
+            if missing:
+                raise StoreError(
+                    f"{self.where}: the role lacks {', '.join(missing)}; grant them "
+                    f"(GRANT USAGE ON SCHEMA ...; GRANT SELECT, INSERT, UPDATE, "
+                    "DELETE ON ALL TABLES IN SCHEMA ...; GRANT USAGE ON ALL "
+                    "SEQUENCES IN SCHEMA ...)"
+                )
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
+        """Check the schema; create or migrate it unless ``auto_migrate=False``."""
+        prepare_schema(
+            conn, self._sql, where=self.where, auto_migrate=self.auto_migrate
+        )
+
+    # -- the job's path: add, claim, finish or fail -----------------------------------
+
+    def add(
+        self,
+        jobs: Sequence[NewJob],
+        now: float,
+        *,
+        max_pending: int | None = None,
+        connection: Any = None,
+    ) -> list[Enqueued]:
+        """Add jobs in one transaction. With ``connection`` (a psycopg 3
+        connection), write them in that connection's current transaction: they
+        exist if, and only if, the caller commits it."""
+        params: list[dict[str, Any]] = []
+        first_of_key: dict[str, int] = {}
+        plan: list[int] = []  # per job: its row in params, or -1 - the first job
+        for index, job in enumerate(jobs):
+            if job.key is not None:
+                if job.key in first_of_key:
+                    plan.append(-1 - first_of_key[job.key])
+                    continue
+                first_of_key[job.key] = index
+            plan.append(len(params))
+            params.append(self._add_params(job, now))
+        if connection is not None:
+            ids = self._add_in(connection, params, max_pending)
+        else:
+            with self._connection() as conn:
+                if len(params) == 1 and max_pending is None:
+                    ids = self._insert(conn, params, self._sql.add)
+                else:
+                    with conn.transaction():
+                        ids = self._insert_checked(
+                            conn, params, self._sql.add, max_pending
+                        )
+        results: list[Enqueued] = []
+        due = 0
+        for row in plan:
+            if row < 0:
+                results.append(Enqueued(results[-1 - row].id, True))
+            else:
+                job_id, duplicate = ids[row]
+                results.append(Enqueued(job_id, duplicate))
+                due += not duplicate
+        if due:
+            self._signal.jobs_added(due)
+            if connection is None:
+                self._notify_others()
+        return results
+
+    def _add_params(self, job: NewJob, now: float) -> dict[str, Any]:
+        return {
+            "q": self.queue,
+            "now": self._now(now),
+            "run_in": max(job.run_at - now, 0.0),
+            "payload": job.payload,
+            "key": job.key,
+            "priority": job.priority,
+            "max_attempts": job.max_attempts,
+            "task": job.task,
+        }
+
+    def _insert_checked(
+        self,
+        conn: psycopg.Connection[Any],
+        params: list[dict[str, Any]],
+        statement: bytes,
+        max_pending: int | None,
+    ) -> list[tuple[int, bool]]:
+        """``_insert``; with ``max_pending``, in a savepoint that ``QueueFull``
+        rolls back, so an open transaction (the caller's) stays as it was.
+        The count is read first, which begins the caller's transaction on a
+        connection that has none open yet."""
+        if max_pending is None:
+            return self._insert(conn, params, statement)
+        pending = first(conn.execute(self._sql.pending, {"q": self.queue}).fetchone())
+        with conn.transaction():
+            ids = self._insert(conn, params, statement)
+            check_room(pending, sum(not held for _, held in ids), max_pending)
+        return ids
+
+    def _add_in(
+        self,
+        connection: Any,
+        params: list[dict[str, Any]],
+        max_pending: int | None,
+    ) -> list[Any]:
+        """Add in the caller's transaction (or, on an autocommit connection
+        outside a transaction, in one of our own)."""
+        import psycopg
+
+        if not isinstance(connection, psycopg.Connection):
+            raise TypeError(
+                "connection must be a psycopg 3 connection (psycopg.Connection), "
+                f"not {type(connection).__name__}"
+            )
+        status = connection.info.transaction_status
+        if status == psycopg.pq.TransactionStatus.INERROR:
+            raise StoreError(
+                "the caller's transaction failed earlier and must be rolled back; "
+                "nothing was added"
+            )
+        message = {"channel": self.channel, "message": f"-:{self.queue}"}
+        params = [{**values, **message} for values in params]
+        statement = self._sql.add_notify
+        try:
+            if connection.autocommit and status == psycopg.pq.TransactionStatus.IDLE:
+                with connection.transaction():
+                    return self._insert_checked(
+                        connection, params, statement, max_pending
+                    )
+            return self._insert_checked(connection, params, statement, max_pending)
+        except psycopg.Error as exc:
+            raise self._db.error(exc) from exc
+
+    def _insert(
+        self,
+        conn: psycopg.Connection[Any],
+        params: list[dict[str, Any]],
+        statement: bytes,
+    ) -> list[tuple[int, bool]]:
+        """Insert the rows; a row whose key a live job holds yields that job."""
+        from psycopg.rows import tuple_row
+
+        with conn.cursor(row_factory=tuple_row) as cur:
+            if len(params) == 1:
+                cur.execute(statement, params[0])
+                inserted = [cur.fetchone()]
+            else:
+                cur.executemany(statement, params, returning=True)
+                inserted = []
+                while True:
+                    inserted.append(cur.fetchone())
+                    if not cur.nextset():
+                        break
+            results: list[tuple[int, bool]] = []
+            for row, values in zip(inserted, params, strict=True):
+                if row is not None:
+                    results.append((row[0], False))
+                    continue
+                results.append(self._held(cur, values, statement))
+        return results
+
+    def _held(
+        self, cur: psycopg.Cursor[Any], values: dict[str, Any], statement: bytes
+    ) -> tuple[int, bool]:
+        """The live job holding ``values``'s key, or a new job if it just ended."""
+        for _ in range(KEY_RETRIES):
+            cur.execute(self._sql.held_key, values)
+            held = cur.fetchone()
+            if held is not None:
+                return held[0], True
+            cur.execute(statement, values)  # the holder ended in between: again
+            row = cur.fetchone()
+            if row is not None:
+                return row[0], False
+        raise StoreError(
+            f"key {values['key']!r} kept changing hands; nothing was added for it"
+        )
+
+    def claim_many(self, now: float, limit: int) -> list[Claim]:
+        self._offset = now - time.time()  # for next_due: see there
+        token = secrets.randbits(63) or 1  # one per batch: (id, token) fences
+        with self._connection() as conn:
+            rows = conn.execute(
+                self._sql.claim,
+                {
+                    "q": self.queue,
+                    "now": self._now(now),
+                    "batch": PROMOTE_BATCH,
+                    "limit": limit,
+                    "token": token,
+                    "lease": self._lease,
+                    "owner": self._owner.text,
+                },
+            ).fetchall()
+        rows.sort(key=lambda row: row[6:])  # RETURNING keeps no order: run order
+        return [
+            Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
+            for job_id, payload, attempts, max_attempts, key, task, *_ in rows
+        ]
+
+    def finish_many(
+        self, done: Sequence[Done], keep_until: float | None, now: float
+    ) -> list[bool]:
+        values: dict[str, Any] = {
+            "q": self.queue,
+            "now": self._now(now),
+            "batch": EXPIRE_BATCH,
+            **self._claim_arrays([d.claim for d in done]),
+        }
+        if keep_until is None:
+            query = self._sql.finish
+        else:
+            query = self._sql.complete
+            values["results"] = [d.result for d in done]
+            values["keep_for"] = max(keep_until - now, 0.0)
+        with self._connection() as conn:
+            ended = {row[0] for row in conn.execute(query, values).fetchall()}
+            if ended:
+                self._settle(conn)
+        return [d.claim.id in ended for d in done]
+
+    def release(self, claims: Sequence[Claim], now: float) -> None:
+        values = {"q": self.queue, **self._claim_arrays(claims)}
+        with self._connection() as conn:
+            conn.execute(self._sql.release, values)
+        self._signal.jobs_added(len(claims))
+        self._notify_others()
+
+    @staticmethod
+    def _claim_arrays(claims: Sequence[Claim]) -> dict[str, list[int]]:
+        """Claims as the ``ids`` and ``tokens`` arrays of a statement."""
+        return {"ids": [c.id for c in claims], "tokens": [c.token for c in claims]}
+
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+        """One transaction for the batch, which trims the dead-letter list if a
+        job died; a lone retry commits by itself (no BEGIN/COMMIT round trips)."""
+        alone = len(failures) == 1 and failures[0].retry_at is not None
+        dropped: list[tuple[int, str | None]] = []
+        with self._connection() as conn:
+            with contextlib.nullcontext() if alone else conn.transaction():
+                recorded = [self._fail_one(conn, failure, now) for failure in failures]
+                ended = [f for f, ok in zip(failures, recorded, strict=True) if ok]
+                buried = any(f.retry_at is None for f in ended)
+                if buried:
+                    dropped = self._trim_dead(conn)
+            if buried:
+                self._settle(conn)
+        self._log_dropped(dropped)
+        retried = sum(f.retry_at is not None for f in ended)
+        if retried:
+            self._signal.jobs_added(retried)
+            self._notify_others()
+        return recorded
+
+    def _fail_one(
+        self, conn: psycopg.Connection[Any], failure: Failure, now: float
+    ) -> bool:
+        claim, error, retry_at = failure
+        retry_in = None if retry_at is None else max(retry_at - now, 0.0)
+        values = self._fail_params(claim.id, claim.token, error, retry_in, now)
+        return conn.execute(self._sql.fail, values).fetchone() is not None
+
+    def _fail_params(
+        self,
+        job_id: int,
+        token: int,
+        error: AttemptError,
+        retry_in: float | None,
+        now: float,
+    ) -> dict[str, Any]:
+        return {
+            "q": self.queue,
+            "now": self._now(now),
+            "id": job_id,
+            "token": token,
+            "retry_in": retry_in,
+            "burials": self._sql.names["burials_name"],
+            "last_error": describe_error(error),
+            "kept": ERRORS_KEPT,
+            "etype": error.type,
+            "emessage": error.message,
+            "etraceback": error.traceback,
+            "error_in": error.at - now,
+        }
+
+    def renew(self, claims: Sequence[Claim], now: float) -> None:
+        if not claims:
+            return
+        values = {"q": self.queue, "lease": self._lease, **self._claim_arrays(claims)}
+        with self._connection() as conn:
+            conn.execute(self._sql.renew, values)
+
+    def recover(self, now: float) -> int:
+        """Claims whose lease expired (on the database's clock) become failed
+        attempts: pending again now, or dead when out of attempts."""
+        sql = self._sql
+        with self._connection() as conn:
+            if not first(conn.execute(sql.any_expired, {"q": self.queue}).fetchone()):
+                return 0
+            error = process_died(now)
+            dropped: list[tuple[int, str | None]] = []
+            recovered: list[int] = []
+            with conn.transaction():
+                rows = conn.execute(sql.expired, {"q": self.queue}).fetchall()
+                buried = False
+                for job_id, token, attempts, max_attempts in rows:
+                    retry_in = 0.0 if attempts + 1 < max_attempts else None
+                    values = self._fail_params(job_id, token, error, retry_in, now)
+                    if conn.execute(sql.fail, values).fetchone() is not None:
+                        recovered.append(job_id)
+                        buried = buried or retry_in is None
+                if buried:
+                    dropped = self._trim_dead(conn)
+            if recovered:
+                self._settle(conn)
+        self._log_dropped(dropped)
+        log_recovered(recovered)
+        if recovered:
+            self._signal.jobs_added(len(recovered))
+            self._notify_others()
+        return len(recovered)
+
+    # -- looking and managing --------------------------------------------------------
+
+    def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
+        with self._connection() as conn:
+            row = conn.execute(
+                self._sql.get, {"id": job_id, "q": self.queue, "now": self._now(now)}
+            ).fetchone()
+        if row is None or row[-1]:  # gone, or completed and expired
+            return None
+        return record_from_row(row, row[11])
+
+    def list_jobs(
+        self, state: JobState, limit: int | None = None
+    ) -> list[JobRecord[Any]]:
+        query = self._sql.lists[state]
+        with self._connection() as conn:
+            rows = conn.execute(
+                query, {"q": self.queue, "limit": limit, "now": None}
+            ).fetchall()
+        return [record_from_row(row, row[11]) for row in rows]
+
+    def revive(self, job_id: int, now: float) -> bool:
+        import psycopg
+
+        values = {"id": job_id, "q": self.queue, "now": self._now(now)}
+        with self._connection() as conn:
+            try:
+                row = conn.execute(self._sql.revive, values).fetchone()
+            except psycopg.errors.UniqueViolation:
+                return False  # another job took the key at the same moment
+        if row is None:
+            return False
+        self._signal.jobs_added()
+        self._notify_others()
+        return True
+
+    def delete_dead(self, job_id: int) -> bool:
+        with self._connection() as conn:
+            row = conn.execute(
+                self._sql.delete_dead, {"id": job_id, "q": self.queue}
+            ).fetchone()
+        return row is not None
+
+    def cancel(self, job_id: int) -> bool:
+        with self._connection() as conn:
+            row = conn.execute(
+                self._sql.cancel, {"id": job_id, "q": self.queue}
+            ).fetchone()
+            if row is not None:
+                self._settle(conn)
+        return row is not None
+
+    def stats(self) -> StoreStats:
+        with self._connection() as conn:
+            counts = dict(conn.execute(self._sql.counts, {"q": self.queue}).fetchall())
+        return StoreStats(
+            int(counts.get("scheduled", 0) + counts.get("ready", 0)),
+            int(counts.get("running", 0)),
+            int(counts.get("dead", 0)),
+        )
+
+    def next_due(self) -> float | None:
+        """When the earliest pending job falls due, on the queue's clock.
+
+        With the database's clock, that is the database's "how long from now"
+        added to the queue's clock as the last ``claim`` saw it (workers ask
+        right after a claim found nothing), so a queue whose clock is off
+        neither spins nor oversleeps."""
+        with self._connection() as conn:
+            row = conn.execute(
+                self._sql.next_due, {"q": self.queue, "now": None}
+            ).fetchone()
+        assert row is not None  # noqa: S101 - a SELECT without FROM has one row
+        ready, scheduled, db_now = row
+        due = ready if ready is not None else scheduled
+        if due is None:
+            return None
+        if self.clock == "queue":
+            return float(due)
+        return time.time() + self._offset + max(float(due) - float(db_now), 0.0)
+
+    # -- inside transactions: settling, burial --------------------------------------
+
+    def _settle(self, conn: psycopg.Connection[Any]) -> None:
+        """Wake ``join`` callers of this process if nothing is pending or
+        running any more (asked only when someone joins)."""
+        from psycopg.pq import TransactionStatus
+
+        signal = self._signal
+        if not signal.joiners:
+            return
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            return  # inside a transaction: not yet
+        live = first(conn.execute(self._sql.live, {"q": self.queue}).fetchone())
+        if not live:
+            signal.job_settled()
+
+    def _trim_dead(self, conn: psycopg.Connection[Any]) -> list[tuple[int, str | None]]:
+        """Drop the oldest dead jobs beyond the limit; returns them to log."""
+        rows = conn.execute(
+            self._sql.trim_dead, {"q": self.queue, "limit": self._dead_letter_limit}
+        ).fetchall()
+        return [(job_id, last_error) for job_id, _, last_error in sorted(
+            rows, key=lambda r: r[1])]  # fmt: skip
+
+    def _log_dropped(self, dropped: list[tuple[int, str | None]]) -> None:
+        for job_id, last_error in dropped:
+            log_dropped_dead(self._dead_letter_limit, job_id, last_error)
+
+    def _now(self, now: float) -> float | None:
+        """The ``now`` parameter: the queue's clock, or NULL for the database's."""
+        return now if self.clock == "queue" else None
+
+    # -- connections and wake-ups ----------------------------------------------------
+
+    def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """A connection from this process's pool for one call, returned at once
+        (``Database.borrow``)."""
+        self._check_process()
+        pool = self._pool
+        if pool is None:
+            raise StoreError(
+                f"{self.where}: the store is not open (closed, or inherited "
+                "through fork: open it again)"
+            )
+        return self._db.borrow(pool)
+
+    def _notify_others(self) -> None:
+        """Tell the listeners of other processes (and other stores of this one)
+        that this queue has new work, soon after this change committed."""
+        notifier = self._notifier
+        if notifier is not None:
+            notifier.request()

@@ -1,0 +1,140 @@
+"""The SQLite store's schema: its tables, indexes and triggers, its version,
+and ``migrate_schema``, which makes a file ready (WAL mode, then the schema created
+or its version checked).
+
+Tables carry a ``jobq_`` prefix so that the queue can live in a database the
+application also uses. States: scheduled and ready (both "pending"), running,
+dead, completed (kept with its result until ``expires_at``). Counts per state
+live in a small table kept by triggers, so ``stats`` reads five rows, never
+the jobs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from jobq.errors import StoreError
+from jobq.stores.sqlite.connections import Database, primary_code
+
+#: The schema this code writes; a file with a newer one is refused.
+SCHEMA_VERSION = 1
+
+SCHEMA = (
+    """CREATE TABLE jobq_meta (
+        name TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    )""",
+    """CREATE TABLE jobq_jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,  -- ids only grow, never reused
+        state TEXT NOT NULL CHECK (state IN
+            ('scheduled', 'ready', 'running', 'dead', 'completed')),
+        payload TEXT NOT NULL,                 -- JSON
+        key TEXT,
+        priority INTEGER NOT NULL,
+        run_at REAL NOT NULL,                  -- epoch seconds
+        created_at REAL NOT NULL,
+        max_attempts INTEGER NOT NULL,
+        task TEXT,
+        attempts INTEGER NOT NULL DEFAULT 0,   -- failed attempts
+        last_error TEXT,
+        errors TEXT NOT NULL DEFAULT '[]',     -- JSON [[type, message, tb, at]]
+        result TEXT,                           -- JSON, completed jobs only
+        expires_at REAL,                       -- completed jobs only
+        buried INTEGER,                        -- dead jobs: burial order
+        token INTEGER NOT NULL DEFAULT 0,      -- grows with every claim
+        lease_until REAL,                      -- the current (or last) claim's
+        owner_host TEXT,
+        owner_pid INTEGER,
+        owner_nonce TEXT
+    )""",
+    "CREATE INDEX jobq_scheduled ON jobq_jobs (run_at) WHERE state = 'scheduled'",
+    """CREATE INDEX jobq_ready ON jobq_jobs (priority DESC, run_at, id)
+        WHERE state = 'ready'""",
+    "CREATE INDEX jobq_running ON jobq_jobs (lease_until) WHERE state = 'running'",
+    "CREATE INDEX jobq_dead ON jobq_jobs (buried) WHERE state = 'dead'",
+    "CREATE INDEX jobq_completed ON jobq_jobs (expires_at) WHERE state = 'completed'",
+    # A key is held while its job is pending or running: two processes adding
+    # the same key at once get one job.
+    """CREATE UNIQUE INDEX jobq_live_keys ON jobq_jobs (key)
+        WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')""",
+    """CREATE TABLE jobq_counts (
+        state TEXT PRIMARY KEY,
+        n INTEGER NOT NULL
+    )""",
+    """INSERT INTO jobq_counts (state, n) VALUES
+        ('scheduled', 0), ('ready', 0), ('running', 0), ('dead', 0), ('completed', 0)
+    """,
+    """CREATE TRIGGER jobq_count_insert AFTER INSERT ON jobq_jobs BEGIN
+        UPDATE jobq_counts SET n = n + 1 WHERE state = NEW.state;
+    END""",
+    """CREATE TRIGGER jobq_count_delete AFTER DELETE ON jobq_jobs BEGIN
+        UPDATE jobq_counts SET n = n - 1 WHERE state = OLD.state;
+    END""",
+    """CREATE TRIGGER jobq_count_update AFTER UPDATE OF state ON jobq_jobs
+        WHEN OLD.state IS NOT NEW.state BEGIN
+        UPDATE jobq_counts SET n = n - 1 WHERE state = OLD.state;
+        UPDATE jobq_counts SET n = n + 1 WHERE state = NEW.state;
+    END""",
+)
+
+HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"
+GET_VERSION = "SELECT value FROM jobq_meta WHERE name = 'schema_version'"
+SET_VERSION = "INSERT INTO jobq_meta (name, value) VALUES ('schema_version', ?)"
+USE_WAL = "PRAGMA journal_mode = WAL"
+
+#: Seconds between tries to switch a new file to WAL while another process does.
+WAL_RETRY = 0.01
+
+
+def migrate_schema(db: Database, conn: sqlite3.Connection) -> int:
+    """Make the file ready for this jobq: switch it to WAL, then create the
+    schema (a new file) or check its version, in one transaction. Returns the
+    version; a newer one, or none that is valid, raises ``StoreError``."""
+    try:
+        _use_wal(db, conn)
+    except sqlite3.Error as exc:
+        raise db.error(exc) from exc
+    with db.transaction(conn):
+        if conn.execute(HAS_META).fetchone() is None:
+            for statement in SCHEMA:
+                conn.execute(statement)
+            conn.execute(SET_VERSION, (SCHEMA_VERSION,))
+        else:
+            _check_version(db, conn)
+    return SCHEMA_VERSION
+
+
+def _use_wal(db: Database, conn: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (it stays so); a no-op once it is.
+
+    Two processes switching a new file at once: the loser gets SQLITE_BUSY
+    at once, without the busy handler, so wait for the winner here.
+    """
+    for _ in range(max(1, round(db.busy_timeout / WAL_RETRY))):
+        try:
+            mode = conn.execute(USE_WAL).fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if primary_code(exc) != sqlite3.SQLITE_BUSY:
+                raise
+            time.sleep(WAL_RETRY)
+            continue
+        if mode != "wal":
+            raise StoreError(
+                f"{db.path}: SQLite could not use WAL mode here (journal "
+                f"mode {mode!r}); the file must be on a local filesystem"
+            )
+        return
+    conn.execute(USE_WAL)  # still busy: raise that
+
+
+def _check_version(db: Database, conn: sqlite3.Connection) -> None:
+    row = conn.execute(GET_VERSION).fetchone()
+    version = row[0] if row else None
+    if not isinstance(version, int) or version < 1:
+        raise StoreError(f"{db.path} has no valid jobq schema version ({version!r})")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{db.path} was written by a newer jobq (schema version {version}; "
+            f"this jobq knows up to {SCHEMA_VERSION}): upgrade jobq"
+        )

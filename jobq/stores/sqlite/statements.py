@@ -1,0 +1,115 @@
+"""The SQL the SQLite store runs on the jobs (the schema is in ``schema``).
+
+Every statement is a fixed string taking values as ``?`` parameters; nothing
+is built from payloads, keys or other values.
+"""
+
+from __future__ import annotations
+
+from jobq.types import JobState
+
+# -- the jobs ------------------------------------------------------------------------
+
+HELD_KEY = """SELECT id FROM jobq_jobs
+    WHERE key = ? AND state IN ('scheduled', 'ready', 'running')"""
+INSERT = """INSERT INTO jobq_jobs
+    (state, payload, key, priority, run_at, created_at, max_attempts, task)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"""
+
+# Cheap read first, so idle workers never take the write lock for nothing.
+ANY_DUE = """SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'ready')
+    OR EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= ?)"""
+PROMOTE = (
+    "UPDATE jobq_jobs SET state = 'ready' WHERE state = 'scheduled' AND run_at <= ?"
+)
+CLAIM = """UPDATE jobq_jobs SET state = 'running', token = token + 1,
+        lease_until = ?, owner_host = ?, owner_pid = ?, owner_nonce = ?
+    WHERE id IN (SELECT id FROM jobq_jobs WHERE state = 'ready'
+                 ORDER BY priority DESC, run_at, id LIMIT ?)
+    RETURNING id, token, payload, attempts, max_attempts, key, task,
+        -priority, run_at"""
+RELEASE = """UPDATE jobq_jobs SET state = 'ready'
+    WHERE id = ? AND state = 'running' AND token = ?"""
+
+EXPIRE_COMPLETED = "DELETE FROM jobq_jobs WHERE state = 'completed' AND expires_at <= ?"
+DELETE_CLAIMED = (
+    "DELETE FROM jobq_jobs WHERE id = ? AND state = 'running' AND token = ?"
+)
+COMPLETE = """UPDATE jobq_jobs SET state = 'completed', result = ?, expires_at = ?
+    WHERE id = ? AND state = 'running' AND token = ?"""
+CLAIMED = """SELECT attempts, errors FROM jobq_jobs
+    WHERE id = ? AND state = 'running' AND token = ?"""
+RETRY = """UPDATE jobq_jobs SET state = ?, run_at = ?, attempts = ?, last_error = ?,
+    errors = ? WHERE id = ?"""
+BURY = """UPDATE jobq_jobs SET state = 'dead', attempts = ?, last_error = ?, errors = ?,
+        buried = (SELECT coalesce(max(buried), 0) + 1 FROM jobq_jobs
+                  WHERE state = 'dead')
+    WHERE id = ?"""
+DEAD_COUNT = "SELECT n FROM jobq_counts WHERE state = 'dead'"
+PENDING_COUNT = """SELECT sum(n) FROM jobq_counts
+    WHERE state IN ('scheduled', 'ready')"""
+LIVE_COUNT = """SELECT sum(n) FROM jobq_counts
+    WHERE state IN ('scheduled', 'ready', 'running')"""
+OLDEST_DEAD = """SELECT id, last_error FROM jobq_jobs WHERE state = 'dead'
+    ORDER BY buried LIMIT ?"""
+DELETE = "DELETE FROM jobq_jobs WHERE id = ?"
+
+RENEW = """UPDATE jobq_jobs SET lease_until = ?
+    WHERE id = ? AND state = 'running' AND token = ?"""
+ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM jobq_jobs
+    WHERE state = 'running' AND lease_until <= ?)"""
+OWNERS = """SELECT DISTINCT owner_pid, owner_nonce FROM jobq_jobs
+    WHERE state = 'running' AND owner_host = ?"""
+EXPIRED = """SELECT id, attempts, max_attempts, errors FROM jobq_jobs
+    WHERE state = 'running' AND lease_until <= ?"""
+OWNED = """SELECT id, attempts, max_attempts, errors FROM jobq_jobs
+    WHERE state = 'running' AND owner_host = ? AND owner_pid = ? AND owner_nonce = ?"""
+
+RECORD = """SELECT id, state, payload, attempts, run_at, created_at, last_error, key,
+    priority, result, task, errors, max_attempts, expires_at FROM jobq_jobs"""
+GET = RECORD + " WHERE id = ?"
+LIST_DEAD = RECORD + " WHERE state = 'dead' ORDER BY buried LIMIT ?"
+LIST_PENDING = (
+    RECORD + " WHERE state IN ('scheduled', 'ready')"
+    " ORDER BY run_at, priority DESC, id LIMIT ?"
+)
+LIST_RUNNING = (
+    RECORD + " WHERE state = 'running' ORDER BY run_at, priority DESC, id LIMIT ?"
+)
+LIST_COMPLETED = (
+    RECORD + " WHERE state = 'completed' ORDER BY run_at, priority DESC, id LIMIT ?"
+)
+
+DEAD_KEY = "SELECT key FROM jobq_jobs WHERE id = ? AND state = 'dead'"
+REVIVE = """UPDATE jobq_jobs SET state = 'ready', attempts = 0, run_at = ?,
+    buried = NULL WHERE id = ?"""
+DELETE_DEAD = "DELETE FROM jobq_jobs WHERE id = ? AND state = 'dead'"
+CANCEL = "DELETE FROM jobq_jobs WHERE id = ? AND state IN ('scheduled', 'ready')"
+COUNTS = "SELECT state, n FROM jobq_counts"
+NEXT_DUE = """SELECT
+    (SELECT run_at FROM jobq_jobs WHERE state = 'ready'
+     ORDER BY priority DESC, run_at, id LIMIT 1),
+    (SELECT run_at FROM jobq_jobs WHERE state = 'scheduled' ORDER BY run_at LIMIT 1)"""
+
+#: The statement that lists the jobs in each state (``list_jobs``).
+LISTS = {
+    JobState.PENDING: LIST_PENDING,
+    JobState.RUNNING: LIST_RUNNING,
+    JobState.DEAD: LIST_DEAD,
+    JobState.COMPLETED: LIST_COMPLETED,
+}
+
+# -- pragmas -----------------------------------------------------------------------
+
+DATA_VERSION = "PRAGMA data_version"  # changes when another connection commits
+#: The watcher's checkpoint (PASSIVE: it never waits for, nor blocks, anyone).
+CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
+#: Pages in the WAL at which a commit checkpoints by itself: only when no
+#: watcher did (SQLite's default is 1,000, reached in a fraction of a second).
+AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = 10000"
+
+#: The fixed pragma for each ``synchronous`` option.
+SYNCHRONOUS = {
+    "NORMAL": "PRAGMA synchronous = NORMAL",  # WAL: survives a process crash
+    "FULL": "PRAGMA synchronous = FULL",  # also an OS crash or power loss
+}

@@ -1,0 +1,629 @@
+"""The SQLite store's class, ``SqliteStore``: the store protocol on one file.
+
+Claims stay O(log n) however many delayed or low-priority jobs wait. A pending
+job is ``scheduled`` (due later) or ``ready`` (due), each state with a partial
+index: a claim first moves the scheduled jobs that fell due to ``ready`` (an
+index range on ``run_at``), then takes the first ready job in (priority DESC,
+run_at, id) order, so it never walks past future rows. Callers only ever see
+"pending".
+
+Claims are fenced and leased: each claim bumps the row's ``token`` and sets
+``lease_until`` and its owner (host, pid, a per-process nonce). Only the
+current token may end or renew a claim. ``recover`` turns a claim into a
+failed attempt once its lease expired or, at once, when its owner is a dead
+process on this host (``open`` does that too, so a restart picks such jobs up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import socket
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+from jobq._fork import reset_after_fork
+from jobq.errors import StoreError
+from jobq.stores.base import (
+    Claim,
+    Done,
+    Failure,
+    NewJob,
+    OneJobCalls,
+    Signal,
+    StoreStats,
+    add_error,
+    batch_size,
+    check_room,
+    describe_error,
+    log_dropped_dead,
+    log_recovered,
+    positive_seconds,
+    process_died,
+    record_from_row,
+)
+from jobq.stores.sqlite.connections import Database, guard, inherited
+from jobq.stores.sqlite.schema import migrate_schema
+from jobq.stores.sqlite.statements import (
+    ANY_DUE,
+    ANY_EXPIRED,
+    BURY,
+    CANCEL,
+    CHECKPOINT,
+    CLAIM,
+    CLAIMED,
+    COMPLETE,
+    COUNTS,
+    DEAD_COUNT,
+    DEAD_KEY,
+    DELETE,
+    DELETE_CLAIMED,
+    DELETE_DEAD,
+    EXPIRE_COMPLETED,
+    EXPIRED,
+    GET,
+    HELD_KEY,
+    INSERT,
+    LISTS,
+    LIVE_COUNT,
+    NEXT_DUE,
+    OLDEST_DEAD,
+    OWNED,
+    OWNERS,
+    PENDING_COUNT,
+    PROMOTE,
+    RELEASE,
+    RENEW,
+    RETRY,
+    REVIVE,
+    SYNCHRONOUS,
+)
+from jobq.stores.sqlite.wakeups import Watcher
+from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+
+logger = logging.getLogger("jobq.stores.sqlite")
+
+
+def path_from_url(url: str) -> str:
+    """The file named by ``sqlite:///relative.db`` or ``sqlite:////absolute.db``.
+
+    The SQLAlchemy convention: three slashes and a relative path, or four and
+    an absolute one. Anything else (a host, a missing path, a query string,
+    ``:memory:``) raises ``ValueError``.
+    """
+    prefix = "sqlite://"
+    if url[: len(prefix)].lower() != prefix:
+        raise ValueError(
+            f"malformed SQLite store URL {url!r}: use sqlite:///relative/path.db "
+            "or sqlite:////absolute/path.db"
+        )
+    rest = url[len(prefix) :]
+    if not rest.startswith("/"):
+        raise ValueError(
+            f"malformed SQLite store URL {url!r}: a SQLite URL names no host; "
+            "use sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
+    path = rest[1:]
+    if "?" in path or "#" in path:
+        raise ValueError(
+            f"unsupported SQLite store URL {url!r}: query strings are not "
+            "supported; pass options to jobq.stores.SqliteStore(path, ...)"
+        )
+    if not path or path.endswith("/") or path == ":memory:":
+        raise ValueError(
+            f"malformed SQLite store URL {url!r}: it names no database file "
+            "(an in-memory queue is store=None)"
+        )
+    return path
+
+
+class _Owner(NamedTuple):
+    """Who holds a claim: a process on a host (hostname and pid namespace)."""
+
+    host: str
+    pid: int
+    nonce: str
+
+
+_process_owner: _Owner | None = None
+
+
+def _this_process() -> _Owner:
+    """This process, with a nonce that tells it from an earlier one with its pid.
+
+    One identity per process, shared by every store object in it (a forked
+    child gets its own). The host includes the pid namespace: containers
+    sharing a hostname (host networking) must not judge each other's pids.
+    """
+    global _process_owner
+    if _process_owner is None or _process_owner.pid != os.getpid():
+        try:
+            namespace = os.readlink("/proc/self/ns/pid")
+        except OSError:
+            namespace = ""
+        host = f"{socket.gethostname()}/{namespace}"
+        _process_owner = _Owner(host, os.getpid(), secrets.token_hex(8))
+    return _process_owner
+
+
+def _dump_errors(errors: tuple[AttemptError, ...]) -> str:
+    return json.dumps([[e.type, e.message, e.traceback, e.at] for e in errors])
+
+
+def _load_errors(text: str) -> tuple[AttemptError, ...]:
+    return tuple(
+        AttemptError(str(t), str(m), str(tb), float(at))
+        for t, m, tb, at in json.loads(text)
+    )
+
+
+def _finish_one(conn: sqlite3.Connection, done: Done, keep_until: float | None) -> bool:
+    """Delete the job, or keep it completed; whether its claim was current."""
+    claim = done.claim
+    if keep_until is None:
+        return bool(conn.execute(DELETE_CLAIMED, (claim.id, claim.token)).rowcount)
+    values = (done.result, keep_until, claim.id, claim.token)
+    return bool(conn.execute(COMPLETE, values).rowcount)
+
+
+class SqliteStore(OneJobCalls):
+    """Jobs in a SQLite database file that many processes on one host share.
+
+    ``synchronous``: ``"NORMAL"`` keeps every change that returned through a
+    crash of the process; ``"FULL"`` also through an OS crash or power loss,
+    at the cost of an fsync per change. ``lease_seconds``: how long a claim
+    lasts without renewal (the queue renews every third of it).
+    ``busy_timeout``: seconds to wait for another writer before failing with
+    ``StoreError``. ``poll_interval``: how often idle workers look for jobs
+    added by other processes. ``claim_batch``: how many due jobs a worker may
+    claim at once (see ``Store.claim_batch``). The file must be on a local
+    filesystem.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "NORMAL",
+        lease_seconds: float = 30.0,
+        busy_timeout: float = 10.0,
+        poll_interval: float = 0.05,
+        claim_batch: int = 1,
+    ) -> None:
+        if str(synchronous).upper() not in SYNCHRONOUS:
+            raise ValueError(
+                f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}"
+            )
+        self.path = os.path.abspath(os.fspath(path))
+        self.synchronous = str(synchronous).upper()
+        self.lease_seconds: float | None = positive_seconds(
+            lease_seconds, "lease_seconds"
+        )
+        self._lease = self.lease_seconds
+        self.busy_timeout = positive_seconds(busy_timeout, "busy_timeout")
+        self.poll_interval = positive_seconds(poll_interval, "poll_interval")
+        self.claim_batch = batch_size(claim_batch)
+        self._db = Database(
+            self.path, synchronous=self.synchronous, busy_timeout=self.busy_timeout
+        )
+        self._signal = Signal()
+        self._dead_letter_limit = 1000
+        self._reset_process_state()
+        reset_after_fork(self)
+        guard.track(self)
+
+    def _reset_process_state(self) -> None:
+        """What belongs to one process: connections, the watcher, the identity."""
+        self._lock = threading.RLock()
+        self._pid = os.getpid()
+        self._owner = _this_process()
+        self._conns: dict[int, sqlite3.Connection] = {}  # by thread
+        self._opened = False
+        #: The last watcher started, kept after ``close`` until its thread has
+        #: closed its connection, so that a fork meanwhile closes it first.
+        self._watcher: Watcher | None = None
+
+    def _after_fork_in_child(self) -> None:
+        """Set the parent's connections aside unused; ``open`` again to go on."""
+        inherited.extend(self._conns.values())
+        if self._watcher is not None:
+            conn = self._watcher.take_connection()
+            if conn is not None:
+                inherited.append(conn)
+        self._reset_process_state()
+
+    def close_for_fork(self) -> None:
+        """Close this process's connections: no thread is using them (the
+        fork guard, ``connections.ForkGuard``, calls this before ``os.fork()``),
+        and each reopens its own on next use."""
+        if self._pid != os.getpid():
+            return  # inherited, not reset yet: never touch the parent's
+        watcher = self._watcher
+        watched = None if watcher is None else watcher.take_connection()
+        conns = [*self._conns.values(), watched]
+        self._conns.clear()
+        for conn in conns:
+            if conn is not None:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    logger.exception("closing a connection to %s failed", self.path)
+
+    def _check_process(self) -> None:
+        """Forked without our fork hook (a fork outside ``os.fork``)? Then
+        reset here, before touching a lock a parent's thread may hold."""
+        if self._pid != os.getpid():
+            self._after_fork_in_child()
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
+        """Create the file (mode 0600) and schema if needed, check the schema
+        version, start the watcher, and recover claims of dead processes."""
+        self._check_process()
+        with guard, self._lock:
+            self._signal = signal
+            self._dead_letter_limit = dead_letter_limit
+            if self._opened:
+                return
+            self._db.create_file()
+            conn = self._db.connect()
+            try:
+                migrate_schema(self._db, conn)
+                watcher = Watcher(
+                    self._db, poll_interval=self.poll_interval, signal=self._current
+                )
+                watcher.start()
+                self._watcher = watcher
+            except BaseException:
+                conn.close()
+                raise
+            self._conns[threading.get_ident()] = conn
+            self._opened = True
+        self._recover(signal.clock(), expired=False)
+
+    def _current(self) -> Signal:
+        """The signal of the queue that opened the store last (the watcher's)."""
+        return self._signal
+
+    def close(self) -> None:
+        """Stop the watcher and close this process's connections; idempotent."""
+        self._check_process()
+        with self._lock:
+            self._opened = False
+            watcher = self._watcher
+            if watcher is not None:
+                watcher.stop()
+        # Joined holding no lock: the watcher may wait for a fork to finish.
+        if watcher is not None:
+            watcher.join()  # it closes its own connection
+        with guard:
+            with self._lock:
+                conns = list(self._conns.values())
+                self._conns.clear()
+            for conn in conns:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    logger.exception("closing a connection to %s failed", self.path)
+
+    def migrate(self) -> int:
+        """Create the file (mode 0600) and the schema if needed, or check the
+        schema's version, now: one connection, one transaction, closed after.
+        ``open`` does the same; this is for deploy scripts (``jobq migrate``).
+        Returns the schema's version; a newer one raises ``StoreError``."""
+        self._check_process()
+        with guard:
+            self._db.create_file()
+            conn = self._db.connect()
+            try:
+                return migrate_schema(self._db, conn)
+            finally:
+                conn.close()
+
+    def save(self) -> None:
+        """Committed changes are already durable against a process crash; a
+        checkpoint also syncs them to the database file (power loss)."""
+        with self._reading() as conn:
+            conn.execute(CHECKPOINT).fetchall()
+
+    # -- the job's path: add, claim, finish or fail ---------------------------
+
+    def add(
+        self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
+    ) -> list[Enqueued]:
+        results: list[Enqueued] = []
+        due = delayed = 0
+        with self._write() as conn:
+            pending = 0
+            if max_pending is not None:
+                (pending,) = conn.execute(PENDING_COUNT).fetchone()
+            for new in jobs:
+                if new.key is not None:
+                    held = conn.execute(HELD_KEY, (new.key,)).fetchone()
+                    if held is not None:
+                        results.append(Enqueued(held[0], True))
+                        continue
+                is_due = new.run_at <= now
+                state = "ready" if is_due else "scheduled"
+                row = (state, new.payload, new.key, new.priority, new.run_at, now,
+                       new.max_attempts, new.task)  # fmt: skip
+                (job_id,) = conn.execute(INSERT, row).fetchone()
+                results.append(Enqueued(job_id, False))
+                if is_due:
+                    due += 1
+                else:
+                    delayed += 1
+            if max_pending is not None:  # raising here rolls the inserts back
+                check_room(pending, due + delayed, max_pending)
+        if due or delayed:
+            # A delayed job wakes one idle worker so it shortens its wait.
+            self._signal.jobs_added(due or 1)
+        return results
+
+    def claim_many(self, now: float, limit: int) -> list[Claim]:
+        with self._reading() as conn:
+            if not conn.execute(ANY_DUE, (now,)).fetchone()[0]:
+                return []
+        owner = self._owner
+        with self._write() as conn:
+            conn.execute(PROMOTE, (now,))
+            rows = conn.execute(
+                CLAIM, (now + self._lease, owner.host, owner.pid, owner.nonce, limit)
+            ).fetchall()
+        rows.sort(key=lambda row: row[7:])  # RETURNING keeps no order: run order
+        return [
+            Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
+            for job_id, token, payload, attempts, max_attempts, key, task, *_ in rows
+        ]
+
+    def finish_many(
+        self, done: Sequence[Done], keep_until: float | None, now: float
+    ) -> list[bool]:
+        with self._write() as conn:
+            conn.execute(EXPIRE_COMPLETED, (now,))
+            ended = [_finish_one(conn, d, keep_until) for d in done]
+            settled = any(ended) and self._settled(conn)
+        if settled:
+            self._signal.job_settled()
+        return ended
+
+    def release(self, claims: Sequence[Claim], now: float) -> None:
+        with self._write() as conn:
+            conn.executemany(RELEASE, [(claim.id, claim.token) for claim in claims])
+        self._signal.jobs_added(len(claims))
+
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+        recorded: list[bool] = []
+        dropped: list[tuple[int, str | None]] = []
+        retried = buried = 0
+        with self._write() as conn:
+            for claim, error, retry_at in failures:
+                row = conn.execute(CLAIMED, (claim.id, claim.token)).fetchone()
+                recorded.append(row is not None)
+                if row is None:
+                    continue
+                attempts, errors = row
+                dropped += self._record_failure(conn, claim.id, attempts, errors,
+                                                error, retry_at, now)  # fmt: skip
+                if retry_at is None:
+                    buried += 1
+                else:
+                    retried += 1
+            settled = buried > 0 and self._settled(conn)
+        self._log_dropped(dropped)
+        if settled:
+            self._signal.job_settled()
+        if retried:
+            self._signal.jobs_added(retried)
+        return recorded
+
+    def renew(self, claims: Sequence[Claim], now: float) -> None:
+        until = now + self._lease
+        with self._write() as conn:
+            conn.executemany(RENEW, [(until, c.id, c.token) for c in claims])
+
+    def recover(self, now: float) -> int:
+        """Claims whose lease expired, or whose process died on this host."""
+        return self._recover(now, expired=True)
+
+    # -- looking and managing ---------------------------------------------------
+
+    def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
+        with self._reading() as conn:
+            row = conn.execute(GET, (job_id,)).fetchone()
+        if row is None:
+            return None
+        expires_at = row[-1]
+        if expires_at is not None and expires_at <= now:
+            return None
+        return record_from_row(row, json.loads(row[11]))
+
+    def list_jobs(
+        self, state: JobState, limit: int | None = None
+    ) -> list[JobRecord[Any]]:
+        with self._reading() as conn:
+            rows = conn.execute(LISTS[state], (-1 if limit is None else limit,))
+            return [
+                record_from_row(row, json.loads(row[11])) for row in rows.fetchall()
+            ]
+
+    def revive(self, job_id: int, now: float) -> bool:
+        with self._write() as conn:
+            row = conn.execute(DEAD_KEY, (job_id,)).fetchone()
+            if row is None:
+                return False
+            key = row[0]
+            if key is not None and conn.execute(HELD_KEY, (key,)).fetchone():
+                return False
+            conn.execute(REVIVE, (now, job_id))
+        self._signal.jobs_added()
+        return True
+
+    def delete_dead(self, job_id: int) -> bool:
+        with self._write() as conn:
+            return bool(conn.execute(DELETE_DEAD, (job_id,)).rowcount)
+
+    def cancel(self, job_id: int) -> bool:
+        with self._write() as conn:
+            cancelled = bool(conn.execute(CANCEL, (job_id,)).rowcount)
+            settled = cancelled and self._settled(conn)
+        if settled:
+            self._signal.job_settled()
+        return cancelled
+
+    def stats(self) -> StoreStats:
+        with self._reading() as conn:
+            counts = dict(conn.execute(COUNTS).fetchall())
+        return StoreStats(
+            counts["scheduled"] + counts["ready"], counts["running"], counts["dead"]
+        )
+
+    def next_due(self) -> float | None:
+        with self._reading() as conn:
+            ready, scheduled = conn.execute(NEXT_DUE).fetchone()
+        due = ready if ready is not None else scheduled
+        return None if due is None else float(due)
+
+    # -- inside a write transaction: settling, failures, burial, recovery ----------
+
+    def _settled(self, conn: sqlite3.Connection) -> bool:
+        """Whether a ``join`` caller should look again: someone joins and
+        nothing is pending or running any more. Waking joiners at every
+        finished job would make them query the counts at every job."""
+        if not self._signal.joiners:
+            return False
+        return not conn.execute(LIVE_COUNT).fetchone()[0]
+
+    def _record_failure(
+        self,
+        conn: sqlite3.Connection,
+        job_id: int,
+        attempts: int,
+        errors: str,
+        error: AttemptError,
+        retry_at: float | None,
+        now: float,
+    ) -> list[tuple[int, str | None]]:
+        """Store one more failed attempt: pending again at ``retry_at``, or dead.
+
+        Returns the dead jobs the dead-letter limit dropped, to log after commit.
+        """
+        kept = _dump_errors(add_error(_load_errors(errors), error))
+        last = describe_error(error)
+        if retry_at is not None:
+            state = "ready" if retry_at <= now else "scheduled"
+            conn.execute(RETRY, (state, retry_at, attempts + 1, last, kept, job_id))
+            return []
+        conn.execute(BURY, (attempts + 1, last, kept, job_id))
+        (dead,) = conn.execute(DEAD_COUNT).fetchone()
+        excess = dead - self._dead_letter_limit
+        if excess <= 0:
+            return []
+        dropped = conn.execute(OLDEST_DEAD, (excess,)).fetchall()
+        conn.executemany(DELETE, [(dropped_id,) for dropped_id, _ in dropped])
+        return dropped
+
+    def _log_dropped(self, dropped: list[tuple[int, str | None]]) -> None:
+        for job_id, last_error in dropped:
+            log_dropped_dead(self._dead_letter_limit, job_id, last_error)
+
+    def _recover(self, now: float, *, expired: bool) -> int:
+        """Make claims of dead owners (and, with ``expired``, expired claims)
+        failed attempts: pending again now, or dead when out of attempts."""
+        dead_owners = self._dead_owners()
+        if not dead_owners:
+            if not expired:
+                return 0
+            with self._reading() as conn:
+                if not conn.execute(ANY_EXPIRED, (now,)).fetchone()[0]:
+                    return 0
+        error = process_died(now)
+        dropped: list[tuple[int, str | None]] = []
+        with self._write() as conn:
+            rows = conn.execute(EXPIRED, (now,)).fetchall() if expired else []
+            for pid, nonce in dead_owners:
+                rows += conn.execute(OWNED, (self._owner.host, pid, nonce)).fetchall()
+            recovered = {row[0]: row for row in rows}
+            for job_id, attempts, max_attempts, errors in recovered.values():
+                retry_at = now if attempts + 1 < max_attempts else None
+                dropped += self._record_failure(
+                    conn, job_id, attempts, errors, error, retry_at, now
+                )
+            settled = bool(recovered) and self._settled(conn)
+        self._log_dropped(dropped)
+        log_recovered(recovered)
+        if recovered:
+            self._signal.jobs_added(len(recovered))
+        if settled:
+            self._signal.job_settled()
+        return len(recovered)
+
+    def _dead_owners(self) -> list[tuple[int, str]]:
+        """Owners of running claims on this host whose process is gone.
+
+        A live pid with another nonce may be a reused pid, or not: its claims
+        wait for their lease to expire. Our own pid with another nonce is an
+        earlier process that had our pid, so it is dead.
+        """
+        me = self._owner
+        with self._reading() as conn:
+            owners = conn.execute(OWNERS, (me.host,)).fetchall()
+        dead = []
+        for pid, nonce in owners:
+            if pid == me.pid:
+                gone = nonce != me.nonce
+            elif pid is None or pid <= 0:
+                gone = False
+            else:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    gone = True
+                except OSError:  # EPERM: alive, another user's process
+                    gone = False
+                else:
+                    gone = False
+            if gone:
+                dead.append((pid, nonce))
+        return dead
+
+    # -- this thread's connection ----------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
+        self._check_process()
+        conn = self._conns.get(threading.get_ident())
+        if conn is not None:
+            return conn
+        with self._lock:
+            if not self._opened:
+                raise StoreError(
+                    f"{self.path}: the store is not open (closed, or inherited "
+                    "through fork: open it again)"
+                )
+            conn = self._db.connect()
+            self._conns[threading.get_ident()] = conn
+            return conn
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One short write transaction. IMMEDIATE takes the write lock first
+        (waiting up to ``busy_timeout``), so it cannot fail half-way on a
+        snapshot another writer made stale."""
+        with guard, self._db.transaction(self._conn()) as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection for reads (autocommit: no lock is kept)."""
+        with guard:
+            try:
+                yield self._conn()
+            except sqlite3.Error as exc:
+                raise self._db.error(exc) from exc
