@@ -15,7 +15,6 @@ What must hold beyond "it prints the right thing":
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -645,16 +644,15 @@ def test_an_owner_can_start_while_the_command_reads(
     json_target.seed(dead=[1])
     args = cli.build_parser().parse_args(["stats", "--json", *json_target.args])
     reader = cli.queue_from_args(args, read_only=True)  # what `jobq stats` opens
-    before, after = io.StringIO(), io.StringIO()
-    cli.run_stats(reader, args, before)  # the reader is open; no one owned the file
+    before = cli.stats(reader)  # the reader is open; no one owned the file
 
     owner = json_target.queue(fail)
     owner.enqueue("added by the owner", delay=FAR)  # no StoreLocked: it owns the file
-    cli.run_stats(reader, args, after)  # and the reader sees what the owner wrote
+    after = cli.stats(reader)  # and the reader sees what the owner wrote
     reader.close()
 
-    assert json.loads(before.getvalue())["pending"] == 0
-    assert json.loads(after.getvalue())["pending"] == 1
+    assert before.pending == 0
+    assert after.pending == 1
     lock = OwnerLock(str(json_target.args[1]))
     with pytest.raises(jobq.StoreLocked):
         lock.acquire()  # still the owner's
@@ -890,12 +888,12 @@ def test_run_worker_can_be_reused_with_a_stop_event(tmp_path: Path) -> None:
         stop.set()
 
     threading.Thread(target=stop_when_done, daemon=True).start()
-    args = argparse.Namespace(workers=1, shutdown_timeout=5.0, log_level="INFO")
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
-    code = cli.run_worker(queue, args, io.StringIO(), err=io.StringIO(), stop=stop)
+    cli.run_worker(
+        queue, workers=1, shutdown_timeout=5.0, err=io.StringIO(), stop=stop
+    )
 
-    assert code == 0
     assert [job.payload for job in done] == ["first"]
     with pytest.raises(jobq.QueueClosed):
         queue.stats()  # closed by the worker command

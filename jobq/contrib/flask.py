@@ -31,19 +31,18 @@ the process that serves the first request (or enqueues first), never in
 ``create_app()``, so the reloader's watcher process of ``flask run --debug``,
 gunicorn's master with ``--preload`` and ``flask`` commands start none.
 
-``flask jobq worker|stats|dead|show|retry|delete|purge-dead`` are the
-commands of ``jobq.cli`` over the app's queue.
+``flask jobq worker|stats|dead|show|retry|delete|purge-dead|migrate`` are
+the commands of ``jobq.cli`` over the app's queue: the same operations
+(``jobq.cli.operations``) and output (``jobq.cli.render``), parsed by click.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import functools
-import io
-import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -51,7 +50,15 @@ import click
 from flask import Flask, current_app, has_app_context
 from flask.cli import AppGroup
 
-from jobq import cli
+from jobq.cli import operations, render
+from jobq.cli.operations import (
+    LOG_LEVELS,
+    SHUTDOWN_TIMEOUT,
+    CommandError,
+    command_error,
+    run_worker,
+)
+from jobq.cli.queues import queue_for_command
 from jobq.errors import JobqError
 from jobq.queue import JobQueue
 from jobq.tasks import Task, _task_name
@@ -295,25 +302,43 @@ def _ensure_started(queue: JobQueue[Any]) -> None:
 # -- flask jobq ... --------------------------------------------------------------
 
 
-def _current_queue() -> JobQueue[Any]:
+def _current_state() -> JobQState:
     state = current_app.extensions.get("jobq")
     if not isinstance(state, JobQState):  # pragma: no cover - added by init_app
         raise click.UsageError("jobq is not initialised on this app")
-    return state.queue
+    return state
 
 
-def _run(command: str, **arguments: Any) -> None:
-    """``jobq.cli``'s ``run_<command>`` over the current app's queue."""
-    runner: Callable[..., int] = getattr(cli, f"run_{command.replace('-', '_')}")
-    out, err = io.StringIO(), io.StringIO()
+def _fail(error: CommandError) -> click.exceptions.Exit:
+    """Report ``error`` as click reports its own, with its exit status."""
+    click.echo(f"Error: {error.message}", err=True)
+    return click.exceptions.Exit(error.code)
+
+
+@contextlib.contextmanager
+def _reporting() -> Iterator[None]:
+    """Report a command's failure as ``jobq`` does: one line, its status."""
     try:
-        code = runner(_current_queue(), argparse.Namespace(**arguments), out, err=err)
-    except (cli.CommandError, JobqError) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(out.getvalue(), nl=False)
-    click.echo(err.getvalue(), nl=False, err=True)
-    if code:
-        raise SystemExit(code)
+        yield
+    except CommandError as exc:
+        raise _fail(exc) from None
+    except JobqError as exc:
+        raise _fail(command_error(exc)) from None
+
+
+@contextlib.contextmanager
+def _queue(*, read_only: bool) -> Iterator[JobQueue[Any]]:
+    """The current app's queue as the command uses it (see
+    ``jobq.cli.queue_for_command``), failures reported."""
+    with (
+        _reporting(),
+        queue_for_command(_current_state().queue, read_only=read_only) as queue,
+    ):
+        yield queue
+
+
+def _print(text: str) -> None:
+    click.echo(text, nl=False)
 
 
 def _json_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -333,7 +358,7 @@ def _command_group() -> AppGroup:
     @click.option(
         "--shutdown-timeout",
         type=click.FloatRange(min=0),
-        default=cli.SHUTDOWN_TIMEOUT,
+        default=SHUTDOWN_TIMEOUT,
         show_default=True,
         help="seconds to wait for running jobs after SIGTERM or SIGINT",
     )
@@ -341,58 +366,71 @@ def _command_group() -> AppGroup:
         "--log-level",
         default="INFO",
         show_default=True,
-        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+        type=click.Choice(LOG_LEVELS),
     )
     def worker(workers: int | None, shutdown_timeout: float, log_level: str) -> None:
         """Run the workers in the foreground until SIGTERM or SIGINT."""
-        state: JobQState = current_app.extensions["jobq"]
-        args = argparse.Namespace(
-            workers=workers or state.workers,
-            shutdown_timeout=shutdown_timeout,
-            log_level=log_level,
-        )
-        code = cli.run_worker(state.queue, args, sys.stdout, err=sys.stderr)
-        if code:
-            raise SystemExit(code)
+        state = _current_state()
+        with _reporting():
+            run_worker(
+                state.queue,
+                workers=workers or state.workers,
+                shutdown_timeout=shutdown_timeout,
+                log_level=log_level,
+            )
 
     @group.command("stats")
     @_json_option()
     def stats(json_: bool) -> None:
         """Pending (delayed included), running and dead jobs."""
-        _run("stats", json=json_)
+        with _queue(read_only=True) as queue:
+            _print(render.stats(operations.stats(queue), as_json=json_))
 
     @group.command("dead")
     @_json_option()
     def dead(json_: bool) -> None:
         """The dead-letter list, oldest first."""
-        _run("dead", json=json_)
+        with _queue(read_only=True) as queue:
+            _print(render.dead(operations.dead(queue), as_json=json_))
 
     @group.command("show")
     @click.argument("job_id", type=click.IntRange(min=1))
     @_json_option()
     def show(job_id: int, json_: bool) -> None:
         """One job with its errors and tracebacks."""
-        _run("show", id=job_id, json=json_)
+        with _queue(read_only=True) as queue:
+            _print(render.job(operations.show(queue, job_id), as_json=json_))
 
     @group.command("retry")
     @click.argument("job_id", type=click.IntRange(min=1))
     @_json_option()
     def retry(job_id: int, json_: bool) -> None:
         """Make a dead job pending again."""
-        _run("retry", id=job_id, json=json_)
+        with _queue(read_only=False) as queue:
+            _print(render.retried(operations.retry(queue, job_id), as_json=json_))
 
     @group.command("delete")
     @click.argument("job_id", type=click.IntRange(min=1))
     @_json_option()
     def delete(job_id: int, json_: bool) -> None:
         """Remove a dead job for good."""
-        _run("delete", id=job_id, json=json_)
+        with _queue(read_only=False) as queue:
+            _print(render.deleted(operations.delete(queue, job_id), as_json=json_))
 
     @group.command("purge-dead")
     @click.option("--yes", is_flag=True, help="really delete them")
     @_json_option()
     def purge_dead(yes: bool, json_: bool) -> None:
         """Remove every dead job (only with --yes)."""
-        _run("purge-dead", yes=yes, json=json_)
+        with _queue(read_only=not yes) as queue:
+            _print(render.purged(operations.purge_dead(queue, yes=yes), as_json=json_))
+
+    @group.command("migrate")
+    @_json_option()
+    def migrate(json_: bool) -> None:
+        """Create or upgrade the schema of the app's SQLite or PostgreSQL store."""
+        with _reporting():
+            done = operations.migrate(_current_state().queue.store)
+        _print(render.migration(done.store, done.version, as_json=json_))
 
     return group

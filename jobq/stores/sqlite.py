@@ -453,6 +453,21 @@ class SqliteStore(OneJobCalls):
         reset_after_fork(self)
         _stores.add(self)
 
+    def migrate(self) -> int:
+        """Create the file (mode 0600) and its schema if needed, or check the
+        schema's version, now, on a connection of its own (``open`` does the
+        same on first use); returns the version. ``StoreError`` for a file
+        written by a newer jobq."""
+        self._check_process()
+        with _guard:
+            self._create_file()
+            conn = self._connect()
+            try:
+                self._prepare(conn)
+            finally:
+                conn.close()
+        return SCHEMA_VERSION
+
     @property
     def _checkpoints_in_background(self) -> bool:
         """The watcher checkpoints (see ``_watch``) with NORMAL only: with
