@@ -61,7 +61,7 @@ from jobq.cli.operations import (
 from jobq.cli.queues import queue_for_command
 from jobq.errors import JobqError
 from jobq.queue import JobQueue
-from jobq.tasks import Task, _task_name
+from jobq.tasks import Task, task_name
 from jobq.types import Enqueued, Job
 
 P = ParamSpec("P")
@@ -88,6 +88,8 @@ class JobQState:
     queue: JobQueue[Any]
     workers: int
     autostart: bool
+    #: The extension's tasks on this app's queue, by name.
+    tasks: dict[str, Task[Any, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -144,11 +146,12 @@ class JobQ:
         autostart = config.setdefault("JOBQ_AUTOSTART", True)
         handler = None if self.handler is None else _in_context(app, self.handler)
         queue: JobQueue[Any] = JobQueue(handler, **options)
+        state = JobQState(self, queue, workers, bool(autostart))
         with self._registry.lock:
             for spec in self._registry.tasks:
-                _register(app, queue, spec)
+                _register(app, state, spec)
             self._registry.apps.add(app)
-        app.extensions["jobq"] = JobQState(self, queue, workers, bool(autostart))
+        app.extensions["jobq"] = state
         if autostart and (handler is not None or self._registry.tasks):
             queue.start(workers, lazy=True)  # nothing runs yet
         if autostart:
@@ -220,7 +223,7 @@ class JobQ:
 
         def decorate(function: Callable[P, R]) -> AppTask[P, R]:
             spec = _TaskSpec(
-                function, _task_name(function, name), max_attempts, priority
+                function, task_name(function, name), max_attempts, priority
             )
             with self._registry.lock:
                 if any(s.name == spec.name for s in self._registry.tasks):
@@ -229,7 +232,7 @@ class JobQ:
                     )
                 for app in list(self._registry.apps):
                     state: JobQState = app.extensions["jobq"]
-                    _register(app, state.queue, spec)
+                    _register(app, state, spec)
                     if (
                         state.autostart
                         and not self._registry.tasks
@@ -259,8 +262,7 @@ class AppTask(Generic[P, R]):
 
     def task(self, app: Flask | None = None) -> Task[P, R]:
         """The ``jobq.Task`` on ``app``'s (default: the current app's) queue."""
-        queue = self._extension.state(app).queue
-        found: Task[P, R] = queue._tasks[self.name]
+        found: Task[P, R] = self._extension.state(app).tasks[self.name]
         return found
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
@@ -286,8 +288,8 @@ def _in_context(app: Flask, func: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
-def _register(app: Flask, queue: JobQueue[Any], spec: _TaskSpec) -> None:
-    queue.task(
+def _register(app: Flask, state: JobQState, spec: _TaskSpec) -> None:
+    state.tasks[spec.name] = state.queue.task(
         _in_context(app, spec.func),
         name=spec.name,
         max_attempts=spec.max_attempts,
