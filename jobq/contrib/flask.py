@@ -20,10 +20,12 @@ Design: the store is fixed when a ``JobQueue`` is built, and an app factory
 may build many apps with different configs (tests do), so ``init_app`` builds
 one ``JobQueue`` per app from that app's ``JOBQ_*`` config (keyword arguments
 given to ``JobQ(...)`` are the defaults under it) and keeps it in
-``app.extensions["jobq"]``. ``@jobs.task`` records the function on the
-extension and registers it on every app's queue, built before or after; the
-returned ``AppTask`` enqueues to the queue of ``flask.current_app``.
-``jobs.queue`` is the current app's ``JobQueue``.
+``app.extensions["jobq"]``. The keys are ``JOBQ_`` and those of
+``jobq.contrib.options.OPTIONS``, the table Django's ``JOBQ`` setting uses.
+``@jobs.task`` records the function on the extension and registers it on
+every app's queue, built before or after; the returned ``AppTask`` enqueues
+to the queue of ``flask.current_app``. ``jobs.queue`` is the current app's
+``JobQueue``.
 
 Every job, handler or task, runs inside ``app.app_context()`` on the worker
 thread. With ``JOBQ_AUTOSTART`` (the default) the workers start lazily: in
@@ -40,9 +42,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -59,6 +62,7 @@ from jobq.cli.operations import (
     run_worker,
 )
 from jobq.cli.queues import queue_for_command
+from jobq.contrib.options import AUTOSTART, OPTIONS, WORKERS, by_key
 from jobq.errors import JobqError
 from jobq.queue import JobQueue
 from jobq.tasks import Task, task_name
@@ -67,17 +71,18 @@ from jobq.types import Enqueued, Job
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: The prefix of jobq's ``app.config`` keys: ``JOBQ_`` + a key of
+#: ``jobq.contrib.options.OPTIONS``.
+PREFIX = "JOBQ_"
+
 #: ``app.config`` keys and the ``JobQueue`` option each sets.
 CONFIG_OPTIONS = {
-    "JOBQ_STORE": "store",
-    "JOBQ_MAX_ATTEMPTS": "max_attempts",
-    "JOBQ_BASE_DELAY": "base_delay",
-    "JOBQ_MAX_DELAY": "max_delay",
-    "JOBQ_DEAD_LETTER_LIMIT": "dead_letter_limit",
-    "JOBQ_KEEP_COMPLETED": "keep_completed",
-    "JOBQ_MAX_PENDING": "max_pending",
-    "JOBQ_IMMEDIATE": "immediate",
+    PREFIX + option.key: option.argument
+    for option in OPTIONS
+    if option.argument is not None
 }
+
+logger = logging.getLogger("jobq")
 
 
 @dataclass(frozen=True)
@@ -138,12 +143,13 @@ class JobQ:
                 "jobq is already initialised on this app; call init_app once"
             )
         config = app.config
+        _check_config(config)
         options = dict(self.queue_options)
-        for key, option in CONFIG_OPTIONS.items():
+        for key, argument in CONFIG_OPTIONS.items():
             if key in config:
-                options[option] = config[key]
-        workers = config.setdefault("JOBQ_WORKERS", 4)
-        autostart = config.setdefault("JOBQ_AUTOSTART", True)
+                options[argument] = config[key]
+        workers = config.setdefault(PREFIX + WORKERS.key, WORKERS.default)
+        autostart = config.setdefault(PREFIX + AUTOSTART.key, AUTOSTART.default)
         handler = None if self.handler is None else _in_context(app, self.handler)
         queue: JobQueue[Any] = JobQueue(handler, **options)
         state = JobQState(self, queue, workers, bool(autostart))
@@ -275,6 +281,26 @@ class AppTask(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<jobq.contrib.flask.AppTask {self.name!r}>"
+
+
+def _check_config(config: Mapping[str, Any]) -> None:
+    """``TypeError`` for a ``JOBQ_*`` value of the wrong type (``JobQueue``
+    judges the ranges); a WARNING for ``JOBQ_*`` keys jobq does not know."""
+    known = by_key()
+    for key, value in config.items():
+        if not key.startswith(PREFIX):
+            continue
+        option = known.get(key.removeprefix(PREFIX))
+        if option is None:
+            logger.warning(
+                "app.config[%r] is not a jobq setting; known: %s",
+                key,
+                ", ".join(PREFIX + name for name in known),
+            )
+            continue
+        problem = option.problem(value)
+        if problem is not None:
+            raise TypeError(f"app.config[{key!r}] {problem}")
 
 
 def _in_context(app: Flask, func: Callable[P, R]) -> Callable[P, R]:
