@@ -12,7 +12,7 @@ it), and ``latency_samples(peer, n)`` gives a round's samples (ms) for
 
 A peer's worker runs as ``python -m benchmarks.brokers rq-worker ...`` or
 ``... procrastinate-worker ...`` (see ``main``), started and connected before
-the clock (``benchmarks.processes.Children``); the parent sees jobs finish in
+the clock (``benchmarks.children.Children``); the parent sees jobs finish in
 the peer's own records (RQ's finished-job registry, Procrastinate's jobs
 table), never by sleeping.
 
@@ -41,11 +41,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from benchmarks import processes
+from benchmarks.children import (
+    Children,
+    count_processes,
+    protocol_channel,
+    ready_then_wait,
+    send_report,
+    wait_for,
+)
+from benchmarks.common import (
+    POSTGRES_URL,
+    PRODUCERS,
+    SLEEP,
+    Percentiles,
+    paced,
+    postgres_unavailable,
+)
 from benchmarks.harness import PAYLOAD, PERSISTED, WORKERS, Contender, measure, summary
-from benchmarks.latency import Percentiles, paced
-from benchmarks.processes import Children, count_processes, wait_for
-from benchmarks.throughput import POSTGRES_URL, PRODUCERS, SLEEP, postgres_unavailable
 
 MODULE = "benchmarks.brokers"  # not __name__: that is "__main__" in a worker
 REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -530,7 +542,7 @@ def rq_worker(mode: str) -> None:
     from redis import Redis
     from rq import Queue, SimpleWorker
 
-    channel = processes.protocol_channel()
+    channel = protocol_channel()
 
     class ReadyWorker(SimpleWorker):
         started = False
@@ -538,13 +550,13 @@ def rq_worker(mode: str) -> None:
         def dequeue_job_and_maintain_ttl(self, *args: Any, **kwargs: Any) -> Any:
             if not self.started:
                 self.started = True
-                processes.ready_then_wait(channel)
+                ready_then_wait(channel)
             return super().dequeue_job_and_maintain_ttl(*args, **kwargs)
 
     redis = Redis.from_url(REDIS_URL)
     worker = ReadyWorker([Queue(RQ_QUEUE, connection=redis)], connection=redis)
     worker.work(burst=mode == "burst", logging_level=QUIET)
-    processes.send_report(channel, {"latencies": STARTED})
+    send_report(channel, {"latencies": STARTED})
 
 
 def procrastinate_worker(schema: str, concurrency: int, mode: str) -> None:
@@ -552,7 +564,7 @@ def procrastinate_worker(schema: str, concurrency: int, mode: str) -> None:
     (``wait=False``), "wait" at SIGTERM (its graceful stop)."""
     import procrastinate
 
-    channel = processes.protocol_channel()
+    channel = protocol_channel()
     connector = procrastinate.PsycopgConnector(
         conninfo=POSTGRES_URL, kwargs=search_path(schema)
     )
@@ -563,7 +575,7 @@ def procrastinate_worker(schema: str, concurrency: int, mode: str) -> None:
         async with app.open_async():
             await app.check_connection_async()
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, processes.ready_then_wait, channel)
+            await loop.run_in_executor(None, ready_then_wait, channel)
             await app.run_worker_async(
                 concurrency=concurrency,
                 wait=mode == "wait",
@@ -571,7 +583,7 @@ def procrastinate_worker(schema: str, concurrency: int, mode: str) -> None:
             )
 
     asyncio.run(work())
-    processes.send_report(channel, {"latencies": STARTED})
+    send_report(channel, {"latencies": STARTED})
 
 
 def main(argv: list[str]) -> None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jobq
+from benchmarks.common import POSTGRES_URL, postgres_unavailable
 from benchmarks.harness import (
     IN_MEMORY,
     PAYLOAD,
@@ -49,7 +50,6 @@ from benchmarks.harness import (
     Tally,
     measure,
 )
-from benchmarks.throughput import POSTGRES_URL, postgres_unavailable
 from jobq.stores import JsonFileStore, SqliteStore, Store
 
 #: The growth plot's file name, beside the Markdown report.

@@ -17,23 +17,26 @@ from __future__ import annotations
 import functools
 import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jobq
 from benchmarks import processes
-from benchmarks.harness import PAYLOAD, PERSISTED, Contender, Result, Table, Tally
-from benchmarks.throughput import (
-    DEADLINE,
-    EngineFactory,
-    Setup,
-    Workload,
-    per_speed,
-    postgres_unavailable,
+from benchmarks.children import (
+    Children,
+    protocol_channel,
+    ready_then_wait,
+    send_report,
 )
-
-INTERVAL = 0.001  # one enqueue per millisecond
+from benchmarks.common import (
+    DEADLINE,
+    Percentiles,
+    paced,
+    postgres_unavailable,
+    since,
+)
+from benchmarks.harness import PERSISTED, Contender, Result, Table, Tally
+from benchmarks.throughput import EngineFactory, Setup, Workload, per_speed
 
 
 def latencies(engine: EngineFactory, n: int) -> list[float]:
@@ -53,21 +56,6 @@ def latencies(engine: EngineFactory, n: int) -> list[float]:
     return samples
 
 
-def since(payload: Any) -> float:
-    """Milliseconds since the payload was sent."""
-    return (time.monotonic() - payload["sent"]) * 1000
-
-
-def paced(enqueue: Callable[[Any], object], n: int) -> None:
-    """n jobs, one per ``INTERVAL``, each stamped just before its enqueue."""
-    start = time.monotonic()
-    for i in range(n):
-        pause = start + i * INTERVAL - time.monotonic()
-        if pause > 0:
-            time.sleep(pause)
-        enqueue({**PAYLOAD, "sent": time.monotonic()})
-
-
 def cross_process_latencies(kind: str, n: int) -> list[float]:
     """As ``latencies``, with the 4 idle workers in a child process (one
     JobQueue) and the producer here, on one SQLite file or PostgreSQL schema:
@@ -77,7 +65,7 @@ def cross_process_latencies(kind: str, n: int) -> list[float]:
         with jobq.JobQueue[Any](store=store) as queue:
             queue.stats()  # the schema exists before the child opens it
             command = ["benchmarks.latency", "child", kind, location, str(n)]
-            with processes.Children([command]) as children:
+            with Children([command]) as children:
                 children.go()
                 paced(queue.enqueue, n)
                 (report,) = children.reports()
@@ -88,7 +76,7 @@ def cross_process_latencies(kind: str, n: int) -> list[float]:
 def latency_child(kind: str, location: str, n: int) -> None:
     """The child of ``cross_process_latencies``: 4 idle workers, then the
     latencies of the first n jobs."""
-    channel = processes.protocol_channel()
+    channel = protocol_channel()
     samples: list[float] = []
     tally = Tally(n)
 
@@ -99,9 +87,9 @@ def latency_child(kind: str, location: str, n: int) -> None:
     with jobq.JobQueue(started, store=processes.open_store(kind, location)) as queue:
         queue.start(workers=4)
         queue.stats()
-        processes.ready_then_wait(channel)
+        ready_then_wait(channel)
         tally.wait(DEADLINE)
-    processes.send_report(channel, {"samples": samples})
+    send_report(channel, {"samples": samples})
 
 
 def cross_process_contenders() -> tuple[list[Contender], list[str]]:
@@ -115,34 +103,6 @@ def cross_process_contenders() -> tuple[list[Contender], list[str]]:
         run = Percentiles(functools.partial(cross_process_latencies, kind))
         found.append(Contender(label, PERSISTED, run))
     return found, notes
-
-
-def steady(samples: Sequence[float]) -> Sequence[float]:
-    """The samples after the first tenth: the first jobs wake a pool that was
-    idle, which a pool that polls notices only at its next look (another
-    process's jobq SQLite workers: within ``poll_interval``, 50 ms), and the
-    jobs queued meanwhile wait for them. The table notes that wait."""
-    return samples[len(samples) // 10 :]
-
-
-def percentile(samples: Sequence[float], q: int) -> float:
-    """The q-th percentile (1-99) of at least two samples, interpolated."""
-    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
-
-
-class Percentiles:
-    """One contender's latency round: returns the p99 (the table's figure)
-    and keeps the p50 of each round for the second table. ``samples(n)``
-    runs a round: n latencies in ms (any contender's, not only engines')."""
-
-    def __init__(self, samples: Callable[[int], list[float]]) -> None:
-        self.samples = samples
-        self.p50s: list[float] = []
-
-    def __call__(self, n: int) -> float:
-        samples = steady(self.samples(n))
-        self.p50s.append(percentile(samples, 50))
-        return percentile(samples, 99)
 
 
 def percentiles(engine: EngineFactory) -> Percentiles:

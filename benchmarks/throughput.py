@@ -33,6 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Self
 
 import jobq
+from benchmarks.common import (
+    DEADLINE,
+    POSTGRES_URL,
+    PRODUCERS,
+    SLEEP,
+    postgres_unavailable,
+)
 from benchmarks.harness import (
     FSYNCED,
     IN_MEMORY,
@@ -47,16 +54,6 @@ from benchmarks.harness import (
     measure,
 )
 from jobq.stores import JsonFileStore, SqliteStore, Store
-
-#: Longest wait for the last job of a round: a round that does not finish
-#: raises rather than reporting a number.
-DEADLINE = 120.0
-
-PRODUCERS = 8  # producer threads of "enqueue8"
-SLEEP = 0.005  # the I/O-bound handler's wait
-POSTGRES_URL = os.environ.get(
-    "JOBQ_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 Handler = Callable[[Any], None]
 
@@ -383,19 +380,6 @@ def sqlite_batch_store(cleanup: contextlib.ExitStack) -> Store:
 
 
 postgres_batch_store = functools.partial(postgres_store, claim_batch=BATCH)
-
-
-def postgres_unavailable() -> str | None:
-    """Why jobq's PostgreSQL store cannot run here, or None."""
-    try:
-        import psycopg
-    except ImportError:
-        return "psycopg is not installed (`pip install -e '.[postgres]'`)"
-    try:
-        psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
-    except psycopg.OperationalError as exc:
-        return f"no PostgreSQL server at {POSTGRES_URL} ({exc})"
-    return None
 
 
 # -- the workloads ---------------------------------------------------------------

@@ -240,7 +240,7 @@ def register(
             f"{_describe(func)} is an async function; jobq runs tasks in worker "
             "threads, so a task must be a plain function"
         )
-    task_name = _task_name(func, name)
+    found = task_name(func, name)
     if max_attempts is None:
         max_attempts = queue.policy.max_attempts
     else:
@@ -252,20 +252,20 @@ def register(
     task = Task(
         queue,
         func,
-        name=task_name,
+        name=found,
         max_attempts=max_attempts,
         priority=check_priority(priority),
         _signature=signature,
     )
     with _registering:
-        existing = registry.get(task_name)
+        existing = registry.get(found)
         if existing is not None and not _redefinition(existing.func, func):
             raise ValueError(
-                f"a task named {task_name!r} is already registered with this "
+                f"a task named {found!r} is already registered with this "
                 f"queue, for {_describe(existing.func)}; give "
                 f"{_describe(func)} another name with @queue.task(name=...)"
             )
-        registry[task_name] = task
+        registry[found] = task
     return task
 
 
@@ -291,8 +291,11 @@ def unknown_task(name: str) -> UnknownTask:
     return UnknownTask(f"no task named {name!r} is registered with this queue")
 
 
-def _task_name(func: Callable[..., Any], name: str | None) -> str:
-    """``name`` checked, or ``module.qualname`` if that is stable across processes."""
+def task_name(func: Callable[..., Any], name: str | None = None) -> str:
+    """The name a task of ``func`` is registered and stored by: ``name``
+    checked, or ``module.qualname`` if that is stable across processes.
+    ``TypeError`` or ``ValueError`` saying why there is none (what
+    ``@queue.task`` raises); for integrations that register tasks later."""
     if name is not None:
         if not isinstance(name, str):
             raise TypeError(f"a task's name must be a str, not {name!r}")

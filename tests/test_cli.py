@@ -15,7 +15,7 @@ What must hold beyond "it prints the right thing":
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import io
 import json
 import os
@@ -645,16 +645,15 @@ def test_an_owner_can_start_while_the_command_reads(
     json_target.seed(dead=[1])
     args = cli.build_parser().parse_args(["stats", "--json", *json_target.args])
     reader = cli.queue_from_args(args, read_only=True)  # what `jobq stats` opens
-    before, after = io.StringIO(), io.StringIO()
-    cli.run_stats(reader, args, before)  # the reader is open; no one owned the file
+    before = cli.stats(reader)  # the reader is open; no one owned the file
 
     owner = json_target.queue(fail)
     owner.enqueue("added by the owner", delay=FAR)  # no StoreLocked: it owns the file
-    cli.run_stats(reader, args, after)  # and the reader sees what the owner wrote
+    after = cli.stats(reader)  # and the reader sees what the owner wrote
     reader.close()
 
-    assert json.loads(before.getvalue())["pending"] == 0
-    assert json.loads(after.getvalue())["pending"] == 1
+    assert before.pending == 0
+    assert after.pending == 1
     lock = OwnerLock(str(json_target.args[1]))
     with pytest.raises(jobq.StoreLocked):
         lock.acquire()  # still the owner's
@@ -696,6 +695,90 @@ def test_read_only_json_store_refuses_changes(tmp_path: Path) -> None:
 
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     OwnerLock(str(path)).acquire()  # free
+
+
+# -- migrate -------------------------------------------------------------------
+
+
+def test_migrate_creates_a_sqlite_store_and_its_schema(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "jobs.db"
+    url = f"sqlite:///{path}"
+
+    created = run(capsys, "migrate", "--store", url)
+    again = run(capsys, "migrate", "--json", "--store", url)
+    looked = run(capsys, "stats", "--json", "--store", url)
+
+    assert created.code == 0, created.err
+    assert created.out == f"the SQLite file {path}: jobq schema at version 1\n"
+    assert again.code == 0, again.err
+    assert json.loads(again.out) == {
+        "store": f"the SQLite file {path}",
+        "schema_version": 1,
+    }
+    assert json.loads(looked.out) == {"pending": 0, "running": 0, "dead": 0}
+
+
+def test_migrate_refuses_a_sqlite_file_of_a_newer_jobq(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import sqlite3
+
+    path = tmp_path / "jobs.db"
+    assert run(capsys, "migrate", "--store", f"sqlite:///{path}").code == 0
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE jobq_meta SET value = 99 WHERE name = 'schema_version'")
+
+    result = run(capsys, "migrate", "--store", f"sqlite:///{path}")
+
+    assert result.code == 1
+    assert "newer jobq" in result.err
+
+
+def test_migrate_creates_a_postgres_schema(
+    postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    schema = f"{postgres_schema}_migrated"
+    args = ["--store", POSTGRES_URL, "--schema", schema]
+    try:
+        missing = run(capsys, "stats", *args)  # the other commands create nothing
+        created = run(capsys, "migrate", "--json", *args)
+        looked = run(capsys, "stats", "--json", *args)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                    sql.Identifier(schema)
+                )
+            )
+
+    assert missing.code == 1
+    assert created.code == 0, created.err
+    assert json.loads(created.out)["schema_version"] >= 1
+    assert schema in json.loads(created.out)["store"]
+    assert json.loads(looked.out) == {"pending": 0, "running": 0, "dead": 0}
+
+
+@pytest.mark.parametrize("memory", [False, True])
+def test_migrate_of_a_store_without_a_schema_has_nothing_to_do(
+    memory: bool,
+    app_module: Callable[[str | None], str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    where = ["--app", app_module(None)] if memory else ["--store", "jobs.json"]
+
+    result = run(capsys, "migrate", *where)
+
+    assert result.code == 0, result.err
+    assert result.out.endswith("has no schema: nothing to migrate\n")
+    assert not (tmp_path / "jobs.json").exists()
 
 
 # -- worker --------------------------------------------------------------------
@@ -890,12 +973,10 @@ def test_run_worker_can_be_reused_with_a_stop_event(tmp_path: Path) -> None:
         stop.set()
 
     threading.Thread(target=stop_when_done, daemon=True).start()
-    args = argparse.Namespace(workers=1, shutdown_timeout=5.0, log_level="INFO")
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
-    code = cli.run_worker(queue, args, io.StringIO(), err=io.StringIO(), stop=stop)
+    cli.run_worker(queue, workers=1, shutdown_timeout=5.0, err=io.StringIO(), stop=stop)
 
-    assert code == 0
     assert [job.payload for job in done] == ["first"]
     with pytest.raises(jobq.QueueClosed):
         queue.stats()  # closed by the worker command

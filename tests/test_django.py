@@ -335,6 +335,12 @@ def test_manage_py_jobq_retries_a_dead_job() -> None:
     queue.cancel(job)
 
 
+def test_manage_py_jobq_migrate() -> None:
+    out = io.StringIO()
+    call_command("jobq", "migrate", "--json", stdout=out)
+    assert json.loads(out.getvalue())["schema_version"] == 1
+
+
 def test_manage_py_jobq_worker_runs_jobs_and_stops_on_sigterm() -> None:
     from djapp.tasks import add
 

@@ -372,6 +372,48 @@ def test_the_commands_start_no_workers(make_app: MakeApp, tmp_path: Path) -> Non
     assert worker_threads() == before
 
 
+def test_flask_jobq_migrate_creates_the_schema(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    path = tmp_path / "jobs.db"
+    app = make_app(JobQ(), JOBQ_STORE=f"sqlite:///{path}", JOBQ_AUTOSTART=False)
+
+    result = invoke(app, "migrate", "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {
+        "store": f"the SQLite file {path}",
+        "schema_version": 1,
+    }
+    assert path.exists()
+
+
+def test_flask_jobq_looks_at_a_json_store_without_taking_its_lock(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    path = tmp_path / "jobs.json"
+    with jobq.JobQueue[Any](store=str(path)) as first:
+        first.enqueue("x", delay=3600)
+    app = make_app(JobQ(), JOBQ_STORE=str(path), JOBQ_AUTOSTART=False)
+
+    looked = invoke(app, "stats", "--json")  # no one owns the file meanwhile
+    with jobq.JobQueue[Any](store=str(path)) as owner:  # e.g. the web process
+        owner.enqueue("y", delay=3600)  # no StoreLocked: the command took no lock
+        assert owner.stats().pending == 2
+
+    assert looked.exit_code == 0, looked.output
+    assert json.loads(looked.output)["pending"] == 1
+
+
+def test_flask_jobq_refuses_a_queue_in_memory(make_app: MakeApp) -> None:
+    app = make_app(JobQ(), JOBQ_AUTOSTART=False)
+
+    result = invoke(app, "stats")
+
+    assert result.exit_code == 2
+    assert "in memory" in result.output
+
+
 # -- real processes -----------------------------------------------------------------
 
 APP_MODULE = """

@@ -20,10 +20,12 @@ Design: the store is fixed when a ``JobQueue`` is built, and an app factory
 may build many apps with different configs (tests do), so ``init_app`` builds
 one ``JobQueue`` per app from that app's ``JOBQ_*`` config (keyword arguments
 given to ``JobQ(...)`` are the defaults under it) and keeps it in
-``app.extensions["jobq"]``. ``@jobs.task`` records the function on the
-extension and registers it on every app's queue, built before or after; the
-returned ``AppTask`` enqueues to the queue of ``flask.current_app``.
-``jobs.queue`` is the current app's ``JobQueue``.
+``app.extensions["jobq"]``. The keys are ``JOBQ_`` and those of
+``jobq.contrib.options.OPTIONS``, the table Django's ``JOBQ`` setting uses.
+``@jobs.task`` records the function on the extension and registers it on
+every app's queue, built before or after; the returned ``AppTask`` enqueues
+to the queue of ``flask.current_app``. ``jobs.queue`` is the current app's
+``JobQueue``.
 
 Every job, handler or task, runs inside ``app.app_context()`` on the worker
 thread. With ``JOBQ_AUTOSTART`` (the default) the workers start lazily: in
@@ -31,20 +33,20 @@ the process that serves the first request (or enqueues first), never in
 ``create_app()``, so the reloader's watcher process of ``flask run --debug``,
 gunicorn's master with ``--preload`` and ``flask`` commands start none.
 
-``flask jobq worker|stats|dead|show|retry|delete|purge-dead`` are the
-commands of ``jobq.cli`` over the app's queue.
+``flask jobq worker|stats|dead|show|retry|delete|purge-dead|migrate`` are
+the commands of ``jobq.cli`` over the app's queue: the same operations
+(``jobq.cli.operations``) and output (``jobq.cli.render``), parsed by click.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import functools
-import io
+import logging
 import math
-import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -52,26 +54,36 @@ import click
 from flask import Flask, current_app, has_app_context
 from flask.cli import AppGroup
 
-from jobq import cli
+from jobq.cli import operations, render
+from jobq.cli.operations import (
+    LOG_LEVELS,
+    SHUTDOWN_TIMEOUT,
+    CommandError,
+    command_error,
+    run_worker,
+)
+from jobq.cli.queues import queue_for_command
+from jobq.contrib.options import AUTOSTART, OPTIONS, WORKERS, by_key
 from jobq.errors import JobqError
 from jobq.queue import JobQueue
-from jobq.tasks import Task, _task_name
+from jobq.tasks import Task, task_name
 from jobq.types import Enqueued, Job
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: The prefix of jobq's ``app.config`` keys: ``JOBQ_`` + a key of
+#: ``jobq.contrib.options.OPTIONS``.
+PREFIX = "JOBQ_"
+
 #: ``app.config`` keys and the ``JobQueue`` option each sets.
 CONFIG_OPTIONS = {
-    "JOBQ_STORE": "store",
-    "JOBQ_MAX_ATTEMPTS": "max_attempts",
-    "JOBQ_BASE_DELAY": "base_delay",
-    "JOBQ_MAX_DELAY": "max_delay",
-    "JOBQ_DEAD_LETTER_LIMIT": "dead_letter_limit",
-    "JOBQ_KEEP_COMPLETED": "keep_completed",
-    "JOBQ_MAX_PENDING": "max_pending",
-    "JOBQ_IMMEDIATE": "immediate",
+    PREFIX + option.key: option.argument
+    for option in OPTIONS
+    if option.argument is not None
 }
+
+logger = logging.getLogger("jobq")
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,8 @@ class JobQState:
     queue: JobQueue[Any]
     workers: int
     autostart: bool
+    #: The extension's tasks on this app's queue, by name.
+    tasks: dict[str, Task[Any, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -130,19 +144,21 @@ class JobQ:
                 "jobq is already initialised on this app; call init_app once"
             )
         config = app.config
+        _check_config(config)
         options = dict(self.queue_options)
-        for key, option in CONFIG_OPTIONS.items():
+        for key, argument in CONFIG_OPTIONS.items():
             if key in config:
-                options[option] = config[key]
-        workers = config.setdefault("JOBQ_WORKERS", 4)
-        autostart = config.setdefault("JOBQ_AUTOSTART", True)
+                options[argument] = config[key]
+        workers = config.setdefault(PREFIX + WORKERS.key, WORKERS.default)
+        autostart = config.setdefault(PREFIX + AUTOSTART.key, AUTOSTART.default)
         handler = None if self.handler is None else _in_context(app, self.handler)
         queue: JobQueue[Any] = JobQueue(handler, **options)
+        state = JobQState(self, queue, workers, bool(autostart))
         with self._registry.lock:
             for spec in self._registry.tasks:
-                _register(app, queue, spec)
+                _register(app, state, spec)
             self._registry.apps.add(app)
-        app.extensions["jobq"] = JobQState(self, queue, workers, bool(autostart))
+        app.extensions["jobq"] = state
         if autostart and (handler is not None or self._registry.tasks):
             queue.start(workers, lazy=True)  # nothing runs yet
         if autostart:
@@ -214,7 +230,7 @@ class JobQ:
 
         def decorate(function: Callable[P, R]) -> AppTask[P, R]:
             spec = _TaskSpec(
-                function, _task_name(function, name), max_attempts, priority
+                function, task_name(function, name), max_attempts, priority
             )
             with self._registry.lock:
                 if any(s.name == spec.name for s in self._registry.tasks):
@@ -223,7 +239,7 @@ class JobQ:
                     )
                 for app in list(self._registry.apps):
                     state: JobQState = app.extensions["jobq"]
-                    _register(app, state.queue, spec)
+                    _register(app, state, spec)
                     if (
                         state.autostart
                         and not self._registry.tasks
@@ -253,8 +269,7 @@ class AppTask(Generic[P, R]):
 
     def task(self, app: Flask | None = None) -> Task[P, R]:
         """The ``jobq.Task`` on ``app``'s (default: the current app's) queue."""
-        queue = self._extension.state(app).queue
-        found: Task[P, R] = queue._tasks[self.name]
+        found: Task[P, R] = self._extension.state(app).tasks[self.name]
         return found
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Enqueued:
@@ -267,6 +282,26 @@ class AppTask(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<jobq.contrib.flask.AppTask {self.name!r}>"
+
+
+def _check_config(config: Mapping[str, Any]) -> None:
+    """``TypeError`` for a ``JOBQ_*`` value of the wrong type (``JobQueue``
+    judges the ranges); a WARNING for ``JOBQ_*`` keys jobq does not know."""
+    known = by_key()
+    for key, value in config.items():
+        if not key.startswith(PREFIX):
+            continue
+        option = known.get(key.removeprefix(PREFIX))
+        if option is None:
+            logger.warning(
+                "app.config[%r] is not a jobq setting; known: %s",
+                key,
+                ", ".join(PREFIX + name for name in known),
+            )
+            continue
+        problem = option.problem(value)
+        if problem is not None:
+            raise TypeError(f"app.config[{key!r}] {problem}")
 
 
 def _in_context(app: Flask, func: Callable[P, R]) -> Callable[P, R]:
@@ -288,8 +323,8 @@ def _finite_seconds(ctx: click.Context, param: click.Parameter, value: float) ->
     return value
 
 
-def _register(app: Flask, queue: JobQueue[Any], spec: _TaskSpec) -> None:
-    queue.task(
+def _register(app: Flask, state: JobQState, spec: _TaskSpec) -> None:
+    state.tasks[spec.name] = state.queue.task(
         _in_context(app, spec.func),
         name=spec.name,
         max_attempts=spec.max_attempts,
@@ -304,25 +339,43 @@ def _ensure_started(queue: JobQueue[Any]) -> None:
 # -- flask jobq ... --------------------------------------------------------------
 
 
-def _current_queue() -> JobQueue[Any]:
+def _current_state() -> JobQState:
     state = current_app.extensions.get("jobq")
     if not isinstance(state, JobQState):  # pragma: no cover - added by init_app
         raise click.UsageError("jobq is not initialised on this app")
-    return state.queue
+    return state
 
 
-def _run(command: str, **arguments: Any) -> None:
-    """``jobq.cli``'s ``run_<command>`` over the current app's queue."""
-    runner: Callable[..., int] = getattr(cli, f"run_{command.replace('-', '_')}")
-    out, err = io.StringIO(), io.StringIO()
+def _fail(error: CommandError) -> click.exceptions.Exit:
+    """Report ``error`` as click reports its own, with its exit status."""
+    click.echo(f"Error: {error.message}", err=True)
+    return click.exceptions.Exit(error.code)
+
+
+@contextlib.contextmanager
+def _reporting() -> Iterator[None]:
+    """Report a command's failure as ``jobq`` does: one line, its status."""
     try:
-        code = runner(_current_queue(), argparse.Namespace(**arguments), out, err=err)
-    except (cli.CommandError, JobqError) as exc:
-        raise click.ClickException(str(exc)) from None
-    click.echo(out.getvalue(), nl=False)
-    click.echo(err.getvalue(), nl=False, err=True)
-    if code:
-        raise SystemExit(code)
+        yield
+    except CommandError as exc:
+        raise _fail(exc) from None
+    except JobqError as exc:
+        raise _fail(command_error(exc)) from None
+
+
+@contextlib.contextmanager
+def _queue(*, read_only: bool) -> Iterator[JobQueue[Any]]:
+    """The current app's queue as the command uses it (see
+    ``jobq.cli.queue_for_command``), failures reported."""
+    with (
+        _reporting(),
+        queue_for_command(_current_state().queue, read_only=read_only) as queue,
+    ):
+        yield queue
+
+
+def _print(text: str) -> None:
+    click.echo(text, nl=False)
 
 
 def _json_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -343,7 +396,7 @@ def _command_group() -> AppGroup:
         "--shutdown-timeout",
         type=click.FloatRange(min=0),
         callback=_finite_seconds,
-        default=cli.SHUTDOWN_TIMEOUT,
+        default=SHUTDOWN_TIMEOUT,
         show_default=True,
         help="seconds to wait for running jobs after SIGTERM or SIGINT",
     )
@@ -351,58 +404,71 @@ def _command_group() -> AppGroup:
         "--log-level",
         default="INFO",
         show_default=True,
-        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+        type=click.Choice(LOG_LEVELS),
     )
     def worker(workers: int | None, shutdown_timeout: float, log_level: str) -> None:
         """Run the workers in the foreground until SIGTERM or SIGINT."""
-        state: JobQState = current_app.extensions["jobq"]
-        args = argparse.Namespace(
-            workers=workers or state.workers,
-            shutdown_timeout=shutdown_timeout,
-            log_level=log_level,
-        )
-        code = cli.run_worker(state.queue, args, sys.stdout, err=sys.stderr)
-        if code:
-            raise SystemExit(code)
+        state = _current_state()
+        with _reporting():
+            run_worker(
+                state.queue,
+                workers=workers or state.workers,
+                shutdown_timeout=shutdown_timeout,
+                log_level=log_level,
+            )
 
     @group.command("stats")
     @_json_option()
     def stats(json_: bool) -> None:
         """Pending (delayed included), running and dead jobs."""
-        _run("stats", json=json_)
+        with _queue(read_only=True) as queue:
+            _print(render.stats(operations.stats(queue), as_json=json_))
 
     @group.command("dead")
     @_json_option()
     def dead(json_: bool) -> None:
         """The dead-letter list, oldest first."""
-        _run("dead", json=json_)
+        with _queue(read_only=True) as queue:
+            _print(render.dead(operations.dead(queue), as_json=json_))
 
     @group.command("show")
     @click.argument("job_id", type=click.IntRange(min=1))
     @_json_option()
     def show(job_id: int, json_: bool) -> None:
         """One job with its errors and tracebacks."""
-        _run("show", id=job_id, json=json_)
+        with _queue(read_only=True) as queue:
+            _print(render.job(operations.show(queue, job_id), as_json=json_))
 
     @group.command("retry")
     @click.argument("job_id", type=click.IntRange(min=1))
     @_json_option()
     def retry(job_id: int, json_: bool) -> None:
         """Make a dead job pending again."""
-        _run("retry", id=job_id, json=json_)
+        with _queue(read_only=False) as queue:
+            _print(render.retried(operations.retry(queue, job_id), as_json=json_))
 
     @group.command("delete")
     @click.argument("job_id", type=click.IntRange(min=1))
     @_json_option()
     def delete(job_id: int, json_: bool) -> None:
         """Remove a dead job for good."""
-        _run("delete", id=job_id, json=json_)
+        with _queue(read_only=False) as queue:
+            _print(render.deleted(operations.delete(queue, job_id), as_json=json_))
 
     @group.command("purge-dead")
     @click.option("--yes", is_flag=True, help="really delete them")
     @_json_option()
     def purge_dead(yes: bool, json_: bool) -> None:
         """Remove every dead job (only with --yes)."""
-        _run("purge-dead", yes=yes, json=json_)
+        with _queue(read_only=not yes) as queue:
+            _print(render.purged(operations.purge_dead(queue, yes=yes), as_json=json_))
+
+    @group.command("migrate")
+    @_json_option()
+    def migrate(json_: bool) -> None:
+        """Create or upgrade the schema of the app's SQLite or PostgreSQL store."""
+        with _reporting():
+            done = operations.migrate(_current_state().queue.store)
+        _print(render.migration(done.store, done.version, as_json=json_))
 
     return group

@@ -1,7 +1,11 @@
 """The ``JOBQ`` setting: one dict, read when the queue is first built.
 
-Checked by the system checks (``jobq.E001`` ... ``jobq.E005``) and again when
-the queue is built (``ImproperlyConfigured``), with the same messages.
+Its keys are those of ``jobq.contrib.options.OPTIONS`` (Flask's ``JOBQ_*``
+config keys without the prefix: ``STORE``, ``WORKERS``, ``AUTOSTART`` and
+every ``JobQueue`` option) and Django's own ``ON_COMMIT``, ``DATABASE`` and
+``HANDLER``. Checked by the system checks (``jobq.E001`` ... ``jobq.E005``)
+and again when the queue is built (``ImproperlyConfigured``), with the same
+messages; value types come from the table, ranges are ``JobQueue``'s.
 """
 
 from __future__ import annotations
@@ -13,35 +17,62 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from jobq.contrib.options import (
+    BOOL,
+    JOBQUEUE_OPTIONS,
+    OPTIONS,
+    OWN_OPTIONS,
+    TEXT,
+    Kind,
+    Option,
+    by_key,
+)
 from jobq.stores import store_from
 
 SETTING = "JOBQ"
 
-#: ``JOBQ`` keys that become ``JobQueue`` keyword arguments, by key.
+#: Django's own keys, beside those of ``jobq.contrib.options.OPTIONS``.
+ON_COMMIT = Option(
+    "ON_COMMIT",
+    None,
+    BOOL,
+    True,
+    "write a job enqueued in an atomic block when the transaction commits",
+)
+DATABASE = Option(
+    "DATABASE",
+    None,
+    TEXT,
+    "default",
+    "the alias of the database connection whose transactions are watched",
+)
+HANDLER = Option(
+    "HANDLER",
+    None,
+    Kind(
+        "a dotted path (str) or None",
+        lambda value: value is None or isinstance(value, str),
+    ),
+    None,
+    "the dotted path of the function that runs plain jobs (enqueue(payload))",
+)
+DJANGO_OPTIONS: tuple[Option, ...] = (ON_COMMIT, DATABASE, HANDLER)
+
+#: Every ``JOBQ`` key: the integrations' shared table, then Django's own.
+SETTINGS = by_key((*OPTIONS, *DJANGO_OPTIONS))
+
+#: ``JOBQ`` keys that become ``JobQueue`` keyword arguments, by key (``STORE``
+#: is read on its own: ``jobq.E004``).
 QUEUE_OPTIONS = {
-    "MAX_ATTEMPTS": "max_attempts",
-    "BASE_DELAY": "base_delay",
-    "MAX_DELAY": "max_delay",
-    "JITTER": "jitter",
-    "DEAD_LETTER_LIMIT": "dead_letter_limit",
-    "KEEP_COMPLETED": "keep_completed",
-    "MAX_PENDING": "max_pending",
-    "MAX_PAYLOAD_BYTES": "max_payload_bytes",
-    "WARN_RUNNING_AFTER": "warn_running_after",
-    "IMMEDIATE": "immediate",
+    option.key: option.argument for option in JOBQUEUE_OPTIONS if option.argument
 }
 
 #: Keys of the integration itself, with their defaults.
 OWN_DEFAULTS: dict[str, Any] = {
-    "STORE": None,
-    "WORKERS": 4,
-    "HANDLER": None,
-    "AUTOSTART": True,
-    "ON_COMMIT": True,
-    "DATABASE": "default",
+    option.key: option.default for option in (*OWN_OPTIONS, *DJANGO_OPTIONS)
 }
 
-KNOWN_KEYS = frozenset(OWN_DEFAULTS) | frozenset(QUEUE_OPTIONS)
+KNOWN_KEYS = frozenset(SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -95,7 +126,8 @@ def read() -> Config:
     config.queue_options = {
         QUEUE_OPTIONS[key]: value for key, value in raw.items() if key in QUEUE_OPTIONS
     }
-    if not any(p.id == "jobq.E004" for p in config.problems):
+    typed = _check_types(config, {k: raw[k] for k in QUEUE_OPTIONS if k in raw})
+    if typed and not any(p.id == "jobq.E004" for p in config.problems):
         _check_queue_options(config)
     return config
 
@@ -117,12 +149,9 @@ def _read_own(config: Config, own: dict[str, Any]) -> None:
         )
     else:
         config.store = store
-    for key, kind in (("AUTOSTART", bool), ("ON_COMMIT", bool), ("DATABASE", str)):
-        if not isinstance(own[key], kind):
-            config.problems.append(_bad_type(key, own[key], kind.__name__))
-    workers = own["WORKERS"]
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        config.problems.append(_bad_type("WORKERS", workers, "int of at least 1"))
+    _check_types(
+        config, {k: own[k] for k in ("WORKERS", "AUTOSTART", "ON_COMMIT", "DATABASE")}
+    )
     handler = own["HANDLER"]
     if handler is not None:
         problem = _check_handler(handler)
@@ -130,16 +159,31 @@ def _read_own(config: Config, own: dict[str, Any]) -> None:
             config.problems.append(problem)
     if config.problems:
         return
-    config.workers = workers
+    config.workers = own["WORKERS"]
     config.handler = handler
     config.autostart = own["AUTOSTART"]
     config.on_commit = own["ON_COMMIT"]
     config.database = own["DATABASE"]
 
 
+def _check_types(config: Config, values: dict[str, Any]) -> bool:
+    """A ``jobq.E003`` for each value of the wrong type (by the table);
+    whether all were right."""
+    right = True
+    for key, value in values.items():
+        problem = SETTINGS[key].problem(value)
+        if problem is not None:
+            config.problems.append(
+                Problem("jobq.E003", f"settings.JOBQ[{key!r}] {problem}.")
+            )
+            right = False
+    return right
+
+
 def _check_handler(handler: object) -> Problem | None:
     if not isinstance(handler, str):
-        return _bad_type("HANDLER", handler, "dotted path (str)")
+        problem = HANDLER.problem(handler) or "must be a dotted path (str)"
+        return Problem("jobq.E003", f"settings.JOBQ['HANDLER'] {problem}.")
     try:
         found = import_string(handler)
     except ImportError as exc:
@@ -170,10 +214,3 @@ def _check_queue_options(config: Config) -> None:
                 "Keys are JobQueue's options in upper case, e.g. MAX_ATTEMPTS.",
             )
         )
-
-
-def _bad_type(key: str, value: object, expected: str) -> Problem:
-    return Problem(
-        "jobq.E003",
-        f"settings.JOBQ[{key!r}] must be a {expected}, not {value!r}.",
-    )

@@ -1,25 +1,35 @@
 """``manage.py jobq COMMAND``: the ``jobq`` command's ``stats``, ``dead``,
-``show``, ``retry``, ``delete`` and ``purge-dead`` on the project's queue
-(``settings.JOBQ["STORE"]``); workers run with ``manage.py jobq_worker``."""
+``show``, ``retry``, ``delete``, ``purge-dead`` and ``migrate`` on the
+project's queue (``settings.JOBQ["STORE"]``); workers run with ``manage.py
+jobq_worker``.
+
+The arguments are the ``jobq`` command's (``jobq.cli.COMMANDS``), the work
+is ``jobq.cli.operations``', the output ``jobq.cli.render``'s."""
 
 from __future__ import annotations
 
-import argparse
-import io
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobq import cli
+from jobq.cli import operations, render
 from jobq.contrib.django import get_queue
-from jobq.contrib.django.management import RawWriter
-from jobq.errors import JobqError, StoreLocked
+from jobq.errors import JobqError
+from jobq.queue import JobQueue
 
-COMMANDS = {name: c for name, c in cli.COMMANDS.items() if name != "worker"}
+#: The ``jobq`` commands this one offers (``worker`` is ``jobq_worker``).
+COMMANDS = {
+    name: cli.COMMANDS[name]
+    for name in ("stats", "dead", "show", "retry", "delete", "purge-dead", "migrate")
+}
 
 
 class Command(BaseCommand):
-    help = "Look at the project's jobq queue and manage its dead jobs."
+    help = (
+        "Look at the project's jobq queue, manage its dead jobs, migrate its "
+        "store's schema."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         commands = parser.add_subparsers(
@@ -30,30 +40,34 @@ class Command(BaseCommand):
             command.add_arguments(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        command = COMMANDS[options["jobq_command"]]
-        namespace = argparse.Namespace(**options)
-        namespace.command = command.name
-        err = io.StringIO()  # its message becomes the CommandError's
-        app_queue = get_queue()
         try:
-            read_only = not command.changes(namespace)
-            queue = cli._for_commands(app_queue, read_only=read_only)
-            try:
-                status = command.run(queue, namespace, RawWriter(self.stdout), err=err)
-            finally:
-                if queue is not app_queue:
-                    queue.close()
+            text = run(options["jobq_command"], get_queue(), options)
         except cli.CommandError as exc:
             raise CommandError(exc.message, returncode=exc.code) from None
-        except StoreLocked as exc:
-            raise CommandError(
-                f"{exc} Only the process that owns a JSON store can change it."
-            ) from None
         except JobqError as exc:
-            raise CommandError(str(exc)) from None
-        if status:
-            raise CommandError(
-                err.getvalue().strip() or f"jobq {command.name} failed",
-                returncode=status,
-            )
-        self.stderr.write(err.getvalue(), ending="")
+            raise CommandError(cli.command_error(exc).message) from None
+        self.stdout.write(text, ending="")
+
+
+def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
+    """Command ``name`` on the project's ``queue``; the text to print."""
+    as_json = bool(options["json"])
+    if name == "migrate":
+        done = operations.migrate(queue.store)
+        return render.migration(done.store, done.version, as_json=as_json)
+    changes = name in ("retry", "delete") or (name == "purge-dead" and options["yes"])
+    with cli.queue_for_command(queue, read_only=not changes) as used:
+        if name == "stats":
+            return render.stats(operations.stats(used), as_json=as_json)
+        if name == "dead":
+            return render.dead(operations.dead(used), as_json=as_json)
+        if name == "show":
+            return render.job(operations.show(used, options["id"]), as_json=as_json)
+        if name == "retry":
+            retried = operations.retry(used, options["id"])
+            return render.retried(retried, as_json=as_json)
+        if name == "delete":
+            deleted = operations.delete(used, options["id"])
+            return render.deleted(deleted, as_json=as_json)
+        purged = operations.purge_dead(used, yes=bool(options["yes"]))
+        return render.purged(purged, as_json=as_json)

@@ -2,18 +2,19 @@
 
 Stops cleanly on SIGTERM or SIGINT: running jobs get ``--shutdown-timeout``
 seconds to finish (a second signal exits at once), the rest stay queued.
+The arguments are ``jobq worker``'s; the work is ``jobq.cli.run_worker``.
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import Any, TextIO, cast
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobq import cli
 from jobq.contrib.django import get_queue
 from jobq.contrib.django.management import RawWriter
+from jobq.errors import JobqError
 
 
 class Command(BaseCommand):
@@ -25,17 +26,17 @@ class Command(BaseCommand):
         parser.set_defaults(workers=None)  # None: JOBQ["WORKERS"]
 
     def handle(self, *args: Any, **options: Any) -> None:
-        namespace = argparse.Namespace(**options)
-        namespace.command = "jobq_worker"
         queue = get_queue()
-        if namespace.workers is None:
-            namespace.workers = queue.workers
-        status = cli.run_worker(
-            queue,
-            namespace,
-            cast(TextIO, RawWriter(self.stdout)),
-            err=cast(TextIO, RawWriter(self.stderr)),
-            stop=options.get("stop"),
-        )
-        if status:
-            raise CommandError("the worker failed", returncode=status)
+        try:
+            cli.run_worker(
+                queue,
+                workers=options["workers"] or queue.workers,
+                shutdown_timeout=options["shutdown_timeout"],
+                log_level=options["log_level"],
+                err=RawWriter(self.stderr),
+                stop=options.get("stop"),
+            )
+        except cli.CommandError as exc:
+            raise CommandError(exc.message, returncode=exc.code) from None
+        except JobqError as exc:
+            raise CommandError(cli.command_error(exc).message) from None

@@ -1,0 +1,127 @@
+"""The ``jobq`` command: look at a queue, manage its dead jobs, run its
+workers, migrate its store's schema.
+
+::
+
+    jobq stats      [--json]                 pending, running and dead counts
+    jobq dead       [--json]                 the dead-letter list, oldest first
+    jobq show ID    [--json]                 one job with every attempt's error
+    jobq retry ID   [--json]                 make a dead job pending again
+    jobq delete ID  [--json]                 remove a dead job
+    jobq purge-dead --yes [--json]           remove every dead job
+    jobq migrate    [--json]                 create or upgrade a store's schema
+    jobq worker --app MODULE:ATTRIBUTE [--workers N] [--shutdown-timeout S]
+
+Every command finds the jobs with ``--store URL_OR_PATH`` (or the environment
+variable ``JOBQ_STORE``) or with ``--app MODULE:ATTRIBUTE``, a ``JobQueue`` in
+the application's code whose store is then used; ``worker`` needs ``--app``,
+since that queue's handler runs the jobs. Exit status: 0 done; 1 no such job,
+not in the needed state, or the store failed; 2 a usage error.
+
+Built on ``argparse``, so the command needs nothing beyond the standard
+library. The layout, which ``flask jobq`` and ``manage.py jobq`` share:
+
+* ``jobq.cli.operations``: what each command does, as plain functions of a
+  queue (or store) and plain values, returning values (``stats(queue) ->
+  Stats``, ``show(queue, job_id) -> JobRecord``, ``purge_dead(queue, yes=...)
+  -> int``, ``migrate(store) -> Migration``, ``run_worker(queue, workers=...)``)
+  and raising ``CommandError`` (a message and an exit status);
+* ``jobq.cli.render``: those values as text or ASCII-only JSON, with
+  everything stored escaped (``escape``) so a job cannot drive the terminal;
+* ``jobq.cli.queues``: where the jobs are (``find_queue``, ``open_store``,
+  ``load_app``), and ``queue_for_command``, an application's queue as a
+  command uses it (read-only for a JSON store it only looks at);
+* ``jobq.cli.command``: the ``argparse`` front-end and ``main``.
+"""
+
+from __future__ import annotations
+
+from jobq.cli.command import (
+    COMMANDS,
+    Command,
+    add_dead_arguments,
+    add_delete_arguments,
+    add_migrate_arguments,
+    add_purge_dead_arguments,
+    add_queue_arguments,
+    add_retry_arguments,
+    add_show_arguments,
+    add_stats_arguments,
+    add_worker_arguments,
+    build_parser,
+    main,
+    queue_from_args,
+)
+from jobq.cli.operations import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    SHUTDOWN_TIMEOUT,
+    CommandError,
+    Migration,
+    NoSuchJob,
+    NotConfirmed,
+    Writer,
+    command_error,
+    dead,
+    delete,
+    describe_store,
+    migrate,
+    purge_dead,
+    retry,
+    run_worker,
+    show,
+    stats,
+)
+from jobq.cli.queues import (
+    STORE_ENV,
+    find_queue,
+    load_app,
+    open_store,
+    queue_for_command,
+)
+from jobq.cli.render import escape, job_details, job_summary
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "SHUTDOWN_TIMEOUT",
+    "STORE_ENV",
+    "Command",
+    "CommandError",
+    "Migration",
+    "NoSuchJob",
+    "NotConfirmed",
+    "Writer",
+    "add_dead_arguments",
+    "add_delete_arguments",
+    "add_migrate_arguments",
+    "add_purge_dead_arguments",
+    "add_queue_arguments",
+    "add_retry_arguments",
+    "add_show_arguments",
+    "add_stats_arguments",
+    "add_worker_arguments",
+    "build_parser",
+    "command_error",
+    "dead",
+    "delete",
+    "describe_store",
+    "escape",
+    "find_queue",
+    "job_details",
+    "job_summary",
+    "load_app",
+    "main",
+    "migrate",
+    "open_store",
+    "purge_dead",
+    "queue_for_command",
+    "queue_from_args",
+    "retry",
+    "run_worker",
+    "show",
+    "stats",
+]

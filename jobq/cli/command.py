@@ -1,0 +1,414 @@
+"""The ``jobq`` command's argument parsing (``argparse``) and ``main``.
+
+Each command is an ``add_<command>_arguments(parser)`` (reused by ``manage.py
+jobq``, whose parser is argparse too) and a function that takes the parsed
+arguments, calls ``jobq.cli.operations`` with plain values and returns what
+``jobq.cli.render`` makes of the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jobq
+from jobq.cli import operations, render
+from jobq.cli.operations import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    LOG_LEVELS,
+    SHUTDOWN_TIMEOUT,
+    CommandError,
+    NotConfirmed,
+    Writer,
+    command_error,
+)
+from jobq.cli.queues import STORE_ENV, find_queue
+from jobq.errors import JobqError
+from jobq.queue import JobQueue
+
+__all__ = [
+    "COMMANDS",
+    "Command",
+    "add_dead_arguments",
+    "add_delete_arguments",
+    "add_migrate_arguments",
+    "add_purge_dead_arguments",
+    "add_queue_arguments",
+    "add_retry_arguments",
+    "add_show_arguments",
+    "add_stats_arguments",
+    "add_worker_arguments",
+    "build_parser",
+    "main",
+    "queue_from_args",
+]
+
+Queue = JobQueue[Any]
+
+
+# -- the commands' arguments -------------------------------------------------------
+
+
+def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_dead_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_show_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_id_argument(parser, "the job to show")
+    _add_json_argument(parser)
+
+
+def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_id_argument(parser, "the dead job to make pending again")
+    _add_json_argument(parser)
+
+
+def add_delete_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_id_argument(parser, "the dead job to remove")
+    _add_json_argument(parser)
+
+
+def add_purge_dead_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="really delete them (without it, the command only says how many)",
+    )
+    _add_json_argument(parser)
+
+
+def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=4,
+        metavar="N",
+        help="worker threads, i.e. jobs run at once (default: 4)",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=_seconds,
+        default=SHUTDOWN_TIMEOUT,
+        metavar="SECONDS",
+        help="on SIGTERM or SIGINT, wait this long for running jobs before "
+        "exiting; jobs still running then run again later (default: "
+        f"{SHUTDOWN_TIMEOUT:g}); a second signal exits at once",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="level of the messages written to stderr when the application "
+        "has not configured logging (default: INFO)",
+    )
+
+
+def add_queue_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say where the jobs are (the standalone command's; a
+    framework command has its queue already)."""
+    group = parser.add_argument_group("where the jobs are")
+    group.add_argument(
+        "--store",
+        metavar="URL_OR_PATH",
+        help="a JSON store's file, sqlite:///relative.db, sqlite:////absolute.db "
+        f"or postgresql://user@host/db (default: ${STORE_ENV})",
+    )
+    group.add_argument(
+        "--app",
+        metavar="MODULE:ATTRIBUTE",
+        help="a jobq.JobQueue in your code, e.g. myapp.jobs:queue (imported with "
+        "the current directory on sys.path); its store is used, and the worker "
+        "runs its handler",
+    )
+    group.add_argument(
+        "--queue",
+        metavar="NAME",
+        help="PostgreSQL --store: the queue's name (default: default)",
+    )
+    group.add_argument(
+        "--schema",
+        metavar="NAME",
+        help="PostgreSQL --store: the schema of jobq's tables (default: jobq)",
+    )
+
+
+# -- running them ------------------------------------------------------------------
+
+
+def _stats(queue: Queue, args: argparse.Namespace) -> str:
+    return render.stats(operations.stats(queue), as_json=args.json)
+
+
+def _dead(queue: Queue, args: argparse.Namespace) -> str:
+    return render.dead(operations.dead(queue), as_json=args.json)
+
+
+def _show(queue: Queue, args: argparse.Namespace) -> str:
+    return render.job(operations.show(queue, args.id), as_json=args.json)
+
+
+def _retry(queue: Queue, args: argparse.Namespace) -> str:
+    return render.retried(operations.retry(queue, args.id), as_json=args.json)
+
+
+def _delete(queue: Queue, args: argparse.Namespace) -> str:
+    return render.deleted(operations.delete(queue, args.id), as_json=args.json)
+
+
+def _purge_dead(queue: Queue, args: argparse.Namespace) -> str:
+    deleted = operations.purge_dead(queue, yes=args.yes)
+    return render.purged(deleted, as_json=args.json)
+
+
+def _migrate(queue: Queue, args: argparse.Namespace) -> str:
+    try:
+        done = operations.migrate(queue.store)
+    except ImportError as exc:  # psycopg, for a PostgreSQL store
+        raise CommandError(str(exc)) from None
+    return render.migration(done.store, done.version, as_json=args.json)
+
+
+def _worker(queue: Queue, args: argparse.Namespace) -> str:
+    operations.run_worker(
+        queue,
+        workers=args.workers,
+        shutdown_timeout=args.shutdown_timeout,
+        log_level=args.log_level,
+    )
+    return ""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its arguments, what it runs (the text to print), and
+    whether it changes the store (then a JSON store's owner lock is needed)."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[Queue, argparse.Namespace], str]
+    changes: Callable[[argparse.Namespace], bool]
+
+
+def _never(args: argparse.Namespace) -> bool:
+    return False
+
+
+def _always(args: argparse.Namespace) -> bool:
+    return True
+
+
+def _if_yes(args: argparse.Namespace) -> bool:
+    return bool(args.yes)
+
+
+COMMANDS: dict[str, Command] = {
+    command.name: command
+    for command in (
+        Command(
+            "stats",
+            "pending, running and dead jobs",
+            add_stats_arguments,
+            _stats,
+            _never,
+        ),
+        Command(
+            "dead",
+            "list the dead jobs, oldest first",
+            add_dead_arguments,
+            _dead,
+            _never,
+        ),
+        Command(
+            "show",
+            "show one job with its errors and tracebacks",
+            add_show_arguments,
+            _show,
+            _never,
+        ),
+        Command(
+            "retry",
+            "make a dead job pending again",
+            add_retry_arguments,
+            _retry,
+            _always,
+        ),
+        Command(
+            "delete",
+            "remove a dead job",
+            add_delete_arguments,
+            _delete,
+            _always,
+        ),
+        Command(
+            "purge-dead",
+            "remove every dead job (needs --yes)",
+            add_purge_dead_arguments,
+            _purge_dead,
+            _if_yes,
+        ),
+        Command(
+            "migrate",
+            "create or upgrade the schema of a SQLite or PostgreSQL store",
+            add_migrate_arguments,
+            _migrate,
+            _always,
+        ),
+        Command(
+            "worker",
+            "run the workers of --app's queue until SIGTERM or SIGINT",
+            add_worker_arguments,
+            _worker,
+            _always,
+        ),
+    )
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``jobq`` argument parser, one subparser per command."""
+    parser = argparse.ArgumentParser(
+        prog="jobq",
+        description="Look at a jobq queue, manage its dead jobs, run its workers, "
+        "migrate its store's schema.",
+        epilog="Exit status: 0 done; 1 no such job, a job not in the needed "
+        "state, or a store error; 2 a usage error. --json prints ASCII-only JSON "
+        "with stable keys; other output shows control characters in jobs as "
+        "escapes such as \\x1b.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {jobq.__version__}"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS.values():
+        sub = commands.add_parser(
+            command.name,
+            help=command.help,
+            description=command.help[0].upper() + command.help[1:],
+        )
+        command.add_arguments(sub)
+        add_queue_arguments(sub)
+    return parser
+
+
+def queue_from_args(
+    args: argparse.Namespace, *, read_only: bool = False, worker: bool = False
+) -> Queue:
+    """The queue that the parsed ``--store`` (or ``$JOBQ_STORE``) or ``--app``
+    names (see ``jobq.cli.queues.find_queue``). The caller closes it, unless
+    it is the application's own (``--app``, except a JSON store read
+    read-only)."""
+    queue, _ = _find(args, read_only=read_only, worker=worker)
+    return queue
+
+
+def _find(
+    args: argparse.Namespace, *, read_only: bool, worker: bool = False
+) -> tuple[Queue, bool]:
+    return find_queue(
+        store=args.store,
+        app=args.app,
+        queue=args.queue,
+        schema=args.schema,
+        read_only=read_only,
+        worker=worker,
+        migrate=args.command == "migrate",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``jobq`` with ``argv`` (default: ``sys.argv[1:]``); the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    command = COMMANDS[args.command]
+    out, err = sys.stdout, sys.stderr
+    try:
+        try:
+            queue, own = _find(
+                args,
+                read_only=not command.changes(args),
+                worker=command.name == "worker",
+            )
+        except ImportError as exc:  # e.g. psycopg for a PostgreSQL store
+            raise CommandError(str(exc)) from None
+        try:
+            out.write(command.run(queue, args))
+        finally:
+            if own:  # the app's queue is the app's (the worker closes it itself)
+                queue.close()
+    except CommandError as exc:
+        usage = exc.code == EXIT_USAGE and not isinstance(exc, NotConfirmed)
+        prefix = "error: " if usage else ""
+        return _report(err, f"{prefix}{exc.message}", exc.code, command.name)
+    except JobqError as exc:
+        return _report(err, command_error(exc).message, command=command.name)
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except BrokenPipeError:  # e.g. `jobq dead | head`
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # no second error at exit
+        return EXIT_FAILED
+    return operations.EXIT_OK
+
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def _report(
+    err: Writer, message: str, code: int = EXIT_FAILED, command: str | None = None
+) -> int:
+    prefix = f"jobq {command}" if command else "jobq"
+    err.write(f"{prefix}: {message}\n")
+    return code
+
+
+def _add_json_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (ASCII only, stable keys) instead of text",
+    )
+
+
+def _add_id_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("id", type=_positive_int, metavar="ID", help=help_text)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, not {text}")
+    return value

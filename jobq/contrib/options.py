@@ -1,0 +1,202 @@
+"""The settings of the web integrations, in one table: every ``JobQueue``
+option a setting can give, and the integrations' own ``STORE``, ``WORKERS``
+and ``AUTOSTART``.
+
+Flask reads each as ``app.config["JOBQ_<KEY>"]`` (``jobq.contrib.flask``),
+Django as ``settings.JOBQ["<KEY>"]`` (``jobq.contrib.django.conf``, which
+adds Django's own ``ON_COMMIT``, ``DATABASE`` and ``HANDLER``), so neither
+lacks an option the other has. ``Option.problem`` checks a value's type; the
+ranges are ``JobQueue``'s to judge. ``handler`` is the integration's (the
+app's tasks, Django's ``HANDLER``) and ``clock`` is for tests, so neither is
+a setting.
+
+Needs nothing beyond the standard library (no framework is imported).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jobq.queue import MAX_PAYLOAD_BYTES
+
+__all__ = [
+    "AUTOSTART",
+    "BOOL",
+    "INT",
+    "JOBQUEUE_OPTIONS",
+    "OPTIONAL_INT",
+    "OPTIONAL_SECONDS",
+    "OPTIONS",
+    "OWN_OPTIONS",
+    "SECONDS",
+    "STORE",
+    "STORE_VALUE",
+    "TEXT",
+    "WORKERS",
+    "WORKER_COUNT",
+    "Kind",
+    "Option",
+    "by_key",
+]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What values a setting takes: ``description`` for messages ("a
+    bool"), ``accepts`` to check one."""
+
+    description: str
+    accepts: Callable[[object], bool]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _is_seconds(value: object) -> bool:
+    return isinstance(value, dt.timedelta) or (
+        isinstance(value, int | float) and not isinstance(value, bool)
+    )
+
+
+BOOL = Kind("a bool", lambda value: isinstance(value, bool))
+INT = Kind("an int", _is_int)
+OPTIONAL_INT = Kind("an int or None", lambda value: value is None or _is_int(value))
+SECONDS = Kind("seconds (a number or a timedelta)", _is_seconds)
+OPTIONAL_SECONDS = Kind(
+    "seconds (a number or a timedelta) or None",
+    lambda value: value is None or _is_seconds(value),
+)
+TEXT = Kind("a str", lambda value: isinstance(value, str))
+WORKER_COUNT = Kind("an int of at least 1", lambda value: _is_count(value))
+#: Anything ``store=`` takes; ``jobq.stores.store_from`` judges it.
+STORE_VALUE = Kind("None, a path, a store URL or a store object", lambda value: True)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its ``key`` (upper case; Flask prefixes ``JOBQ_``), the
+    ``JobQueue`` keyword argument it sets (``None``: the integration's own),
+    what values it takes, its default and what it means."""
+
+    key: str
+    argument: str | None
+    kind: Kind
+    default: Any
+    meaning: str
+
+    def problem(self, value: object) -> str | None:
+        """What is wrong with ``value`` for this setting ("must be a bool,
+        not 'yes'"), or ``None``."""
+        if self.kind.accepts(value):
+            return None
+        return f"must be {self.kind.description}, not {value!r}"
+
+
+#: ``JobQueue``'s options, passed on as they are.
+JOBQUEUE_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "MAX_ATTEMPTS",
+        "max_attempts",
+        INT,
+        5,
+        "attempts of a job before it is dead (tasks may set their own)",
+    ),
+    Option(
+        "BASE_DELAY",
+        "base_delay",
+        SECONDS,
+        1.0,
+        "the delay before the first retry; it doubles with each attempt",
+    ),
+    Option(
+        "MAX_DELAY", "max_delay", SECONDS, 3600.0, "the longest delay between attempts"
+    ),
+    Option(
+        "JITTER", "jitter", BOOL, True, "spread each retry delay by ±20 % at random"
+    ),
+    Option(
+        "DEAD_LETTER_LIMIT",
+        "dead_letter_limit",
+        INT,
+        1000,
+        "dead jobs kept; beyond it the oldest are dropped",
+    ),
+    Option(
+        "KEEP_COMPLETED",
+        "keep_completed",
+        SECONDS,
+        0,
+        "how long a completed job is kept with its result (0: not at all)",
+    ),
+    Option(
+        "MAX_PENDING",
+        "max_pending",
+        OPTIONAL_INT,
+        None,
+        "pending jobs at most: beyond it enqueue raises QueueFull (None: no limit)",
+    ),
+    Option(
+        "MAX_PAYLOAD_BYTES",
+        "max_payload_bytes",
+        OPTIONAL_INT,
+        MAX_PAYLOAD_BYTES,
+        "a payload's JSON size at most (None: no limit)",
+    ),
+    Option(
+        "WARN_RUNNING_AFTER",
+        "warn_running_after",
+        OPTIONAL_SECONDS,
+        600.0,
+        "log a WARNING for a handler running longer (None: never)",
+    ),
+    Option(
+        "IMMEDIATE",
+        "immediate",
+        BOOL,
+        False,
+        "run jobs in the thread that enqueues them, at once (for tests)",
+    ),
+)
+
+STORE = Option(
+    "STORE",
+    "store",
+    STORE_VALUE,
+    None,
+    'where the jobs are: None (memory), "jobs.json", "sqlite:///jobs.db", '
+    '"postgresql://..." or a store object',
+)
+WORKERS = Option(
+    "WORKERS",
+    None,
+    WORKER_COUNT,
+    4,
+    "worker threads per serving process (and for the worker command)",
+)
+AUTOSTART = Option(
+    "AUTOSTART",
+    None,
+    BOOL,
+    True,
+    "start the workers lazily, with the first request in the process that "
+    "serves it; False: never in the web process (run the worker command)",
+)
+
+#: The integrations' own settings, in both.
+OWN_OPTIONS: tuple[Option, ...] = (STORE, WORKERS, AUTOSTART)
+
+#: Every setting both integrations take.
+OPTIONS: tuple[Option, ...] = (*OWN_OPTIONS, *JOBQUEUE_OPTIONS)
+
+
+def by_key(options: tuple[Option, ...] = OPTIONS) -> dict[str, Option]:
+    """``options`` by key."""
+    return {option.key: option for option in options}

@@ -1,0 +1,141 @@
+"""The layout the code keeps: the command line, the framework integrations
+and the benchmarks use jobq through its public names only (nothing that
+starts with ``_`` from another jobq module), and the benchmark modules do
+not import each other in a circle.
+
+Read from the source (``ast``), so nothing here is imported or run.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Where only public jobq names may be used.
+CHECKED = ["jobq/cli", "jobq/contrib", "benchmarks"]
+
+#: Files still built on jobq's internals (a queue subclass with its own
+#: runner, and Django's Tasks backend); being reworked apart from this.
+NOT_YET = {
+    "jobq/contrib/django/__init__.py",
+    "jobq/contrib/django/_tasks_backend.py",
+}
+
+#: Private attributes of other libraries that the code may use.
+FOREIGN = {"_get_current_object", "_exit"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def files() -> Iterator[Path]:
+    for folder in CHECKED:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if str(path.relative_to(ROOT)) not in NOT_YET:
+                yield path
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_uses(source: str, here: str) -> list[str]:
+    """In the module ``here`` whose text is ``source``: ``from jobq.x import
+    _y``, imports of another package's private jobq module, and
+    ``obj._attribute`` on anything but ``self``, ``cls`` and ``super()``."""
+
+    def within(owner: str) -> bool:
+        """Whether ``here`` belongs to ``owner``, a package below ``jobq``
+        (whose private parts are its own business)."""
+        return "." in owner and (here == owner or here.startswith(f"{owner}."))
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        modules: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module]
+            if node.module.split(".")[0] == "jobq" and not within(node.module):
+                names = [alias.name for alias in node.names]
+                found += [f"{node.module}.{n}" for n in names if private(n)]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] != "jobq":
+                continue
+            for i, part in enumerate(parts):
+                if private(part) and not within(".".join(parts[:i])):
+                    found.append(module)
+                    break
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            value = node.value
+            mine = isinstance(value, ast.Name) and value.id in ("self", "cls")
+            parent = isinstance(value, ast.Call) and (
+                isinstance(value.func, ast.Name) and value.func.id == "super"
+            )
+            if not (mine or parent or node.attr in FOREIGN):
+                found.append(f"{ast.unparse(node)} (line {node.lineno})")
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", list(files()), ids=lambda path: str(path.relative_to(ROOT))
+)
+def test_only_public_jobq_names_are_used(path: Path) -> None:
+    assert private_uses(path.read_text(encoding="utf-8"), module_name(path)) == []
+
+
+def test_the_checker_finds_private_names() -> None:
+    found = private_uses(
+        "from jobq.tasks import _task_name\n"
+        "from jobq._runner import Runner\n"
+        "import jobq.stores._entry\n"
+        "from jobq.contrib.django import _tasks_backend\n"  # its own package's
+        "def f(queue):\n"
+        "    return queue._tasks\n",
+        "jobq.contrib.django.tasks",
+    )
+
+    assert found == [
+        "jobq.tasks._task_name",
+        "jobq._runner",
+        "jobq.stores._entry",
+        "queue._tasks (line 6)",
+    ]
+
+
+def test_the_benchmark_modules_import_no_circle() -> None:
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        here = module_name(path)
+        imported: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "benchmarks":
+                imported |= {f"benchmarks.{alias.name}" for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+        graph[here] = {m for m in imported if m.startswith("benchmarks.")} - {here}
+
+    def circle(start: str, node: str, seen: tuple[str, ...]) -> tuple[str, ...]:
+        for following in sorted(graph.get(node, ())):
+            if following == start:
+                return (*seen, start)
+            if following not in seen:
+                found = circle(start, following, (*seen, following))
+                if found:
+                    return found
+        return ()
+
+    circles = {m: found for m in graph if (found := circle(m, m, (m,)))}
+    assert circles == {}
