@@ -1,39 +1,49 @@
-"""Running one claimed job: call the handler, then record success or a failed attempt.
+"""Running one claimed job: the attempt, then its outcome recorded and told.
+
+A job's path through here reads straight down: ``run_one`` builds the
+``Job``, publishes ``started``, calls the middleware around the handler or
+task (``_invoke``) and returns the outcome; ``record`` writes outcomes to the
+store (successes in one write, failed attempts in another), logs the failed
+ones and publishes ``succeeded``, ``retrying`` or ``dead`` for each outcome
+the store took.
 
 A job with a ``task`` name goes to the function ``@queue.task`` registered
-under that name, with the arguments stored in its payload; any other job goes
+under that name, with the arguments stored in its payload (a name nothing
+registered goes to the queue's ``resolve_task``, if any); any other job goes
 to the queue's handler, as a ``Job``.
 
 Worker threads and ``run_pending`` both come here, so a job behaves the same
-whichever thread runs it. Anything the handler raises, ``BaseException``
-subclasses included, is a failed attempt; nothing it does can kill the caller.
+whichever thread runs it. Anything the handler or a middleware raises,
+``BaseException`` subclasses included, is a failed attempt; nothing they do
+can kill the caller.
 """
 
 from __future__ import annotations
 
-import linecache
 import logging
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
+from jobq._failures import describe_failure
 from jobq._json import decode, encode
-from jobq._rules import storable
 from jobq._time import to_seconds
 from jobq.errors import Fatal, Retry
+from jobq.events import Event, EventKind, Subscribers
+from jobq.middleware import Middleware, wrap
 from jobq.retry import RetryPolicy
 from jobq.stores.base import Claim, Done, Failure, Store
 from jobq.tasks import task_arguments, unknown_task
-from jobq.types import AttemptError, Job
+from jobq.types import Job
 
 logger = logging.getLogger("jobq")
 
-#: Stored error text (message, traceback) is cut to about this many characters.
-MAX_ERROR_TEXT = 10_000
-
 Handler = Callable[[Job[Any]], Any]
+
+#: ``resolve_task``: a handler for the jobs of a task name that no
+#: ``@queue.task`` registered, or ``None`` (the job is then dead at once).
+TaskResolver = Callable[[str], Handler | None]
 
 
 class NoHandler(Fatal):
@@ -41,83 +51,26 @@ class NoHandler(Fatal):
     job is dead at once."""
 
 
-def _cut(text: str, keep: str, limit: int = MAX_ERROR_TEXT) -> str:
-    """``text`` cut to ``limit``, keeping its ``keep`` ("head" or "tail")."""
-    if len(text) <= limit:
-        return text
-    marker = "[... cut ...]"
-    room = limit - len(marker)
-    return text[:room] + marker if keep == "head" else marker + text[-room:]
+class Attempt(NamedTuple):
+    """When an attempt ran (the queue's clock), and the ``Job`` it ran
+    (``None`` where nothing needed one: a task job with neither middleware
+    nor subscribers)."""
+
+    job: Job[Any] | None
+    started_at: float
+    ended_at: float
 
 
-def describe_failure(exc: BaseException, at: float) -> AttemptError:
-    """An ``AttemptError`` for ``exc``, storable by every store whatever the
-    exception holds (an undecodable file name in its message, say); the
-    traceback keeps its innermost frames."""
-    message = exc.message if isinstance(exc, Retry | Fatal) else _text(exc)
-    # Each part (a frame, or the "Type: message" line) is cut on its own first,
-    # so that a huge message cannot push every frame out of the traceback.
-    parts = _format_exception(exc)
-    trace = "".join(_cut(part, "head", MAX_ERROR_TEXT // 5) for part in parts)
-    return AttemptError(
-        storable(type(exc).__name__),
-        storable(_cut(message, "head")),
-        storable(_cut(trace, "tail")),
-        at,
-    )
+class Succeeded(NamedTuple):
+    """An attempt that returned: what the store records, and what it returned."""
 
+    done: Done
+    value: Any
+    attempt: Attempt
 
-_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
-_CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
-
-
-def _format_exception(exc: BaseException, seen: set[int] | None = None) -> list[str]:
-    """``traceback.format_exception(exc)``, chained exceptions included, less
-    what made it most of a failed attempt's cost: the column positions of each
-    frame (for ``^^^`` marks; 3.13 also parses the source for them) and a stat
-    of every source file. Exception groups keep the standard format."""
-    if isinstance(exc, BaseExceptionGroup):
-        return traceback.format_exception(exc)
-    seen = set() if seen is None else seen
-    seen.add(id(exc))
-    parts: list[str] = []
-    context = None if exc.__suppress_context__ else exc.__context__
-    if exc.__cause__ is not None and id(exc.__cause__) not in seen:
-        parts += [*_format_exception(exc.__cause__, seen), _CAUSE]
-    elif context is not None and id(context) not in seen:
-        parts += [*_format_exception(context, seen), _CONTEXT]
-    if exc.__traceback__ is not None:
-        parts.append("Traceback (most recent call last):\n")
-        for frame, lineno in traceback.walk_tb(exc.__traceback__):
-            code = frame.f_code
-            parts.append(
-                f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n'
-            )
-            line = linecache.getline(code.co_filename, lineno, frame.f_globals)
-            if line.strip():
-                parts.append(f"    {line.strip()}\n")
-    return [*parts, *_exception_line(exc)]
-
-
-def _exception_line(exc: BaseException) -> list[str]:
-    """``traceback.format_exception_only(exc)``, built directly in the common
-    case (a fifth of a failed attempt's cost otherwise)."""
-    if isinstance(exc, SyntaxError) or getattr(exc, "__notes__", None) is not None:
-        return traceback.format_exception_only(exc)
-    kind = type(exc)
-    name = kind.__qualname__
-    if kind.__module__ not in ("__main__", "builtins"):
-        name = f"{kind.__module__}.{name}"
-    text = _text(exc)
-    return [f"{name}: {text}\n" if text else f"{name}\n"]
-
-
-def _text(exc: BaseException) -> str:
-    """``str(exc)``, or what ``traceback`` prints when that fails too."""
-    try:
-        return str(exc)
-    except Exception:  # noqa: BLE001 - a failure's own text must not fail
-        return "<exception str() failed>"
+    @property
+    def claim(self) -> Claim:
+        return self.done.claim
 
 
 class Failed(NamedTuple):
@@ -126,11 +79,14 @@ class Failed(NamedTuple):
 
     failure: Failure
     exc: BaseException
+    attempt: Attempt
 
     @property
     def claim(self) -> Claim:
         return self.failure.claim
 
+
+Outcome = Succeeded | Failed
 
 CounterName = Literal["completed", "retried"]
 
@@ -160,6 +116,10 @@ class Runner:
         clock: Callable[[], float],
         keep_completed: float,
         tasks: Mapping[str, Callable[..., Any]] | None = None,
+        *,
+        middleware: Sequence[Middleware] = (),
+        subscribers: Subscribers | None = None,
+        resolve_task: TaskResolver | None = None,
     ) -> None:
         self.store = store
         self.handler = handler
@@ -169,11 +129,14 @@ class Runner:
         self.policy = policy
         self.clock = clock
         self.keep_completed = keep_completed
+        self.middleware = tuple(middleware)
+        self.subscribers = Subscribers() if subscribers is None else subscribers
+        self.resolve_task = resolve_task
         self.counters = Counters()
-        #: The claims whose handlers run now, by job id, with the monotonic time
-        #: each started: for warnings about slow handlers.
+        #: The claims whose handlers run now, by (id, token), with the
+        #: monotonic time each started: for warnings about slow handlers.
         #: Changed and copied only by single dict operations, which are atomic.
-        self.active: dict[int, tuple[Claim, float]] = {}
+        self.active: dict[tuple[int, int], tuple[Claim, float]] = {}
         #: Every claim this queue's workers hold, started or not, by
         #: (id, token): the leases the watchdog renews.
         self.held: dict[tuple[int, int], Claim] = {}
@@ -203,40 +166,120 @@ class Runner:
     def held_claims(self) -> list[Claim]:
         return list(self.held.copy().values())
 
-    def run_one(self, claim: Claim) -> Done | Failed:
-        """Call the handler; the outcome is recorded with ``record`` (alone or
-        with others)."""
-        self.active[claim.id] = (claim, time.monotonic())
-        try:
-            result = self._call(claim)
-        except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
-            return self._failed(claim, exc)
-        finally:
-            del self.active[claim.id]
-        return Done(claim, self._stored_result(claim, result))
+    # -- the attempt -------------------------------------------------------------
 
-    def record(self, outcomes: Sequence[Done | Failed]) -> None:
+    def run_one(self, claim: Claim) -> Outcome:
+        """One attempt of ``claim``'s job; the outcome is recorded with
+        ``record`` (alone or with others)."""
+        running = (claim.id, claim.token)
+        self.active[running] = (claim, time.monotonic())
+        started_at = self.clock()
+        job = None
+        try:
+            if claim.task is None or self.middleware or self.subscribers:
+                job = job_of(claim)
+            if self.subscribers:
+                self._started(claim, job, started_at)
+            if job is not None and self.middleware:
+                value = wrap(self.middleware, job, lambda: self._invoke(claim, job))()
+            else:
+                value = self._invoke(claim, job)
+        except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
+            return self._failed(claim, exc, Attempt(job, started_at, self.clock()))
+        finally:
+            del self.active[running]
+        done = Done(claim, self._stored_result(claim, value))
+        return Succeeded(done, value, Attempt(job, started_at, self.clock()))
+
+    def _invoke(self, claim: Claim, job: Job[Any] | None) -> Any:
+        """Call the job's task with its arguments, or the handler with the job.
+
+        An unknown task, a task job's malformed payload, or a plain job on a
+        queue without a handler raise a ``Fatal``: the job is dead at once.
+        """
+        name = claim.task
+        if name is None:
+            if self.handler is None:
+                raise NoHandler(
+                    "this queue has no handler for plain jobs (those added with "
+                    "enqueue); pass one to JobQueue(handler)"
+                )
+            return self.handler(job or job_of(claim))
+        function = self.tasks.get(name)
+        if function is not None:
+            payload = decode(claim.payload) if job is None else job.payload
+            args, kwargs = task_arguments(payload)
+            return function(*args, **kwargs)
+        handler = None if self.resolve_task is None else self.resolve_task(name)
+        if handler is None:
+            raise unknown_task(name)
+        return handler(job or job_of(claim))
+
+    def _stored_result(self, claim: Claim, result: Any) -> str | None:
+        """The result as JSON text, if completed jobs are kept; else ``None``."""
+        if self.keep_completed <= 0:
+            return None
+        try:
+            return encode(result, "result")
+        except TypeError:
+            logger.warning(
+                "job %d succeeded but its result is not JSON; keeping None", claim.id
+            )
+            return None
+
+    def _failed(self, claim: Claim, exc: BaseException, attempt: Attempt) -> Failed:
+        """The failed attempt ``exc`` ended: its error, and when the job runs
+        again (never after a ``Fatal`` or its last attempt)."""
+        now = attempt.ended_at
+        retry_at = None
+        if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
+            retry_at = now + self._retry_delay(claim, exc)
+        return Failed(
+            Failure(claim, describe_failure(exc, now), retry_at), exc, attempt
+        )
+
+    def _retry_delay(self, claim: Claim, exc: BaseException) -> float:
+        if isinstance(exc, Retry) and exc.after is not None:
+            try:
+                return to_seconds(exc.after, "Retry(after=...)")
+            except (TypeError, ValueError):
+                logger.warning(
+                    "job %d raised Retry with a bad after=%r; using the backoff",
+                    claim.id,
+                    exc.after,
+                )
+        return self.policy.delay(claim.attempt)
+
+    # -- recording outcomes --------------------------------------------------------
+
+    def record(self, outcomes: Sequence[Outcome]) -> None:
         """Record outcomes: the successes in one store write, the failed
-        attempts in another, then log each failure recorded."""
+        attempts in another; then log each failure and publish an event for
+        each outcome the store took."""
         if not outcomes:
             return
-        done: list[Done] = []
+        succeeded: list[Succeeded] = []
         failed: list[Failed] = []
         for outcome in outcomes:
-            if isinstance(outcome, Done):
-                done.append(outcome)
+            if isinstance(outcome, Succeeded):
+                succeeded.append(outcome)
             else:
                 failed.append(outcome)
         now = self.clock()
-        if done:
+        if succeeded:
+            done = [s.done for s in succeeded]
             keep_until = now + self.keep_completed if self.keep_completed > 0 else None
-            self._record(
+            recorded = self._record(
                 [d.claim for d in done],
                 "success",
                 lambda: self.store.finish_many(done, keep_until, now),
                 "completed",
                 [1] * len(done),
             )
+            if self.subscribers:
+                for success, ok in zip(succeeded, recorded, strict=True):
+                    if ok:
+                        self._ended(success, EventKind.SUCCEEDED)
         if failed:
             failures = [f.failure for f in failed]
             recorded = self._record(
@@ -249,6 +292,11 @@ class Runner:
             for outcome, ok in zip(failed, recorded, strict=True):
                 if ok:
                     _log_failure(outcome)
+                    if self.subscribers:
+                        dead = outcome.failure.retry_at is None
+                        self._ended(
+                            outcome, EventKind.DEAD if dead else EventKind.RETRYING
+                        )
 
     def release(self, claims: Sequence[Claim]) -> None:
         """Give claims whose jobs did not start back to the store."""
@@ -267,48 +315,6 @@ class Runner:
     def _forget(self, claims: Sequence[Claim]) -> None:
         for claim in claims:
             self.held.pop((claim.id, claim.token), None)
-
-    def _call(self, claim: Claim) -> Any:
-        """Call the job's task with its arguments, or the handler with a ``Job``.
-
-        An unknown task, a task job's malformed payload, or a plain job on a
-        queue without a handler raise a ``Fatal``: the job is dead at once.
-        """
-        if claim.task is not None:
-            function = self.tasks.get(claim.task)
-            if function is None:
-                raise unknown_task(claim.task)
-            args, kwargs = task_arguments(claim.payload)
-            return function(*args, **kwargs)
-        if self.handler is None:
-            raise NoHandler(
-                "this queue has no handler for plain jobs (those added with "
-                "enqueue); pass one to JobQueue(handler)"
-            )
-        return self.handler(
-            Job(claim.id, decode(claim.payload), claim.attempt, claim.key)
-        )
-
-    def _stored_result(self, claim: Claim, result: Any) -> str | None:
-        """The result as JSON text, if completed jobs are kept; else ``None``."""
-        if self.keep_completed <= 0:
-            return None
-        try:
-            return encode(result, "result")
-        except TypeError:
-            logger.warning(
-                "job %d succeeded but its result is not JSON; keeping None", claim.id
-            )
-            return None
-
-    def _failed(self, claim: Claim, exc: BaseException) -> Failed:
-        """The failed attempt ``exc`` ended: its error, and when the job runs
-        again (never after a ``Fatal`` or its last attempt)."""
-        now = self.clock()
-        retry_at = None
-        if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
-            retry_at = now + self._retry_delay(claim, exc)
-        return Failed(Failure(claim, describe_failure(exc, now), retry_at), exc)
 
     def _record(
         self,
@@ -345,17 +351,34 @@ class Runner:
             self.counters.count(counter, -sum(n for n, ok in missed if not ok))
         return recorded
 
-    def _retry_delay(self, claim: Claim, exc: BaseException) -> float:
-        if isinstance(exc, Retry) and exc.after is not None:
-            try:
-                return to_seconds(exc.after, "Retry(after=...)")
-            except (TypeError, ValueError):
-                logger.warning(
-                    "job %d raised Retry with a bad after=%r; using the backoff",
-                    claim.id,
-                    exc.after,
-                )
-        return self.policy.delay(claim.attempt)
+    # -- events ------------------------------------------------------------------
+
+    def _started(self, claim: Claim, job: Job[Any] | None, at: float) -> None:
+        self.subscribers.publish(
+            Event(
+                EventKind.STARTED, claim.id, claim.task, claim.attempt, at,
+                wait=max(at - claim.run_at, 0.0), job=job,
+            )
+        )  # fmt: skip
+
+    def _ended(self, outcome: Outcome, kind: EventKind) -> None:
+        claim, (job, started_at, ended_at) = outcome.claim, outcome.attempt
+        failure = outcome.failure if isinstance(outcome, Failed) else None
+        self.subscribers.publish(
+            Event(
+                kind, claim.id, claim.task, claim.attempt, ended_at,
+                duration=max(ended_at - started_at, 0.0),
+                error=None if failure is None else failure.error,
+                result=outcome.value if isinstance(outcome, Succeeded) else None,
+                job=job,
+            )
+        )  # fmt: skip
+
+
+def job_of(claim: Claim) -> Job[Any]:
+    """The ``Job`` a handler (and middleware) receives for ``claim``: a fresh
+    copy of the payload for each attempt."""
+    return Job(claim.id, decode(claim.payload), claim.attempt, claim.key, claim.task)
 
 
 def _log_failure(failed: Failed) -> None:

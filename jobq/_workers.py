@@ -29,8 +29,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from jobq._runner import Failed, Runner
-from jobq.stores.base import Claim, Done, Signal, Store
+from jobq._runner import Outcome, Runner
+from jobq.stores.base import Claim, Signal, Store
 
 logger = logging.getLogger("jobq")
 
@@ -151,7 +151,7 @@ class WorkerPool:
     def _work(self) -> None:
         signal, runner = self._signal, self._runner
         size = BatchSize(self._store.claim_batch)
-        ran: list[Done | Failed] = []  # outcomes not recorded yet
+        ran: list[Outcome] = []  # outcomes not recorded yet
         while True:
             generation = signal.generation
             if self._stopping:

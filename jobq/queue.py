@@ -15,8 +15,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
-from types import TracebackType
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from jobq._fork import reset_after_fork
@@ -28,13 +28,15 @@ from jobq._rules import (
     checked_clock,
     stored_id,
 )
-from jobq._runner import Runner
+from jobq._runner import Runner, TaskResolver
 from jobq._time import to_epoch, to_seconds
 from jobq._workers import WorkerPool
 from jobq.errors import QueueClosed, StoreError, StoreLocked
+from jobq.events import Event, EventKind, Subscriber, Subscribers
+from jobq.middleware import Middleware, check_middleware
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
-from jobq.stores.base import NewJob, Signal, accepts_connection
+from jobq.stores.base import NewJob, Signal
 from jobq.tasks import Task, register
 from jobq.types import Enqueued, Job, JobRecord, JobState, Stats
 
@@ -103,10 +105,15 @@ class JobQueue(Generic[P]):
     does (no worker threads needed). A failed attempt stays pending for its
     retry, and delayed jobs wait; ``run_pending()`` runs them once the clock
     has moved.
-    """
 
-    #: What runs claimed jobs (a subclass may run more kinds of jobs).
-    _runner_class: type[Runner] = Runner
+    Extension points: ``middleware`` (a list of callables ``(job,
+    call_next)`` wrapping every attempt, the first outermost; see
+    ``jobq.middleware``), ``subscribe`` (events after each recorded change;
+    see ``jobq.events``), and ``resolve_task`` (a function ``name -> handler
+    or None`` for task names no ``@queue.task`` registered, for integrations
+    with a registry of their own such as Django's Tasks framework; its
+    handler receives the ``Job``).
+    """
 
     def __init__(
         self,
@@ -124,9 +131,16 @@ class JobQueue(Generic[P]):
         max_payload_bytes: int | None = MAX_PAYLOAD_BYTES,
         warn_running_after: Delay | None = 600.0,
         immediate: bool = False,
+        middleware: Iterable[Middleware] | None = None,
+        resolve_task: TaskResolver | None = None,
     ) -> None:
         if handler is not None and not callable(handler):
             raise TypeError(f"handler must be callable, not {handler!r}")
+        if resolve_task is not None and not callable(resolve_task):
+            raise TypeError(f"resolve_task must be callable, not {resolve_task!r}")
+        self.middleware = check_middleware(middleware)
+        self.resolve_task = resolve_task
+        self._subscribers = Subscribers()
         self.policy = RetryPolicy(
             max_attempts=max_attempts,
             base_delay=to_seconds(base_delay, "base_delay"),
@@ -158,13 +172,16 @@ class JobQueue(Generic[P]):
         """The parts that belong to one process: lock, signal, workers, counters."""
         self._lifecycle = threading.Lock()
         self._signal = Signal(self._clock)
-        self._runner = self._runner_class(
+        self._runner = Runner(
             self.store,
             self._handler,
             self.policy,
             self._clock,
             self._keep_completed,
             self._tasks,
+            middleware=self.middleware,
+            subscribers=self._subscribers,
+            resolve_task=self.resolve_task,
         )
         self._pool = WorkerPool(
             self._runner,
@@ -330,14 +347,8 @@ class JobQueue(Generic[P]):
         connection, for the PostgreSQL store): the job is written in its
         current transaction, so it exists if, and only if, that commits.
         """
-        return self._add(
-            [payload],
-            delay=delay,
-            at=at,
-            key=key,
-            priority=priority,
-            connection=connection,
-        )[0]
+        jobs = self.prepare([payload], delay=delay, at=at, key=key, priority=priority)
+        return self.add(jobs, connection=connection)[0]
 
     def enqueue_many(
         self,
@@ -352,44 +363,54 @@ class JobQueue(Generic[P]):
         """Add many jobs with the same options in one write; all or nothing.
 
         ``connection``: as for ``enqueue``."""
-        return self._add(
-            payloads,
-            delay=delay,
-            at=at,
-            key=key,
-            priority=priority,
-            connection=connection,
-        )
+        jobs = self.prepare(payloads, delay=delay, at=at, key=key, priority=priority)
+        return self.add(jobs, connection=connection)
 
-    def _add(
+    def prepare(
         self,
         payloads: Iterable[object],
         *,
-        delay: Delay,
-        at: float | dt.datetime | None,
-        key: str | None,
-        priority: int,
-        connection: Any,
+        delay: Delay = 0,
+        at: float | dt.datetime | None = None,
+        key: str | None = None,
+        priority: int = 0,
         task: str | None = None,
         max_attempts: int | None = None,
         what: str = "payload",
-    ) -> list[Enqueued]:
-        """``enqueue_many``, for plain jobs and for ``Task.enqueue``."""
-        if self.immediate:
-            self._require_handler()  # before anything is added
+    ) -> list[NewJob]:
+        """The jobs ``enqueue_many`` would add, checked and encoded, for
+        ``add``: the first half of ``enqueue``.
+
+        Every check happens here, at the call (``TypeError``, ``ValueError``
+        as for ``enqueue``; ``what`` names the payloads in messages), and
+        nothing is written: an integration that writes later (after a commit)
+        still refuses bad input where it was given. ``task`` and
+        ``max_attempts`` make them jobs of a named task (``Task.enqueue``).
+        """
         now = self._clock()
-        run_at = self._run_at(now, delay, at)
+        run_at = _run_at(now, delay, at)
         key = check_key(key)
         priority = check_priority(priority)
         if max_attempts is None:
             max_attempts = self.policy.max_attempts
-        jobs = [
+        return [
             NewJob(
                 self._encode(payload, what), run_at, key, priority, max_attempts, task
             )
             for payload in payloads
         ]
-        if connection is not None and not accepts_connection(self.store):
+
+    def add(self, jobs: Sequence[NewJob], *, connection: Any = None) -> list[Enqueued]:
+        """Write jobs made by ``prepare``, in one write; the second half of
+        ``enqueue``. Publishes ``enqueued`` for each new job, and runs the due
+        jobs at once in immediate mode.
+
+        Integrations that write at another moment override it (Django's
+        queue writes at the commit of the current transaction).
+        """
+        if self.immediate:
+            self._require_handler()  # before anything is added
+        if connection is not None and not self.store.transactional_add:
             raise TypeError(
                 f"{type(self.store).__name__} cannot add jobs in the caller's "
                 "transaction (connection=...); the PostgreSQL store can"
@@ -397,14 +418,29 @@ class JobQueue(Generic[P]):
         self._ensure_open(start=True)
         if not jobs:
             return []
+        now = self._clock()
         if connection is None:
             added = self.store.add(jobs, now, max_pending=self.max_pending)
         else:
             add: Callable[..., list[Enqueued]] = self.store.add
             added = add(jobs, now, max_pending=self.max_pending, connection=connection)
+        if self._subscribers:
+            for job, enqueued in zip(jobs, added, strict=True):
+                if not enqueued.duplicate:
+                    self._publish(EventKind.ENQUEUED, enqueued.id, job.task, now)
         if self.immediate:
             self._run_due()
         return added
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback`` with an ``Event`` after each change the store
+        recorded in this process; returns the function that unsubscribes.
+
+        Callbacks run synchronously in the thread that made the change, so
+        they must be quick; one that raises is logged at ERROR and changes
+        nothing. See ``jobq.events``.
+        """
+        return self._subscribers.subscribe(callback)
 
     def _encode(self, payload: object, what: str = "payload") -> str:
         """The payload as JSON text, within ``max_payload_bytes``."""
@@ -417,17 +453,6 @@ class JobQueue(Generic[P]):
                 f"max_payload_bytes={self.max_payload_bytes}"
             )
         return text
-
-    @staticmethod
-    def _run_at(now: float, delay: Delay, at: float | dt.datetime | None) -> float:
-        if at is None and type(delay) is int and delay == 0:
-            return now  # the common case, first
-        seconds = to_seconds(delay, "delay")
-        if at is None:
-            return now + seconds
-        if seconds:
-            raise ValueError("pass delay or at, not both")
-        return max(to_epoch(at), now)
 
     # -- running --------------------------------------------------------------
 
@@ -479,10 +504,10 @@ class JobQueue(Generic[P]):
         try:
             ran = 0
             while limit is None or ran < limit:
-                claim = self.store.claim(self._clock())
-                if claim is None:
+                claims = self.store.claim_many(self._clock(), 1)
+                if not claims:
                     break
-                interrupted = self._runner.run(claim)
+                interrupted = self._runner.run(claims[0])
                 ran += 1
                 if interrupted is not None:
                     raise interrupted  # recorded as a failed attempt; now stop
@@ -546,6 +571,11 @@ class JobQueue(Generic[P]):
 
         return decorate if func is None else decorate(func)
 
+    @property
+    def tasks(self) -> Mapping[str, Task[Any, Any]]:
+        """The named tasks registered with this queue, by name (read-only)."""
+        return MappingProxyType(self._tasks)
+
     # -- looking and managing -------------------------------------------------
 
     def stats(self) -> Stats:
@@ -576,21 +606,44 @@ class JobQueue(Generic[P]):
 
     def retry_dead(self, job: JobRef) -> bool:
         """Make a dead job pending again with its attempts reset."""
-        job_id = _job_id(job)
-        self._ensure_open()
-        return job_id is not None and self.store.revive(job_id, self._clock())
+        return self._manage(job, EventKind.REVIVED, self.store.revive, True)
 
     def delete_dead(self, job: JobRef) -> bool:
         """Remove a dead job for good."""
-        job_id = _job_id(job)
-        self._ensure_open()
-        return job_id is not None and self.store.delete_dead(job_id)
+        return self._manage(job, EventKind.DELETED, self.store.delete_dead)
 
     def cancel(self, job: JobRef) -> bool:
         """Remove a pending job; ``False`` if it is not pending (e.g. running)."""
+        return self._manage(job, EventKind.CANCELLED, self.store.cancel)
+
+    def _manage(
+        self,
+        job: JobRef,
+        kind: EventKind,
+        change: Callable[..., bool],
+        at_now: bool = False,
+    ) -> bool:
+        """``change`` the job (``retry_dead``, ``delete_dead``, ``cancel``),
+        then publish ``kind`` if it changed. The job's task name comes from
+        a look at the job first, only when someone subscribed."""
         job_id = _job_id(job)
         self._ensure_open()
-        return job_id is not None and self.store.cancel(job_id)
+        if job_id is None:
+            return False
+        now = self._clock()
+        task = None
+        if self._subscribers:
+            record = self.store.get(job_id, now)
+            task = None if record is None else record.task
+        changed = change(job_id, now) if at_now else change(job_id)
+        if changed and self._subscribers:
+            self._publish(kind, job_id, task, now)
+        return changed
+
+    def _publish(
+        self, kind: EventKind, job_id: int, task: str | None, at: float
+    ) -> None:
+        self._subscribers.publish(Event(kind, job_id, task, 0, at))
 
     def save(self) -> None:
         """Write the store now."""
@@ -650,7 +703,7 @@ class JobQueue(Generic[P]):
                 self._start_locked(self._start_on_use)
 
     def _require_handler(self) -> None:
-        if self._handler is None and not self._tasks:
+        if self._handler is None and not self._tasks and self.resolve_task is None:
             raise TypeError(
                 "this queue has no handler and no tasks: pass a handler to "
                 "JobQueue(handler) or register tasks with @queue.task"
@@ -681,6 +734,18 @@ def _timeout(timeout: object) -> float | None:
     NaN or an infinity would otherwise wait forever, or not at all.
     """
     return None if timeout is None else to_seconds(timeout, "timeout")
+
+
+def _run_at(now: float, delay: object, at: object) -> float:
+    """When a job added ``now`` with ``delay`` or ``at`` is due."""
+    if at is None and type(delay) is int and delay == 0:
+        return now  # the common case, first
+    seconds = to_seconds(delay, "delay")
+    if at is None:
+        return now + seconds
+    if seconds:
+        raise ValueError("pass delay or at, not both")
+    return max(to_epoch(at), now)
 
 
 def _optional_limit(value: int | None, name: str) -> int | None:

@@ -23,11 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from jobq._json import decode
 from jobq._rules import check_key, check_max_attempts, check_priority
 from jobq._time import to_epoch, to_seconds
 from jobq.errors import Fatal
-from jobq.stores.base import accepts_connection
 from jobq.types import Enqueued
 
 if TYPE_CHECKING:
@@ -120,17 +118,17 @@ class Task(Generic[P, R]):
             except TypeError as exc:
                 raise TypeError(f"task {self.name!r}: {exc}") from None
         options = self._options
-        return self.queue._add(  # the queue's own path for tasks
+        jobs = self.queue.prepare(
             [{"args": list(args), "kwargs": dict(kwargs)}],
             delay=options.delay,
             at=options.at,
             key=options.key,
             priority=self.priority if options.priority is None else options.priority,
-            connection=options.connection,
             task=self.name,
             max_attempts=self.max_attempts,
             what=f"the arguments of task {self.name!r}",
-        )[0]
+        )
+        return self.queue.add(jobs, connection=options.connection)[0]
 
     def using(
         self,
@@ -157,7 +155,7 @@ class Task(Generic[P, R]):
         if at is not None:
             new_delay, new_at = 0.0, to_epoch(at)
         check_key(key)
-        if connection is not None and not accepts_connection(self.queue.store):
+        if connection is not None and not self.queue.store.transactional_add:
             raise TypeError(
                 f"{type(self.queue.store).__name__} cannot add jobs in the "
                 "caller's transaction (connection=...); the PostgreSQL store can"
@@ -269,13 +267,13 @@ def register(
     return task
 
 
-def task_arguments(payload: str) -> tuple[list[Any], dict[str, Any]]:
-    """The ``args`` and ``kwargs`` stored in a task job's payload.
+def task_arguments(payload: object) -> tuple[list[Any], dict[str, Any]]:
+    """The ``args`` and ``kwargs`` in a task job's payload (decoded).
 
     A missing key means none of that kind; anything else that is not
     ``{"args": [...], "kwargs": {...}}`` raises ``InvalidTaskPayload``.
     """
-    value = decode(payload)
+    value = payload
     if isinstance(value, dict) and value.keys() <= PAYLOAD_KEYS:
         args = value.get("args", [])
         kwargs = value.get("kwargs", {})
@@ -283,7 +281,7 @@ def task_arguments(payload: str) -> tuple[list[Any], dict[str, Any]]:
             return args, kwargs
     raise InvalidTaskPayload(
         'a task job\'s payload must be {"args": [...], "kwargs": {...}}, '
-        f"not {payload[:200]}"
+        f"not {repr(payload)[:200]}"
     )
 
 

@@ -28,12 +28,15 @@ class Enqueued:
 
 @dataclass(frozen=True, slots=True)
 class Job(Generic[P]):
-    """What a handler receives. ``attempt`` is 1 on the first try."""
+    """What a handler (and each middleware) receives. ``attempt`` is 1 on the
+    first try; ``task`` is the name of a named task's job (its payload is
+    then ``{"args": [...], "kwargs": {...}}``), ``None`` for a plain job."""
 
     id: int
     payload: P
     attempt: int
     key: str | None
+    task: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -233,15 +233,7 @@ def test_a_stored_path_that_is_not_a_task_is_refused() -> None:
 
     queue = get_queue()
     ids = [
-        queue._add(
-            [{"args": [], "kwargs": {}}],
-            delay=0,
-            at=None,
-            key=None,
-            priority=0,
-            connection=None,
-            task=path,
-        )[0].id
+        queue.add(queue.prepare([{"args": [], "kwargs": {}}], task=path))[0].id
         for path in (
             "djapp.dtasks.plain_function",
             "os.getcwd",

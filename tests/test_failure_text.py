@@ -9,7 +9,7 @@ import traceback
 import pytest
 
 import jobq
-from jobq._runner import MAX_ERROR_TEXT, describe_failure
+from jobq._failures import MAX_ERROR_TEXT, describe_failure
 
 
 def deep(n: int) -> None:

@@ -18,6 +18,7 @@ pytest.importorskip("flask")
 
 from django.test import override_settings
 from flask import Flask
+from middlewares import passthrough
 
 import jobq
 from jobq.contrib import options
@@ -38,21 +39,27 @@ SAMPLES: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 4096,
     "WARN_RUNNING_AFTER": None,
     "IMMEDIATE": True,
+    "MIDDLEWARE": ["middlewares.passthrough"],
 }
 
 #: ``JobQueue`` parameters that are not settings: the integration supplies
-#: the handler, and a clock is for tests.
-NOT_SETTINGS = {"handler", "clock"}
+#: the handler and the task resolver, and a clock is for tests.
+NOT_SETTINGS = {"handler", "clock", "resolve_task"}
 
 DJANGO_ONLY = {"ON_COMMIT", "DATABASE", "HANDLER"}
 
 
 def expected_arguments() -> dict[str, Any]:
-    return {options.by_key()[key].argument: value for key, value in SAMPLES.items()}
+    table = options.by_key()
+    return {
+        table[key].argument: table[key].argument_value(value)
+        for key, value in SAMPLES.items()
+    }
 
 
-def reached(queue: jobq.JobQueue[Any]) -> dict[str, Any]:
-    """What a queue shows of the samples' options."""
+def reached(queue: jobq.JobQueue[Any], own_middleware: int = 0) -> dict[str, Any]:
+    """What a queue shows of the samples' options (its middleware less the
+    integration's own, which come first)."""
     return {
         "max_attempts": queue.policy.max_attempts,
         "base_delay": queue.policy.base_delay,
@@ -62,6 +69,7 @@ def reached(queue: jobq.JobQueue[Any]) -> dict[str, Any]:
         "max_pending": queue.max_pending,
         "max_payload_bytes": queue.max_payload_bytes,
         "immediate": queue.immediate,
+        "middleware": queue.middleware[own_middleware:],
     }
 
 
@@ -74,6 +82,7 @@ SHOWN = {
     "max_pending": 100,
     "max_payload_bytes": 4096,
     "immediate": True,
+    "middleware": (passthrough,),
 }
 
 
@@ -131,8 +140,12 @@ def test_each_flask_setting_reaches_the_queue(
         JobQ(app)
     queue = app.extensions["jobq"].queue
 
-    assert given == [expected_arguments()]
-    assert reached(queue) == SHOWN
+    (arguments,) = given
+    expected = expected_arguments()
+    # The app context is the outermost middleware, the app's own follow it.
+    assert arguments.pop("middleware")[1:] == expected.pop("middleware")
+    assert arguments == expected
+    assert reached(queue, own_middleware=1) == SHOWN
     assert app.extensions["jobq"].workers == 3
     assert app.extensions["jobq"].autostart is False
     assert caplog.records == []  # every key known
@@ -147,7 +160,7 @@ def test_each_django_setting_reaches_the_queue() -> None:
     assert found.queue_options == expected_arguments()
     assert found.workers == 3
     queue = DjangoJobQueue(None, store=found.store, **found.queue_options)
-    assert reached(queue) == SHOWN
+    assert reached(queue, own_middleware=1) == SHOWN  # after close_old_connections
     queue.close()
 
 

@@ -65,6 +65,7 @@ from jobq.cli.operations import (
 from jobq.cli.queues import queue_for_command
 from jobq.contrib.options import AUTOSTART, OPTIONS, WORKERS, by_key
 from jobq.errors import JobqError
+from jobq.middleware import Middleware
 from jobq.queue import JobQueue
 from jobq.tasks import Task, task_name
 from jobq.types import Enqueued, Job
@@ -148,18 +149,19 @@ class JobQ:
         options = dict(self.queue_options)
         for key, argument in CONFIG_OPTIONS.items():
             if key in config:
-                options[argument] = config[key]
+                setting = by_key()[key.removeprefix(PREFIX)]
+                options[argument] = setting.argument_value(config[key])
         workers = config.setdefault(PREFIX + WORKERS.key, WORKERS.default)
         autostart = config.setdefault(PREFIX + AUTOSTART.key, AUTOSTART.default)
-        handler = None if self.handler is None else _in_context(app, self.handler)
-        queue: JobQueue[Any] = JobQueue(handler, **options)
+        options["middleware"] = [_app_context(app), *(options.get("middleware") or ())]
+        queue: JobQueue[Any] = JobQueue(self.handler, **options)
         state = JobQState(self, queue, workers, bool(autostart))
         with self._registry.lock:
             for spec in self._registry.tasks:
                 _register(app, state, spec)
             self._registry.apps.add(app)
         app.extensions["jobq"] = state
-        if autostart and (handler is not None or self._registry.tasks):
+        if autostart and (self.handler is not None or self._registry.tasks):
             queue.start(workers, lazy=True)  # nothing runs yet
         if autostart:
             app.before_request(functools.partial(_ensure_started, queue))
@@ -304,15 +306,15 @@ def _check_config(config: Mapping[str, Any]) -> None:
             raise TypeError(f"app.config[{key!r}] {problem}")
 
 
-def _in_context(app: Flask, func: Callable[P, R]) -> Callable[P, R]:
-    """``func`` run inside ``app.app_context()`` (in whichever thread)."""
+def _app_context(app: Flask) -> Middleware:
+    """The middleware that runs every job inside ``app.app_context()`` (the
+    outermost, so the app's own middleware may use ``current_app``)."""
 
-    @functools.wraps(func)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+    def in_app_context(job: Job[Any], call_next: Callable[[], object]) -> object:
         with app.app_context():
-            return func(*args, **kwargs)
+            return call_next()
 
-    return run
+    return in_app_context
 
 
 def _finite_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -325,7 +327,7 @@ def _finite_seconds(ctx: click.Context, param: click.Parameter, value: float) ->
 
 def _register(app: Flask, state: JobQState, spec: _TaskSpec) -> None:
     state.tasks[spec.name] = state.queue.task(
-        _in_context(app, spec.func),
+        spec.func,
         name=spec.name,
         max_attempts=spec.max_attempts,
         priority=spec.priority,

@@ -16,6 +16,7 @@ Needs nothing beyond the standard library (no framework is imported).
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "BOOL",
     "INT",
     "JOBQUEUE_OPTIONS",
+    "MIDDLEWARE_LIST",
     "OPTIONAL_INT",
     "OPTIONAL_SECONDS",
     "OPTIONS",
@@ -40,6 +42,8 @@ __all__ = [
     "Kind",
     "Option",
     "by_key",
+    "load",
+    "load_all",
 ]
 
 
@@ -76,6 +80,17 @@ OPTIONAL_SECONDS = Kind(
 )
 TEXT = Kind("a str", lambda value: isinstance(value, str))
 WORKER_COUNT = Kind("an int of at least 1", lambda value: _is_count(value))
+def _is_middleware_list(value: object) -> bool:
+    return value is None or (
+        isinstance(value, list | tuple)
+        and all(callable(item) or isinstance(item, str) for item in value)
+    )
+
+
+MIDDLEWARE_LIST = Kind(
+    'a list of callables or their import paths ("module.name"), or None',
+    _is_middleware_list,
+)
 #: Anything ``store=`` takes; ``jobq.stores.store_from`` judges it.
 STORE_VALUE = Kind("None, a path, a store URL or a store object", lambda value: True)
 
@@ -91,6 +106,13 @@ class Option:
     kind: Kind
     default: Any
     meaning: str
+    #: Turns a setting's value (of the right kind) into the argument's
+    #: (import paths into what they name); ``ImportError`` if it cannot.
+    convert: Callable[[Any], Any] | None = None
+
+    def argument_value(self, value: Any) -> Any:
+        """The ``JobQueue`` argument for the setting's ``value``."""
+        return value if self.convert is None else self.convert(value)
 
     def problem(self, value: object) -> str | None:
         """What is wrong with ``value`` for this setting ("must be a bool,
@@ -164,6 +186,15 @@ JOBQUEUE_OPTIONS: tuple[Option, ...] = (
         False,
         "run jobs in the thread that enqueues them, at once (for tests)",
     ),
+    Option(
+        "MIDDLEWARE",
+        "middleware",
+        MIDDLEWARE_LIST,
+        None,
+        "callables, or their import paths, that wrap every attempt of every "
+        "job, the first outermost (see jobq.middleware)",
+        convert=lambda value: None if value is None else load_all(value),
+    ),
 )
 
 STORE = Option(
@@ -195,6 +226,21 @@ OWN_OPTIONS: tuple[Option, ...] = (STORE, WORKERS, AUTOSTART)
 
 #: Every setting both integrations take.
 OPTIONS: tuple[Option, ...] = (*OWN_OPTIONS, *JOBQUEUE_OPTIONS)
+
+
+def load_all(items: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """``items`` with each import path (``"module.name"``) replaced by what it
+    names; ``ImportError`` naming a path that cannot be imported."""
+    return [load(item) if isinstance(item, str) else item for item in items]
+
+
+def load(path: str) -> Any:
+    """The object the import path ``"module.name"`` names."""
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ImportError(f"{path!r} cannot be imported: {exc}") from exc
 
 
 def by_key(options: tuple[Option, ...] = OPTIONS) -> dict[str, Option]:

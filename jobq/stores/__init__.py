@@ -6,7 +6,15 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from jobq.stores.base import Claim, NewJob, Signal, Store, StoreStats
+from jobq.stores.base import (
+    STORE_MEMBERS,
+    Claim,
+    NewJob,
+    Signal,
+    Store,
+    StoreStats,
+    missing_members,
+)
 from jobq.stores.jsonfile import JsonFileStore
 from jobq.stores.memory import MemoryStore
 
@@ -69,6 +77,13 @@ def store_from(spec: Any) -> Store:
                 "path for the JSON store, or a Store object"
             )
         return JsonFileStore(spec)
-    if isinstance(spec, Store):
-        return spec
+    missing = missing_members(spec)
+    if not missing:
+        return spec  # type: ignore[no-any-return]  # it has every member of Store
+    if len(missing) < len(STORE_MEMBERS):
+        raise TypeError(
+            f"{type(spec).__name__} is not a complete store: it lacks "
+            f"{', '.join(missing)} (see jobq.stores.base.Store, and "
+            "jobq.testing.StoreContractTests to check a store)"
+        )
     raise TypeError(f"store must be None, a path, a store URL or a Store, not {spec!r}")

@@ -1,152 +1,68 @@
-"""The store protocol: everything the queue asks of the place where jobs live.
+"""The store contract: everything the queue asks of the place where jobs live.
 
-The queue never touches job state itself; it asks the store. Memory and JSON
-keep the state in this process, guarded by the queue's lock (``Signal.lock``);
-SQLite and PostgreSQL keep it in the database and use ``Signal`` only to wake
-this process's idle workers. Payloads and results cross this boundary as JSON
-text, so every store holds exactly what it was given and no caller can mutate
-a stored job through a shared object.
+The queue never touches job state itself; it asks its store, through the
+``Store`` protocol below, and every store (memory, JSON file, SQLite,
+PostgreSQL, or one of yours) passes the same behavioural suite,
+``jobq.testing.StoreContractTests``.
+
+What the queue does before a store sees anything: it checks every argument
+(``jobq._rules``: keys, task names, priorities, ids, limits), encodes payloads
+as JSON text and makes error text storable. So a store receives only values
+it can hold, and holds exactly what it was given: payloads and results cross
+this boundary as JSON text, and no caller can change a stored job through a
+shared object.
+
+Threads and locks: the queue takes no lock of its own around store calls.
+Any method may be called from any thread, several at once (workers, the
+watchdog, the application's threads); each must be atomic on its own. The
+memory and JSON stores guard their state with the queue's lock
+(``Signal.lock``, given to ``open``); the database stores use transactions.
+
+Wake-ups: the queue's idle workers sleep on ``Signal`` until a store says a
+job became claimable (``Signal.jobs_added``: a due job added, a retry due
+now, a claim released, a dead job revived, a claim recovered, or a job
+another process added, where the store can tell) or the next due time
+comes (``next_due``). ``join`` callers sleep until a store says a job left
+the pending or running state (``Signal.job_settled``). A store that cannot
+tell about other processes is still correct: workers look at least once a
+second.
+
+Fork: a store object inherited by a forked child must not use the parent's
+threads, locks, files or connections (``os.register_at_fork``; the built-in
+stores register with ``jobq._fork``): it reopens on next use.
+
+Recovery: a claim whose process died (or whose lease ran out) becomes a
+failed attempt with the ``process_died`` error: pending again at once, or
+dead if that was its last attempt (``retries_after_crash``). A store whose
+claims live as long as its process does this when it is opened; one with
+leases, also in ``recover``.
+
+Dead letters: each burial keeps the newest ``dead_letter_limit`` dead jobs
+(given to ``open``), dropping the oldest beyond it and logging each with
+``log_dropped_dead``: nothing disappears silently.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from jobq._json import decode
 from jobq.errors import QueueFull
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
 logger = logging.getLogger(__name__)
 
-
-#: Failed attempts kept per job in ``errors``.
-ERRORS_KEPT = 20
-
-
-def describe_error(error: AttemptError) -> str:
-    """A job's ``last_error`` for a failed attempt: "Type: message" or "Type"."""
-    return f"{error.type}: {error.message}" if error.message else error.type
-
-
-def add_error(
-    errors: tuple[AttemptError, ...], error: AttemptError
-) -> tuple[AttemptError, ...]:
-    """``errors`` with ``error`` appended, keeping the newest ``ERRORS_KEPT``."""
-    return (*errors, error)[-ERRORS_KEPT:]
-
-
-def log_dropped_dead(limit: int, job_id: int, last_error: str | None) -> None:
-    """Say that the dead-letter limit dropped a job: nothing disappears silently."""
-    logger.warning(
-        "dead-letter limit %d reached: dropped dead job %d (%s)",
-        limit,
-        job_id,
-        last_error,
-    )
-
-
-def log_recovered(job_ids: Iterable[int]) -> None:
-    """Say which claims were recovered as failed attempts (their process died
-    or stopped renewing their lease)."""
-    for job_id in job_ids:
-        logger.warning(
-            "job %d was running in a process that died or stopped renewing its "
-            "lease: recorded a failed attempt",
-            job_id,
-        )
-
-
-def check_room(pending: int, adding: int, max_pending: int) -> None:
-    """Raise ``QueueFull`` if ``adding`` new jobs would make more than
-    ``max_pending`` pending; a store calls it before it changes anything.
-    Duplicates of held keys are not new: they never count."""
-    if adding and pending + adding > max_pending:
-        raise QueueFull(
-            f"the queue holds {pending} pending jobs and max_pending is "
-            f"{max_pending}; {adding} more were not added"
-        )
-
-
-def batch_size(value: object) -> int:
-    """``claim_batch``: an int >= 1, else ``TypeError`` or ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"claim_batch must be an int, not {value!r}")
-    if value < 1:
-        raise ValueError(f"claim_batch must be at least 1, not {value}")
-    return value
-
-
-def positive_seconds(value: object, name: str) -> float:
-    """A store option in seconds: a finite number > 0, else ``TypeError`` or
-    ``ValueError`` naming the option."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds, not {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(
-            f"{name} must be a finite number of seconds > 0, not {value!r}"
-        )
-    return float(value)
-
-
-#: The states the database stores keep: a pending job is "scheduled" (due
-#: later) or "ready" (due), so that a claim never walks past future rows.
-DATABASE_STATES = {
-    "scheduled": JobState.PENDING,
-    "ready": JobState.PENDING,
-    "running": JobState.RUNNING,
-    "dead": JobState.DEAD,
-    "completed": JobState.COMPLETED,
-}
-
-
-def record_from_row(
-    row: Sequence[Any], errors: Iterable[Sequence[Any]]
-) -> JobRecord[Any]:
-    """A job as the database stores select it: (id, state, payload, attempts,
-    run_at, created_at, last_error, key, priority, result, task, errors,
-    max_attempts, ...), with ``errors`` already parsed."""
-    (job_id, state, payload, attempts, run_at, created_at, last_error, key, priority,
-     result, task, _, max_attempts) = row[:13]  # fmt: skip
-    return JobRecord(
-        id=job_id,
-        payload=decode(payload),
-        attempts=attempts,
-        state=DATABASE_STATES[state],
-        run_at=run_at,
-        created_at=created_at,
-        last_error=last_error,
-        key=key,
-        priority=priority,
-        result=None if result is None else decode(result),
-        task=task,
-        errors=tuple(
-            AttemptError(str(t), str(m), str(tb), float(at)) for t, m, tb, at in errors
-        ),
-        max_attempts=max_attempts,
-    )
-
-
-def process_died(at: float) -> AttemptError:
-    """The failed attempt recorded for a job whose process died while it ran."""
-    return AttemptError(
-        type="ProcessDied",
-        message="the process died while the job was running",
-        traceback="",
-        at=at,
-    )
+# -- what crosses the boundary -----------------------------------------------------
 
 
 class NewJob(NamedTuple):
-    """A job to add, already validated and serialized by the queue."""
+    """A job to add, already checked and encoded by the queue."""
 
-    payload: str
+    payload: str  # JSON text
     run_at: float
     key: str | None
     priority: int
@@ -156,6 +72,9 @@ class NewJob(NamedTuple):
 
 class Claim(NamedTuple):
     """A running job, fenced by ``token``: only the current claim may end it.
+
+    ``attempt`` is the number of this attempt (failed attempts so far + 1),
+    ``run_at`` when the job was due (for how long it waited).
 
     (Named tuples here, not dataclasses: these are built once per job on the
     hot path, and a tuple is built several times faster.)
@@ -168,6 +87,7 @@ class Claim(NamedTuple):
     max_attempts: int
     key: str | None
     task: str | None
+    run_at: float
 
 
 class Done(NamedTuple):
@@ -237,76 +157,25 @@ class Signal:
             self.job_settled_locked()
 
 
-def accepts_connection(store: object) -> bool:
-    """Whether ``store.add`` takes ``connection=``: the caller's database
-    connection, whose current transaction the jobs are then written in
-    (``JobQueue.enqueue(..., connection=conn)``; the PostgreSQL store).
-
-    Optional for stores, so it is not part of ``Store.add``: the queue passes
-    ``connection`` only when the caller gave one, and refuses it with a clear
-    ``TypeError`` for a store that cannot take it.
-    """
-    add = getattr(store, "add", None)
-    if add is None:
-        return False
-    try:
-        parameters = inspect.signature(add).parameters
-    except (TypeError, ValueError):
-        return False
-    return "connection" in parameters
-
-
-class _Batches(Protocol):
-    def claim_many(self, now: float, limit: int) -> list[Claim]: ...
-
-    def finish_many(
-        self, done: Sequence[Done], keep_until: float | None, now: float
-    ) -> list[bool]: ...
-
-    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]: ...
-
-
-class OneJobCalls:
-    """``Store.claim``, ``Store.finish`` and ``Store.fail`` for one job, as the
-    store's ``claim_many``, ``finish_many`` and ``fail_many``: the built-in
-    stores take it as their base, so the one-job calls behave exactly as the
-    batch calls do."""
-
-    def claim(self: _Batches, now: float) -> Claim | None:
-        claims = self.claim_many(now, 1)
-        return claims[0] if claims else None
-
-    def finish(
-        self: _Batches,
-        claim: Claim,
-        result: str | None,
-        keep_until: float | None,
-        now: float,
-    ) -> bool:
-        return self.finish_many([Done(claim, result)], keep_until, now)[0]
-
-    def fail(
-        self: _Batches,
-        claim: Claim,
-        error: AttemptError,
-        retry_at: float | None,
-        now: float,
-    ) -> bool:
-        return self.fail_many([Failure(claim, error, retry_at)], now)[0]
+# -- the protocol ---------------------------------------------------------------------
 
 
 @runtime_checkable
 class Store(Protocol):
-    """Where jobs live. Every method is thread-safe.
+    """Where jobs live. Every method is thread-safe (see the module).
 
     ``now`` arguments are the queue's clock (epoch seconds); a store with a
     clock of its own (a database server) may use that instead, consistently.
     Methods that end a claim take the ``Claim`` and change nothing (returning
-    ``False``) when its token is no longer current.
+    ``False``) when its token is no longer current: a handler that outlived
+    its claim cannot end a job another worker runs now.
     """
 
+    # -- what the store declares (class attributes are enough) --
+
     #: Seconds a claim lasts without renewal; ``None`` where claims live as
-    #: long as this process (memory, JSON), so no renewal is needed.
+    #: long as this process (memory, JSON), so no renewal is needed. With a
+    #: lease, the queue's watchdog calls ``renew`` every third of it.
     lease_seconds: float | None
 
     #: How many due jobs a worker may take with one ``claim_many`` while its
@@ -316,76 +185,86 @@ class Store(Protocol):
     #: yet count a failed attempt too.
     claim_batch: int
 
-    def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
-        """Acquire files, locks or connections; idempotent.
+    #: Several processes may run and change the jobs at once (SQLite,
+    #: PostgreSQL). ``False``: one process does (memory; JSON, whose other
+    #: processes may only read).
+    shared_between_processes: bool
 
-        Called on first use, never at construction. Recovers the claims of a
-        process that died (a failed attempt each, see ``process_died``).
+    #: Jobs, kept completed ones and their results included, can be read back
+    #: later and from other processes (``False`` for memory only).
+    keeps_results: bool
+
+    #: ``add`` takes ``connection=``: the caller's database connection, whose
+    #: current transaction the jobs are then written in, so they exist if,
+    #: and only if, it commits (PostgreSQL). The queue passes it only then.
+    transactional_add: bool
+
+    # -- lifecycle --
+
+    def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
+        """Acquire files, locks or connections, and recover the claims of a
+        process that died; idempotent.
+
+        Called by the queue on its first use, never at construction, with
+        the ``Signal`` to wake its workers and the dead-letter cap to keep.
         """
 
     def close(self) -> None:
-        """Save what is unsaved and release everything ``open`` took; idempotent."""
+        """Save what is unsaved and release everything ``open`` took; idempotent.
+        Called once no worker of the queue runs any more."""
+
+    def save(self) -> None:
+        """Make everything durable now; raise ``StoreError`` if it cannot."""
+
+    # -- the job's path --
 
     def add(
         self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
     ) -> list[Enqueued]:
-        """Add jobs in one write; a key held by a pending or running job (or by
-        an earlier job of the same batch) yields that job's id as a duplicate.
+        """Add jobs in one write, all or none; their ids, in order.
 
-        With ``max_pending``, raise ``QueueFull`` and add nothing if the new
-        jobs (duplicates do not count) would make more than that many
-        pending (``check_room``); exact within a process, approximate across
-        processes."""
-
-    def claim(self, now: float) -> Claim | None:
-        """Take the due job that runs next (highest priority, earliest due,
-        lowest id) and mark it running under a new token; ``None`` if none.
-        (``claim_many`` for one job.)"""
-
-    def claim_many(self, now: float, limit: int) -> list[Claim]:
-        """``claim`` up to ``limit`` due jobs in one write, in run order.
-
-        Workers with fast handlers take several jobs at a time, so that the
-        store's cost (a lock, a transaction, a round trip) is paid once for
-        many jobs; see ``jobq._workers``.
+        A key held by a pending or running job (or by an earlier job of the
+        same batch) yields that job's id as a duplicate, adding nothing. With
+        ``max_pending``, raise ``QueueFull`` and add nothing if the new jobs
+        (duplicates do not count) would make more than that many pending
+        (``check_room``); exact within a process, approximate across
+        processes. Wakes idle workers for the jobs that are due.
         """
 
-    def finish(
-        self, claim: Claim, result: str | None, keep_until: float | None, now: float
-    ) -> bool:
-        """Record success: remove the job, or keep it ``completed`` with its
-        ``result`` (JSON text) until ``keep_until``. Frees the key.
-        (``finish_many`` for one job.)"""
+    def claim_many(self, now: float, limit: int) -> list[Claim]:
+        """Take up to ``limit`` due jobs in one write, in run order (highest
+        priority, earliest due, lowest id), marking each running under a new
+        token; an empty list if none is due."""
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]:
-        """``finish`` each claim with its result, in one write; whether each
-        was recorded (``False`` for a claim no longer current)."""
+        """Record successes in one write: remove each job, or keep it
+        ``completed`` with its ``result`` until ``keep_until``; frees its key.
+        Whether each was recorded (``False`` for a claim no longer current).
+        Wakes ``join`` callers when nothing is left pending or running."""
+
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+        """Record failed attempts in one write: each job pending again at its
+        ``retry_at`` (waking workers if that is due), or dead when
+        ``retry_at`` is ``None`` (freeing its key and keeping the dead-letter
+        cap). ``attempts`` grows by one, ``last_error`` and ``errors`` (the
+        newest ``ERRORS_KEPT``, oldest first: ``add_error``) take the error.
+        Whether each was recorded (``False`` for a claim no longer current)."""
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         """Give back claims whose jobs did not start: pending again as they
         were, no attempt counted (workers that claimed several jobs at once,
         stopping before they ran them all)."""
 
-    def fail(
-        self, claim: Claim, error: AttemptError, retry_at: float | None, now: float
-    ) -> bool:
-        """Record a failed attempt: pending again at ``retry_at``, or dead when
-        ``retry_at`` is ``None`` (which frees the key). (``fail_many`` for
-        one job.)"""
-
-    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
-        """``fail`` each claim, in one write; whether each was recorded
-        (``False`` for a claim no longer current). Workers record their
-        failed attempts together, as their successes: a lock taken once per
-        job is what a burst of failures would otherwise queue on."""
-
     def renew(self, claims: Sequence[Claim], now: float) -> None:
-        """Extend the lease of running claims (no-op without leases)."""
+        """Extend the lease of running claims (a no-op without leases)."""
 
     def recover(self, now: float) -> int:
-        """Turn expired claims into failed attempts; how many were recovered."""
+        """Turn expired claims into failed attempts (see the module); how
+        many were recovered. A no-op without leases."""
+
+    # -- looking and managing --
 
     def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
         """The job in any state, or ``None`` (expired completed jobs are gone)."""
@@ -400,10 +279,11 @@ class Store(Protocol):
         dead or its key is held by another live job."""
 
     def delete_dead(self, job_id: int) -> bool:
-        """Remove a dead job."""
+        """Remove a dead job; ``False`` if it is not dead."""
 
     def cancel(self, job_id: int) -> bool:
-        """Remove a pending job (not a running one), freeing its key."""
+        """Remove a pending job (not a running one), freeing its key;
+        ``False`` if it is not pending."""
 
     def stats(self) -> StoreStats:
         """Pending (delayed included), running and dead counts."""
@@ -411,5 +291,83 @@ class Store(Protocol):
     def next_due(self) -> float | None:
         """When the earliest pending job becomes due; ``None`` if none is pending."""
 
-    def save(self) -> None:
-        """Make everything durable now; raise ``StoreError`` if it cannot."""
+
+#: Every attribute and method the queue needs of a store.
+STORE_MEMBERS = (
+    "lease_seconds", "claim_batch", "shared_between_processes", "keeps_results",
+    "transactional_add", "open", "close", "save", "add", "claim_many",
+    "finish_many", "fail_many", "release", "renew", "recover", "get",
+    "list_jobs", "revive", "delete_dead", "cancel", "stats", "next_due",
+)  # fmt: skip
+
+
+def missing_members(store: object) -> list[str]:
+    """The members of ``Store`` that ``store`` lacks, in the protocol's order."""
+    return [name for name in STORE_MEMBERS if not hasattr(store, name)]
+
+
+# -- the rules every store applies the same way ----------------------------------------
+
+#: Failed attempts kept per job in ``errors``.
+ERRORS_KEPT = 20
+
+
+def describe_error(error: AttemptError) -> str:
+    """A job's ``last_error`` for a failed attempt: "Type: message" or "Type"."""
+    return f"{error.type}: {error.message}" if error.message else error.type
+
+
+def add_error(
+    errors: tuple[AttemptError, ...], error: AttemptError
+) -> tuple[AttemptError, ...]:
+    """``errors`` with ``error`` appended, keeping the newest ``ERRORS_KEPT``."""
+    return (*errors, error)[-ERRORS_KEPT:]
+
+
+def process_died(at: float) -> AttemptError:
+    """The failed attempt recorded for a job whose process died while it ran."""
+    return AttemptError(
+        type="ProcessDied",
+        message="the process died while the job was running",
+        traceback="",
+        at=at,
+    )
+
+
+def retries_after_crash(attempts: int, max_attempts: int) -> bool:
+    """Whether a job whose process died while it ran (``attempts`` failed
+    before that attempt) runs again: the crash counts as a failed attempt, so
+    only if that was not its last one."""
+    return attempts + 1 < max_attempts
+
+
+def check_room(pending: int, adding: int, max_pending: int) -> None:
+    """Raise ``QueueFull`` if ``adding`` new jobs would make more than
+    ``max_pending`` pending; a store calls it before it changes anything.
+    Duplicates of held keys are not new: they never count."""
+    if adding and pending + adding > max_pending:
+        raise QueueFull(
+            f"the queue holds {pending} pending jobs and max_pending is "
+            f"{max_pending}; {adding} more were not added"
+        )
+
+
+def log_dropped_dead(limit: int, job_id: int, last_error: str | None) -> None:
+    """Say that the dead-letter limit dropped a job: nothing disappears silently."""
+    logger.warning(
+        "dead-letter limit %d reached: dropped dead job %d (%s)",
+        limit,
+        job_id,
+        last_error,
+    )
+
+
+def log_recovered(job_ids: Iterable[int]) -> None:
+    """Say which claims were recovered as failed attempts (their process died
+    or stopped renewing its lease)."""
+    for job_id in job_ids:
+        logger.warning(
+            "job %d was running in a process that died or stopped renewing its "
+            "lease: recorded a failed attempt",
+            job_id,
+        )

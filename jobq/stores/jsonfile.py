@@ -44,6 +44,8 @@ from jobq.stores.base import (
     NewJob,
     Signal,
     StoreStats,
+)
+from jobq.stores.common import (
     batch_size,
 )
 from jobq.stores.memory import MemoryStore
@@ -65,6 +67,9 @@ class JsonFileStore(MemoryStore):
     tools such as the ``jobq`` command that only look). ``claim_batch``: how
     many due jobs a worker may claim at once (see ``Store.claim_batch``).
     """
+
+    #: The file outlives the process, and other processes may read it.
+    keeps_results = True
 
     def __init__(
         self,

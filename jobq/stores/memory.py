@@ -50,12 +50,15 @@ from jobq.stores.base import (
     Done,
     Failure,
     NewJob,
-    OneJobCalls,
     Signal,
     StoreStats,
     check_room,
     log_dropped_dead,
     process_died,
+    retries_after_crash,
+)
+from jobq.stores.common import (
+    OneJobCalls,
 )
 from jobq.types import Enqueued, JobRecord, JobState
 
@@ -120,6 +123,9 @@ class MemoryStore(OneJobCalls):
     """Jobs in this process's memory, guarded by the queue's lock."""
 
     lease_seconds: float | None = None
+    shared_between_processes = False
+    keeps_results = False
+    transactional_add = False
     #: Nothing survives a crash here, so workers may always take several jobs.
     claim_batch: int = 32
 
@@ -232,7 +238,8 @@ class MemoryStore(OneJobCalls):
                 self._claimed(job_id, token)
                 attempt = entry[ATTEMPTS] + 1
                 claim = Claim(job_id, token, entry[PAYLOAD], attempt,
-                              entry[MAX_ATTEMPTS], entry[KEY], entry[TASK])  # fmt: skip
+                              entry[MAX_ATTEMPTS], entry[KEY], entry[TASK],
+                              run_at)  # fmt: skip
                 claims.append(claim)
         return claims
 
@@ -489,11 +496,11 @@ class MemoryStore(OneJobCalls):
         buried: list[int] = []
         for entry in entries:
             if entry[ID] in died:
-                if entry[ATTEMPTS] + 1 >= entry[MAX_ATTEMPTS]:
+                if retries_after_crash(entry[ATTEMPTS], entry[MAX_ATTEMPTS]):
+                    entry = failed(entry, error, state=PENDING, run_at=now)
+                else:
                     entry = failed(entry, error, state=DEAD)
                     buried.append(entry[ID])
-                else:
-                    entry = failed(entry, error, state=PENDING, run_at=now)
                 self._changed(entry)
             elif entry[STATE] == DEAD:
                 self._dead[entry[ID]] = None

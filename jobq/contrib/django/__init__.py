@@ -39,17 +39,17 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar, cast, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connections, transaction
 from django.utils.module_loading import import_string
 
-from jobq._runner import Failed, Runner
 from jobq.errors import JobqError
+from jobq.middleware import Middleware
 from jobq.queue import JobQueue
-from jobq.stores.base import Claim, Done
-from jobq.tasks import Task, unknown_task
+from jobq.stores.base import NewJob
+from jobq.tasks import Task
 from jobq.types import Enqueued, Job
 
 from . import conf
@@ -79,60 +79,16 @@ class Deferred(Enqueued):
     duplicate: bool = False
 
 
-class _DjangoRunner(Runner):
-    """Also runs the jobs of Django's Tasks framework (``JobqBackend``): a
-    job whose task name no ``@task`` of jobq registered here is taken for
-    the import path of a Django ``Task``, run only if it is one."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.django_runs: dict[Claim, Any] = {}
-        self.keep_connections = False
-
-    def run_one(self, claim: Claim) -> Done | Failed:
-        """Run the job between two ``close_old_connections()``, as Django runs
-        a request, unless it runs on the caller's connection (immediate mode,
-        or inside the caller's atomic block)."""
-        if self.keep_connections or _in_atomic_block():
-            return super().run_one(claim)
-        close_old_connections()
-        try:
-            return super().run_one(claim)
-        finally:
-            close_old_connections()
-
-    def _call(self, claim: Claim) -> Any:
-        if claim.task is None or claim.task in self.tasks:
-            return super()._call(claim)
-        try:
-            from jobq.contrib.django._tasks_backend import Run
-        except ImportError:  # no Tasks framework here: nothing can run it
-            raise unknown_task(claim.task) from None
-        run = Run.start(claim, self)
-        self.django_runs[claim] = run
-        return run.call()
-
-    def record(self, outcomes: Sequence[Done | Failed]) -> None:
-        super().record(outcomes)
-        for outcome in outcomes:
-            run = self.django_runs.pop(outcome.claim, None)
-            if run is None:
-                continue
-            if isinstance(outcome, Done):
-                run.succeeded()
-            else:
-                run.failed(outcome.exc)
-
-
 class DjangoJobQueue(JobQueue[Any]):
     """A ``JobQueue`` that defers enqueues to the commit of the current
-    transaction and closes old database connections around each job.
+    transaction and closes old database connections around each job (a
+    middleware, the outermost).
 
-    Its workers also run the tasks of Django's Tasks framework enqueued
-    through ``jobq.contrib.django.tasks.JobqBackend``.
+    When ``settings.TASKS`` names ``jobq.contrib.django.tasks.JobqBackend``,
+    its workers also run the tasks of Django's Tasks framework: a task name
+    no ``@task`` of jobq registered is taken for the import path of a Django
+    ``Task`` (``resolve_task``), run only if it is one.
     """
-
-    _runner_class = _DjangoRunner
 
     def __init__(
         self,
@@ -142,52 +98,77 @@ class DjangoJobQueue(JobQueue[Any]):
         database: str = "default",
         workers: int = 4,
         autostart: bool = True,
+        middleware: Iterable[Middleware] | None = None,
         **options: Any,
     ) -> None:
         self.on_commit = on_commit
         self.database = database
         self.workers = workers
         self.autostart = autostart
-        super().__init__(handler, **options)
+        keep_connections = bool(options.get("immediate"))
+        django_tasks = _django_tasks_backend() if _serves_django_tasks() else None
+        super().__init__(
+            handler,
+            middleware=[_connections(keep_connections), *(middleware or ())],
+            resolve_task=None if django_tasks is None else django_tasks.resolve,
+            **options,
+        )
+        if django_tasks is not None:
+            self.subscribe(django_tasks.finished)
 
-    def _build_runtime(self, start_workers: int = 0) -> None:
-        super()._build_runtime(start_workers)
-        # In immediate mode jobs run in the caller's thread, on its connection.
-        cast(_DjangoRunner, self._runner).keep_connections = self.immediate
-
-    def _add(
+    def add(
         self,
-        payloads: Iterable[object],
+        jobs: Sequence[NewJob],
         *,
-        connection: Any,
+        connection: Any = None,
         then: Callable[[list[Enqueued]], None] | None = None,
-        **options: Any,
     ) -> list[Enqueued]:
-        """``then``, if given, is called with the added jobs once they are
-        written: at once, or at the commit of a deferred write."""
+        """Write the jobs at once, or, inside an atomic block of
+        ``database``, when it commits (returning ``Deferred`` for each).
+        ``then``, if given, is called with the written jobs: at once, or at
+        the commit of a deferred write."""
         db = transaction.get_connection(self.database)
         if connection is not None or not self.on_commit or not db.in_atomic_block:
-            added = super()._add(payloads, connection=connection, **options)
+            added = super().add(jobs, connection=connection)
             if then is not None:
                 then(added)
             return added
-        jobs = list(payloads)
-        for payload in jobs:  # a payload that cannot be stored fails now
-            self._encode(payload, options.get("what", "payload"))
-        self._run_at(0.0, options["delay"], options["at"])
 
         def write() -> None:
-            added = super(DjangoJobQueue, self)._add(jobs, connection=None, **options)
+            added = super(DjangoJobQueue, self).add(jobs)
             if then is not None:
                 then(added)
 
         transaction.on_commit(write, using=self.database)
         return [Deferred() for _ in jobs]
 
-    def _require_handler(self) -> None:
-        if self._handler is None and not self._tasks and _serves_django_tasks():
-            return  # its jobs are Django Tasks, found by their import paths
-        super()._require_handler()
+
+def _connections(keep: bool) -> Middleware:
+    """The middleware that runs each job between two
+    ``close_old_connections()``, as Django runs a request, unless it runs on
+    the caller's connection (``keep``: immediate mode; or inside the caller's
+    atomic block, ``run_pending()`` in a ``TestCase``)."""
+
+    def close_old(job: Job[Any], call_next: Callable[[], object]) -> object:
+        if keep or _in_atomic_block():
+            return call_next()
+        close_old_connections()
+        try:
+            return call_next()
+        finally:
+            close_old_connections()
+
+    return close_old
+
+
+def _django_tasks_backend() -> Any:
+    """``jobq.contrib.django._tasks_backend``, or ``None`` without a Tasks
+    framework (Django 6's ``django.tasks`` or the ``django_tasks`` backport)."""
+    try:
+        from jobq.contrib.django import _tasks_backend
+    except ImportError:
+        return None
+    return _tasks_backend
 
 
 def _serves_django_tasks() -> bool:

@@ -13,7 +13,7 @@ import builtins
 import contextlib
 import datetime as dt
 import inspect
-import traceback
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -21,10 +21,9 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from jobq.errors import Fatal
-from jobq.stores import MemoryStore
-from jobq.stores.base import Claim
+from jobq.events import Event, EventKind
 from jobq.tasks import task_arguments
-from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState
 
 if TYPE_CHECKING:
     from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
@@ -33,8 +32,6 @@ if TYPE_CHECKING:
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
-
-    from jobq._runner import Runner
 else:
     try:  # Django 6.0 and later
         from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
@@ -85,10 +82,11 @@ class JobqBackend(BaseTaskBackend):
 
     @property
     def supports_get_result(self) -> bool:  # type: ignore[override]
-        """Whether any process can read results: not with the memory store."""
+        """Whether any process can read results: the store says so (not the
+        memory store)."""
         from jobq.contrib.django import get_queue
 
-        return not isinstance(get_queue().store, MemoryStore)
+        return get_queue().store.keeps_results
 
     def enqueue(
         self, task: Task[Any, Any], args: Any, kwargs: Any
@@ -124,17 +122,16 @@ class JobqBackend(BaseTaskBackend):
             object.__setattr__(result, "enqueued_at", timezone.now())
             task_enqueued.send(type(self), task_result=result)
 
-        get_queue()._add(
+        queue = get_queue()
+        jobs = queue.prepare(
             [{"args": result.args, "kwargs": result.kwargs}],
             delay=delay,
             at=at,
-            key=None,
             priority=task.priority,
-            connection=None,
             task=task.module_path,
             what=f"the arguments of task {task.module_path!r}",
-            then=written,
         )
+        queue.add(jobs, then=written)
         return result
 
     def get_result(self, result_id: str) -> TaskResult[Any, Any]:
@@ -215,7 +212,7 @@ def _to_result(
         with contextlib.suppress(InvalidTask):
             task = task.using(priority=record.priority)
     status = STATUSES[record.state]
-    args, kwargs = task_arguments(_json_text(record.payload))
+    args, kwargs = task_arguments(record.payload)
     # Failed attempts, plus the one running or the one that succeeded.
     started = record.state in (JobState.RUNNING, JobState.COMPLETED)
     attempts = record.attempts + int(started)
@@ -242,100 +239,99 @@ def _to_result(
     return result
 
 
-def _json_text(payload: object) -> str:
-    from jobq._json import encode
+def resolve(name: str) -> Callable[[Job[Any]], Any]:
+    """``resolve_task`` of the project's queue: a task name no ``@task`` of
+    jobq registered is the import path of a Django ``Task``, run by ``run``
+    (which refuses it, ``NotADjangoTask``, if it is not one)."""
+    return run
 
-    return encode(payload, "payload")
+
+def run(job: Job[Any]) -> Any:
+    """One attempt of a Django task on a jobq worker: import its ``Task``,
+    send ``task_started`` with a RUNNING ``TaskResult``, call its function (a
+    coroutine function on an event loop of this thread) and return its value
+    as JSON values. ``task_finished`` follows once the store has recorded
+    the outcome (``finished``)."""
+    from jobq.contrib.django import get_queue
+
+    assert job.task is not None  # noqa: S101 - only task jobs come here
+    task = _import_task(job.task)
+    args, kwargs = task_arguments(job.payload)
+    backend = task.get_backend()
+    record = get_queue().get(job.id)
+    now = timezone.now()
+    result: TaskResult[Any, Any] = TaskResult(
+        task=task,
+        id=str(job.id),
+        status=TaskResultStatus.RUNNING,
+        enqueued_at=None if record is None else _when(record.created_at),
+        started_at=now if job.attempt == 1 else None,
+        finished_at=None,
+        last_attempted_at=now,
+        args=args,
+        kwargs=kwargs,
+        backend=backend.alias,
+        errors=[] if record is None else [_task_error(e) for e in record.errors],
+        worker_ids=[WORKER_ID] * job.attempt,
+    )
+    task_started.send(type(backend), task_result=result)
+    call_args: list[Any] = list(args)
+    if task.takes_context:
+        call_args.insert(0, TaskContext(task_result=result))
+    if inspect.iscoroutinefunction(task.func):
+        value = asyncio.run(task.func(*call_args, **kwargs))
+    else:
+        value = task.call(*call_args, **kwargs)
+    try:
+        return normalize_json(value)
+    except TypeError as exc:
+        raise Fatal(f"the task returned a value that is not JSON: {exc}") from exc
 
 
-class Run:
-    """One attempt of a Django task on a jobq worker: its ``TaskResult``,
-    the ``task_started`` and ``task_finished`` signals, and the call."""
+def finished(event: Event) -> None:
+    """The queue's subscriber: ``task_finished`` once a Django task's job
+    succeeded or is dead (the store holds that outcome now), with its
+    ``TaskResult`` as ``get_result`` would show it."""
+    if event.kind not in (EventKind.SUCCEEDED, EventKind.DEAD) or event.job is None:
+        return
+    from jobq.contrib.django import get_queue
 
-    def __init__(
-        self,
-        claim: Claim,
-        task: Task[Any, Any],
-        args: list[Any],
-        kwargs: dict[str, Any],
-        result: TaskResult[Any, Any],
-        sender: type[BaseTaskBackend],
-    ) -> None:
-        self.claim = claim
-        self.task = task
-        self.args = args
-        self.kwargs = kwargs
-        self.result = result
-        self.sender = sender
-        self.value: Any = None  # what the task returned, as JSON values
+    queue = get_queue()
+    if event.task is None or event.task in queue.tasks:
+        return  # a plain job, or a task of jobq's own
+    try:
+        task = _import_task(event.task)
+    except NotADjangoTask:
+        return  # refused: it never started, so it never finishes
+    backend = task.get_backend()
+    record = queue.get(event.job_id)
+    if record is not None:
+        result = _to_result(task, record, backend.alias)
+    else:  # a success whose job was not kept (no KEEP_COMPLETED)
+        result = _finished_result(task, event, backend.alias)
+    task_finished.send(type(backend), task_result=result)
 
-    @classmethod
-    def start(cls, claim: Claim, runner: Runner) -> Run:
-        """Import the claim's task (``NotADjangoTask`` if it is none), build
-        its ``TaskResult`` as RUNNING and send ``task_started``."""
-        assert claim.task is not None  # noqa: S101 - the runner checked
-        task = _import_task(claim.task)
-        args, kwargs = task_arguments(claim.payload)
-        backend = task.get_backend()
-        record = runner.store.get(claim.id, runner.clock())
-        now = timezone.now()
-        result: TaskResult[Any, Any] = TaskResult(
-            task=task,
-            id=str(claim.id),
-            status=TaskResultStatus.RUNNING,
-            enqueued_at=None if record is None else _when(record.created_at),
-            started_at=now if claim.attempt == 1 else None,
-            finished_at=None,
-            last_attempted_at=now,
-            args=args,
-            kwargs=kwargs,
-            backend=backend.alias,
-            errors=[] if record is None else [_task_error(e) for e in record.errors],
-            worker_ids=[WORKER_ID] * claim.attempt,
-        )
-        run = cls(claim, task, args, kwargs, result, type(backend))
-        task_started.send(run.sender, task_result=result)
-        return run
 
-    def call(self) -> Any:
-        """Call the task's function (a coroutine function on an event loop
-        of this thread); its return value as JSON values."""
-        args: list[Any] = list(self.args)
-        if self.task.takes_context:
-            args.insert(0, TaskContext(task_result=self.result))
-        if inspect.iscoroutinefunction(self.task.func):
-            value = asyncio.run(self.task.func(*args, **self.kwargs))
-        else:
-            value = self.task.call(*args, **self.kwargs)
-        try:
-            self.value = normalize_json(value)
-        except TypeError as exc:
-            raise Fatal(f"the task returned a value that is not JSON: {exc}") from exc
-        return self.value
-
-    def succeeded(self) -> None:
-        """After the store recorded the success: SUCCESSFUL, ``task_finished``."""
-        result = self.result
-        object.__setattr__(result, "_return_value", self.value)
-        object.__setattr__(result, "finished_at", timezone.now())
-        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
-        task_finished.send(self.sender, task_result=result)
-
-    def failed(self, exc: BaseException) -> None:
-        """After the store recorded the failure: READY again for a retry, or
-        FAILED (and ``task_finished``) once the job is dead."""
-        result = self.result
-        kind = type(exc)
-        result.errors.append(
-            TaskError(
-                exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
-                traceback="".join(traceback.format_exception(exc)),
-            )
-        )
-        claim = self.claim
-        if isinstance(exc, Fatal) or claim.attempt >= claim.max_attempts:
-            object.__setattr__(result, "finished_at", timezone.now())
-            object.__setattr__(result, "status", TaskResultStatus.FAILED)
-            task_finished.send(self.sender, task_result=result)
-        else:
-            object.__setattr__(result, "status", TaskResultStatus.READY)
+def _finished_result(
+    task: Task[Any, Any], event: Event, alias: str
+) -> TaskResult[Any, Any]:
+    """A SUCCESSFUL result from the event alone (the store kept nothing)."""
+    assert event.job is not None  # noqa: S101 - finished() checked
+    args, kwargs = task_arguments(event.job.payload)
+    ended = _when(event.at)
+    result: TaskResult[Any, Any] = TaskResult(
+        task=task,
+        id=str(event.job_id),
+        status=TaskResultStatus.SUCCESSFUL,
+        enqueued_at=None,
+        started_at=None,
+        finished_at=ended,
+        last_attempted_at=None,
+        args=args,
+        kwargs=kwargs,
+        backend=alias,
+        errors=[],
+        worker_ids=[WORKER_ID] * event.attempt,
+    )
+    object.__setattr__(result, "_return_value", event.result)
+    return result

@@ -127,9 +127,33 @@ def read() -> Config:
         QUEUE_OPTIONS[key]: value for key, value in raw.items() if key in QUEUE_OPTIONS
     }
     typed = _check_types(config, {k: raw[k] for k in QUEUE_OPTIONS if k in raw})
-    if typed and not any(p.id == "jobq.E004" for p in config.problems):
+    converted = typed and _convert(config, raw)
+    if converted and not any(p.id == "jobq.E004" for p in config.problems):
         _check_queue_options(config)
     return config
+
+
+def _convert(config: Config, raw: dict[str, Any]) -> bool:
+    """Turn the queue options' import paths (``MIDDLEWARE``) into what they
+    name; whether all could be imported (``jobq.E005`` for each that not)."""
+    table = by_key()
+    for key in QUEUE_OPTIONS:
+        if key not in raw:
+            continue
+        try:
+            config.queue_options[QUEUE_OPTIONS[key]] = table[key].argument_value(
+                raw[key]
+            )
+        except ImportError as exc:
+            config.problems.append(
+                Problem(
+                    "jobq.E005",
+                    f"settings.JOBQ[{key!r}]: {exc}",
+                    "Give dotted paths of callables, e.g. 'myapp.jobs.timed'.",
+                )
+            )
+            return False
+    return True
 
 
 def _read_own(config: Config, own: dict[str, Any]) -> None:

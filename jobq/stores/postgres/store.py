@@ -45,16 +45,19 @@ from jobq.stores.base import (
     Done,
     Failure,
     NewJob,
-    OneJobCalls,
     Signal,
     StoreStats,
-    batch_size,
     check_room,
     describe_error,
     log_dropped_dead,
     log_recovered,
-    positive_seconds,
     process_died,
+    retries_after_crash,
+)
+from jobq.stores.common import (
+    OneJobCalls,
+    batch_size,
+    positive_seconds,
     record_from_row,
 )
 from jobq.stores.postgres.connections import (
@@ -129,6 +132,10 @@ class PostgresStore(OneJobCalls):
 
     Constructing one checks the arguments and opens nothing.
     """
+
+    shared_between_processes = True
+    keeps_results = True
+    transactional_add = True
 
     def __init__(
         self,
@@ -517,8 +524,8 @@ class PostgresStore(OneJobCalls):
             ).fetchall()
         rows.sort(key=lambda row: row[6:])  # RETURNING keeps no order: run order
         return [
-            Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
-            for job_id, payload, attempts, max_attempts, key, task, *_ in rows
+            Claim(job_id, token, payload, attempts + 1, max_attempts, key, task, run_at)
+            for job_id, payload, attempts, max_attempts, key, task, _, run_at in rows
         ]
 
     def finish_many(
@@ -627,7 +634,9 @@ class PostgresStore(OneJobCalls):
                 rows = conn.execute(sql.expired, {"q": self.queue}).fetchall()
                 buried = False
                 for job_id, token, attempts, max_attempts in rows:
-                    retry_in = 0.0 if attempts + 1 < max_attempts else None
+                    retry_in = (
+                        0.0 if retries_after_crash(attempts, max_attempts) else None
+                    )
                     values = self._fail_params(job_id, token, error, retry_in, now)
                     if conn.execute(sql.fail, values).fetchone() is not None:
                         recovered.append(job_id)

@@ -34,17 +34,20 @@ from jobq.stores.base import (
     Done,
     Failure,
     NewJob,
-    OneJobCalls,
     Signal,
     StoreStats,
     add_error,
-    batch_size,
     check_room,
     describe_error,
     log_dropped_dead,
     log_recovered,
-    positive_seconds,
     process_died,
+    retries_after_crash,
+)
+from jobq.stores.common import (
+    OneJobCalls,
+    batch_size,
+    positive_seconds,
     record_from_row,
 )
 from jobq.stores.sqlite.connections import Database, guard, inherited
@@ -184,6 +187,10 @@ class SqliteStore(OneJobCalls):
     claim at once (see ``Store.claim_batch``). The file must be on a local
     filesystem.
     """
+
+    shared_between_processes = True
+    keeps_results = True
+    transactional_add = False
 
     def __init__(
         self,
@@ -378,8 +385,8 @@ class SqliteStore(OneJobCalls):
             ).fetchall()
         rows.sort(key=lambda row: row[7:])  # RETURNING keeps no order: run order
         return [
-            Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
-            for job_id, token, payload, attempts, max_attempts, key, task, *_ in rows
+            Claim(job_id, token, payload, tried + 1, max_attempts, key, task, due)
+            for job_id, token, payload, tried, max_attempts, key, task, _, due in rows
         ]
 
     def finish_many(
@@ -551,7 +558,7 @@ class SqliteStore(OneJobCalls):
                 rows += conn.execute(OWNED, (self._owner.host, pid, nonce)).fetchall()
             recovered = {row[0]: row for row in rows}
             for job_id, attempts, max_attempts, errors in recovered.values():
-                retry_at = now if attempts + 1 < max_attempts else None
+                retry_at = now if retries_after_crash(attempts, max_attempts) else None
                 dropped += self._record_failure(
                     conn, job_id, attempts, errors, error, retry_at, now
                 )
