@@ -18,20 +18,25 @@ from jobq.errors import (
     StoreError,
     StoreLocked,
 )
+from jobq.events import Event, EventKind
+from jobq.middleware import Middleware
 from jobq.queue import JobQueue
 from jobq.retry import RetryPolicy
-from jobq.tasks import Task
+from jobq.tasks import Task, task_name
 from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState, Stats
 
 __all__ = [
     "AttemptError",
     "Enqueued",
+    "Event",
+    "EventKind",
     "Fatal",
     "Job",
     "JobQueue",
     "JobRecord",
     "JobState",
     "JobqError",
+    "Middleware",
     "QueueClosed",
     "QueueFull",
     "Retry",
@@ -40,6 +45,7 @@ __all__ = [
     "StoreError",
     "StoreLocked",
     "Task",
+    "task_name",
 ]
 
 __version__ = "0.1.0"
