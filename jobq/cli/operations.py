@@ -251,9 +251,7 @@ def run_worker(
     """
     level = logging.getLevelName(log_level)
     with _log_to(err, level):
-        if isinstance(queue.store, MemoryStore) and not isinstance(
-            queue.store, JsonFileStore
-        ):
+        if not queue.store.keeps_results:
             logger.warning(
                 "this queue keeps its jobs in memory: only jobs enqueued in this "
                 "process run, and they are lost when it exits"

@@ -21,7 +21,6 @@ from jobq.cli.operations import EXIT_USAGE, CommandError
 from jobq.queue import JobQueue
 from jobq.stores import (
     JsonFileStore,
-    MemoryStore,
     PostgresStore,
     SqliteStore,
     Store,
@@ -170,7 +169,7 @@ def _for_command(queue: Queue, *, read_only: bool) -> Queue:
         if read_only and not store.read_only:
             return JobQueue(None, store=JsonFileStore(store.path, read_only=True))
         return queue
-    if isinstance(store, MemoryStore):
+    if not store.keeps_results:
         raise CommandError(
             "the app's queue keeps its jobs in memory (store=None), out of reach "
             "of another process; give it a persistent store",

@@ -80,6 +80,8 @@ OPTIONAL_SECONDS = Kind(
 )
 TEXT = Kind("a str", lambda value: isinstance(value, str))
 WORKER_COUNT = Kind("an int of at least 1", lambda value: _is_count(value))
+
+
 def _is_middleware_list(value: object) -> bool:
     return value is None or (
         isinstance(value, list | tuple)

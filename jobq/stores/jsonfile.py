@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jobq._fileio import DEFAULT_IO, FileIO, OwnerLock, durable_replace, move_aside
+from jobq._fork import reset_after_fork
 from jobq.errors import StoreError, StoreLocked
 from jobq.stores import _jsonformat as fmt
 from jobq.stores._entry import DEAD, STATE, Entry
@@ -46,6 +47,7 @@ from jobq.stores.base import (
     StoreStats,
 )
 from jobq.stores.common import (
+    OneJobCalls,
     batch_size,
 )
 from jobq.stores.memory import MemoryStore
@@ -54,8 +56,10 @@ from jobq.types import Enqueued, JobRecord, JobState
 logger = logging.getLogger(__name__)
 
 
-class JsonFileStore(MemoryStore):
-    """Jobs in memory, kept in a JSON snapshot plus a journal of changes.
+class JsonFileStore(OneJobCalls):
+    """Jobs in memory (a ``MemoryStore`` it holds), kept in a JSON snapshot
+    plus a journal of the memory store's changes (it is their
+    ``ChangeRecorder``).
 
     ``fsync``: fsync every change before it returns (survives power loss).
     ``save_interval``: seconds the compactor waits once woken, so a burst
@@ -68,8 +72,10 @@ class JsonFileStore(MemoryStore):
     many due jobs a worker may claim at once (see ``Store.claim_batch``).
     """
 
-    #: The file outlives the process, and other processes may read it.
-    keeps_results = True
+    lease_seconds: float | None = None  # claims live as long as the owner
+    shared_between_processes = False  # one owner; other processes may read
+    keeps_results = True  # the file outlives the process
+    transactional_add = False
 
     def __init__(
         self,
@@ -82,7 +88,7 @@ class JsonFileStore(MemoryStore):
         read_only: bool = False,
         claim_batch: int = 1,
     ) -> None:
-        super().__init__()
+        self._memory = MemoryStore(recorder=self)
         self.claim_batch = batch_size(claim_batch)
         self.path = os.path.abspath(os.fspath(path))
         self.read_only = bool(read_only)
@@ -95,6 +101,7 @@ class JsonFileStore(MemoryStore):
         self._opened = False
         self._loaded_signature: object = None
         self._init_writing()
+        reset_after_fork(self)
 
     def _init_writing(self) -> None:
         """State of the journal and its threads: new in a forked child too."""
@@ -113,7 +120,6 @@ class JsonFileStore(MemoryStore):
 
     def _after_fork_in_child(self) -> None:
         """The parent owns the file and its threads: reload it on next use."""
-        super()._after_fork_in_child()
         # Forget the parent's lock descriptor now, without unlocking: kept open
         # here, it would hold the lock after the parent died or closed.
         self._owner.release()
@@ -126,7 +132,7 @@ class JsonFileStore(MemoryStore):
     def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
         if self._opened:
             return
-        super().open(signal, dead_letter_limit=dead_letter_limit)
+        self._memory.open(signal, dead_letter_limit=dead_letter_limit)
         if self.read_only:
             self._refresh()
         else:
@@ -150,7 +156,7 @@ class JsonFileStore(MemoryStore):
                 self._compact()
                 compacted = True
         finally:
-            with self._lock:  # so that _take_ownership sees either state whole
+            with self._memory.lock:  # so that _take_ownership sees either state whole
                 self._opened = False
                 # After a snapshot of everything, the new segment is empty.
                 self._segments.close(remove_if_empty=compacted)
@@ -167,13 +173,13 @@ class JsonFileStore(MemoryStore):
         self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
     ) -> list[Enqueued]:
         self._require_writable()
-        results = super().add(jobs, now, max_pending=max_pending)
+        results = self._memory.add(jobs, now, max_pending=max_pending)
         self._commit()
         return results
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         self._require_owner()
-        claims = super().claim_many(now, limit)
+        claims = self._memory.claim_many(now, limit)
         if claims:
             self._commit_quietly()
         return claims
@@ -182,18 +188,18 @@ class JsonFileStore(MemoryStore):
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]:
         self._require_owner()
-        finished = super().finish_many(done, keep_until, now)
+        finished = self._memory.finish_many(done, keep_until, now)
         self._commit_quietly()
         return finished
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         self._require_owner()
-        super().release(claims, now)
+        self._memory.release(claims, now)
         self._commit_quietly()
 
     def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
         self._require_owner()
-        failed = super().fail_many(failures, now)
+        failed = self._memory.fail_many(failures, now)
         self._commit_quietly()
         return failed
 
@@ -203,19 +209,19 @@ class JsonFileStore(MemoryStore):
 
     def revive(self, job_id: int, now: float) -> bool:
         self._require_writable()
-        revived = super().revive(job_id, now)
+        revived = self._memory.revive(job_id, now)
         self._commit()
         return revived
 
     def delete_dead(self, job_id: int) -> bool:
         self._require_writable()
-        deleted = super().delete_dead(job_id)
+        deleted = self._memory.delete_dead(job_id)
         self._commit()
         return deleted
 
     def cancel(self, job_id: int) -> bool:
         self._require_writable()
-        cancelled = super().cancel(job_id)
+        cancelled = self._memory.cancel(job_id)
         self._commit()
         return cancelled
 
@@ -223,29 +229,34 @@ class JsonFileStore(MemoryStore):
 
     def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
         self._refresh()
-        return super().get(job_id, now)
+        return self._memory.get(job_id, now)
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
     ) -> list[JobRecord[Any]]:
         self._refresh()
-        return super().list_jobs(state, limit)
+        return self._memory.list_jobs(state, limit)
 
     def stats(self) -> StoreStats:
         self._refresh()
-        return super().stats()
+        return self._memory.stats()
 
-    # -- recording changes (the hooks run under _lock) ---------------------------
+    def renew(self, claims: Sequence[Claim], now: float) -> None:
+        """Claims live as long as this process: nothing to renew."""
 
-    def _changed(self, change: Entry | int) -> None:
-        if isinstance(change, int):
-            self._record(fmt.delete_record(change))
-        else:
-            self._record(fmt.put_record(change))
+    def next_due(self) -> float | None:
+        return self._memory.next_due()
 
-    def _claimed(self, job_id: int, token: int) -> None:
-        if token:  # a released claim is followed by the put or del that ends it
-            self._record(fmt.run_record(job_id))
+    # -- recording changes (ChangeRecorder: called under the memory's lock) ------
+
+    def stored(self, entry: Entry) -> None:
+        self._record(fmt.put_record(entry))
+
+    def removed(self, job_id: int) -> None:
+        self._record(fmt.delete_record(job_id))
+
+    def claimed(self, job_id: int) -> None:
+        self._record(fmt.run_record(job_id))
 
     def _record(self, body: bytes) -> None:
         self._seq += 1
@@ -259,13 +270,13 @@ class JsonFileStore(MemoryStore):
             if self._written < seq:
                 if self._broken is not None:
                     raise self._broken
-                with self._lock:
+                with self._memory.lock:
                     records, self._buffer = self._buffer, []
                     newest = self._seq
                 try:
                     self._segments.append(b"".join(records))
                 except OSError as exc:
-                    with self._lock:  # keep them for the rewrite from memory
+                    with self._memory.lock:  # keep them for the rewrite from memory
                         self._buffer[:0] = records
                     raise self._break(exc) from exc
                 self._written = newest
@@ -324,13 +335,10 @@ class JsonFileStore(MemoryStore):
         """
         with self._compact_lock:
             with self._journal_lock, self._sync_lock:
-                with self._lock:
+                with self._memory.lock:
                     records, self._buffer = self._buffer, []
                     seq = self._seq
-                    blocks = self._jobs.block_numbers()
-                    dead = [self._jobs[i] for i in self._dead]
-                    running = set(self._claims)
-                    next_id = self._next_id
+                    blocks, dead, running, next_id = self._memory.view()
                 if self._broken is None:
                     try:  # so the old segment holds everything up to seq, durably:
                         if records:  # callers that wait for _sync find it synced
@@ -363,8 +371,8 @@ class JsonFileStore(MemoryStore):
         """The jobs that are not dead, a block at a time, each block copied
         under the lock (see ``_compact``)."""
         for number in blocks:
-            with self._lock:
-                block = self._jobs.copy_block(number)
+            with self._memory.lock:
+                block = self._memory.copy_block(number)
             yield from (entry for entry in block if entry[STATE] != DEAD)
 
     def _start_writer(self) -> None:
@@ -418,7 +426,7 @@ class JsonFileStore(MemoryStore):
 
     def _take_ownership(self) -> None:
         """Take the owner's lock now: the owner may have gone since ``open``."""
-        with self._lock:
+        with self._memory.lock:
             if not self._opened:  # closed: a late handler must not take the file back
                 raise StoreError(f"{self.path}: the store is closed")
             if not self._owner.held:
@@ -439,7 +447,7 @@ class JsonFileStore(MemoryStore):
         """For a reader: reload if the owner has written since."""
         if self._owner.held:
             return
-        with self._lock:
+        with self._memory.lock:
             if self._signature() != self._loaded_signature:
                 self._load(recover=False)
 
@@ -464,7 +472,7 @@ class JsonFileStore(MemoryStore):
         loads what is intact in the journal, but refuses a damaged snapshot
         with ``StoreError``: the owner repairs it when it next opens the file.
         """
-        with self._lock:
+        with self._memory.lock:
             self._loaded_signature = self._signature()
             files = read_files(self._io, self.path, self._segments.existing())
             if files.snapshot is not None and not recover:
@@ -475,9 +483,9 @@ class JsonFileStore(MemoryStore):
             # Records of an earlier load that failed were never written; left
             # here, they would be written again under reused numbers.
             self._buffer.clear()
-            self._restore(
+            self._memory.restore(
                 state.entries(), sorted(state.running), state.next_id,
-                self._signal.clock(), recover=recover,
+                self._memory.clock(), recover=recover,
             )  # fmt: skip
             if not recover:
                 self._buffer.clear()

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 from collections import OrderedDict, deque
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
 
 from jobq._fork import reset_after_fork
 from jobq.stores._due import DueJobs
@@ -119,8 +120,27 @@ class _JobTable:
 _BLOCK_BITS = 12
 
 
+class ChangeRecorder(Protocol):
+    """Told of every change a ``MemoryStore`` makes, with its lock held: a
+    store that keeps the memory store's jobs elsewhere (the JSON file's
+    journal) records them. Each call must be quick and must not fail."""
+
+    def stored(self, entry: Entry) -> None:
+        """This entry is now how the job stands (pending, dead, completed)."""
+
+    def removed(self, job_id: int) -> None:
+        """This job is gone."""
+
+    def claimed(self, job_id: int) -> None:
+        """This pending job now runs."""
+
+
 class MemoryStore(OneJobCalls):
-    """Jobs in this process's memory, guarded by the queue's lock."""
+    """Jobs in this process's memory, guarded by the queue's lock.
+
+    ``recorder``: told of every change (see ``ChangeRecorder``); the JSON
+    store holds a memory store and records its changes in a journal.
+    """
 
     lease_seconds: float | None = None
     shared_between_processes = False
@@ -129,7 +149,8 @@ class MemoryStore(OneJobCalls):
     #: Nothing survives a crash here, so workers may always take several jobs.
     claim_batch: int = 32
 
-    def __init__(self) -> None:
+    def __init__(self, *, recorder: ChangeRecorder | None = None) -> None:
+        self._recorder = recorder
         self._signal = Signal()
         self._lock = self._signal.lock
         self._dead_letter_limit = 1000
@@ -401,13 +422,46 @@ class MemoryStore(OneJobCalls):
                 heapq.heappop(delayed)
             return delayed[0][0] if delayed else None
 
-    # -- hooks for persistent subclasses (called with the lock held) ---------
+    # -- for a store that keeps these jobs elsewhere (the JSON file) ---------
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock that guards the jobs (the queue's, once opened)."""
+        return self._lock
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The queue's clock (see ``Signal.clock``)."""
+        return self._signal.clock
+
+    def view(self) -> tuple[list[int], list[Entry], set[int], int]:
+        """With ``lock`` held: the numbers of the blocks of jobs (to copy one
+        at a time with ``copy_block``), the dead entries in burial order, the
+        ids of running jobs, and the next id to give."""
+        dead = [self._jobs[job_id] for job_id in self._dead]
+        return self._jobs.block_numbers(), dead, set(self._claims), self._next_id
+
+    def copy_block(self, number: int) -> tuple[Entry, ...]:
+        """The entries of one block of ``view``, as they are now (take
+        ``lock`` for the copy: it is quick)."""
+        return self._jobs.copy_block(number)
+
+    # -- telling the recorder (called with the lock held) ---------------------
 
     def _changed(self, change: Entry | int) -> None:
         """An entry was stored, or the job with this id removed."""
+        recorder = self._recorder
+        if recorder is not None:
+            if isinstance(change, int):
+                recorder.removed(change)
+            else:
+                recorder.stored(change)
 
     def _claimed(self, job_id: int, token: int) -> None:
-        """A job was claimed (it runs under ``token``) or, with token 0, released."""
+        """A job was claimed (it runs under ``token``) or, with token 0,
+        released (the change that ends the claim is recorded after it)."""
+        if token and self._recorder is not None:
+            self._recorder.claimed(job_id)
 
     # -- helpers (call with the lock held) -------------------------------------
 
@@ -470,7 +524,7 @@ class MemoryStore(OneJobCalls):
                 del self._jobs[job_id]
                 self._changed(job_id)
 
-    def _restore(
+    def restore(
         self,
         entries: Sequence[Entry],
         running: Sequence[int],
@@ -479,11 +533,12 @@ class MemoryStore(OneJobCalls):
         *,
         recover: bool,
     ) -> None:
-        """Rebuild the indexes from loaded entries (dead ones in burial order).
+        """Replace every job with loaded entries (dead ones in burial order),
+        rebuilding the indexes; with ``lock`` held.
 
         For stores loaded from disk. With ``recover``, the jobs in ``running``
         were running when their process died: each becomes a failed attempt
-        (reported through ``_changed``), so a job that kills its process ends
+        (told to the recorder), so a job that kills its process ends
         in the dead letters instead of killing every restart. Without it (a
         reader beside a live owner) they are shown as running, and no claim
         of this process can end them.
