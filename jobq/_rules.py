@@ -25,8 +25,6 @@ MAX_ATTEMPTS_LIMIT = 2**31 - 1
 def check_int(value: object, name: str, minimum: int, maximum: int = INT64_MAX) -> int:
     """``value`` if it is an ``int`` (not a ``bool``) within [minimum, maximum];
     ``TypeError`` or ``ValueError`` naming ``name`` otherwise."""
-    if type(value) is int and minimum <= value <= maximum:
-        return value  # the common case, first: enqueue checks a priority
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {value!r}")
     if value < minimum:
@@ -38,6 +36,8 @@ def check_int(value: object, name: str, minimum: int, maximum: int = INT64_MAX) 
 
 def check_priority(value: object) -> int:
     """A job's priority: an int that fits in 64 bits."""
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+        return value  # the common case, without a call: enqueue checks it
     return check_int(value, "priority", INT64_MIN)
 
 

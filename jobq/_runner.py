@@ -51,22 +51,16 @@ class NoHandler(Fatal):
     job is dead at once."""
 
 
-class Attempt(NamedTuple):
-    """When an attempt ran (the queue's clock), and the ``Job`` it ran
-    (``None`` where nothing needed one: a task job with neither middleware
-    nor subscribers)."""
-
-    job: Job[Any] | None
-    started_at: float
-    ended_at: float
-
-
 class Succeeded(NamedTuple):
-    """An attempt that returned: what the store records, and what it returned."""
+    """An attempt that returned: what the store records, what it returned,
+    and for its events the ``Job`` it ran and when it started and ended
+    (the queue's clock; read only when someone subscribed, else 0)."""
 
     done: Done
     value: Any
-    attempt: Attempt
+    job: Job[Any] | None
+    started_at: float
+    ended_at: float
 
     @property
     def claim(self) -> Claim:
@@ -74,19 +68,23 @@ class Succeeded(NamedTuple):
 
 
 class Failed(NamedTuple):
-    """A failed attempt: what the store records, and the exception (for the
-    log, and for ``run_pending`` to re-raise an interrupt)."""
+    """A failed attempt: what the store records, the exception (for the
+    log, and for ``run_pending`` to re-raise an interrupt), and for its
+    events the ``Job`` and when it started (it ended at ``failure.error.at``)."""
 
     failure: Failure
     exc: BaseException
-    attempt: Attempt
+    job: Job[Any] | None
+    started_at: float
 
     @property
     def claim(self) -> Claim:
         return self.failure.claim
 
 
-Outcome = Succeeded | Failed
+#: What ``run_one`` returns: a bare ``Done`` when nothing observes the
+#: attempt, a ``Succeeded`` (with what events need) when something does.
+Outcome = Done | Succeeded | Failed
 
 CounterName = Literal["completed", "retried"]
 
@@ -133,10 +131,12 @@ class Runner:
         self.subscribers = Subscribers() if subscribers is None else subscribers
         self.resolve_task = resolve_task
         self.counters = Counters()
-        #: The claims whose handlers run now, by (id, token), with the
-        #: monotonic time each started: for warnings about slow handlers.
-        #: Changed and copied only by single dict operations, which are atomic.
-        self.active: dict[tuple[int, int], tuple[Claim, float]] = {}
+        #: The claims whose handlers run now, by the claim's identity (one
+        #: job may run twice at once here, if its lease was lost and it was
+        #: claimed again), with the monotonic time each started: for warnings
+        #: about slow handlers. Changed and copied only by single dict
+        #: operations, which are atomic.
+        self.active: dict[int, tuple[Claim, float]] = {}
         #: Every claim this queue's workers hold, started or not, by
         #: (id, token): the leases the watchdog renews.
         self.held: dict[tuple[int, int], Claim] = {}
@@ -170,26 +170,42 @@ class Runner:
 
     def run_one(self, claim: Claim) -> Outcome:
         """One attempt of ``claim``'s job; the outcome is recorded with
-        ``record`` (alone or with others)."""
-        running = (claim.id, claim.token)
+        ``record`` (alone or with others).
+
+        Without middleware and subscribers it is the bare call (the hot path
+        of every job: no ``Job`` for a task, no clock); else ``_observed``.
+        """
+        if self.middleware or self.subscribers.callbacks:
+            return self._observed(claim)
+        running = id(claim)  # the claim is alive until it is deleted below
+        self.active[running] = (claim, time.monotonic())
+        try:
+            value = self._invoke(claim, None)
+        except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
+            return self._failed(claim, exc, None, 0.0)
+        finally:
+            del self.active[running]
+        return Done(claim, self._stored_result(claim, value))
+
+    def _observed(self, claim: Claim) -> Outcome:
+        """``run_one`` with the ``Job`` built for the middleware and events,
+        ``started`` published, and the attempt's times kept for the events
+        that ``record`` publishes."""
+        running = id(claim)
         self.active[running] = (claim, time.monotonic())
         started_at = self.clock()
         job = None
         try:
-            if claim.task is None or self.middleware or self.subscribers:
-                job = job_of(claim)
-            if self.subscribers:
+            job = job_of(claim)
+            if self.subscribers.callbacks:
                 self._started(claim, job, started_at)
-            if job is not None and self.middleware:
-                value = wrap(self.middleware, job, lambda: self._invoke(claim, job))()
-            else:
-                value = self._invoke(claim, job)
+            value = wrap(self.middleware, job, lambda: self._invoke(claim, job))()
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
-            return self._failed(claim, exc, Attempt(job, started_at, self.clock()))
+            return self._failed(claim, exc, job, started_at)
         finally:
             del self.active[running]
         done = Done(claim, self._stored_result(claim, value))
-        return Succeeded(done, value, Attempt(job, started_at, self.clock()))
+        return Succeeded(done, value, job, started_at, self.clock())
 
     def _invoke(self, claim: Claim, job: Job[Any] | None) -> Any:
         """Call the job's task with its arguments, or the handler with the job.
@@ -204,7 +220,7 @@ class Runner:
                     "this queue has no handler for plain jobs (those added with "
                     "enqueue); pass one to JobQueue(handler)"
                 )
-            return self.handler(job or job_of(claim))
+            return self.handler(job_of(claim) if job is None else job)
         function = self.tasks.get(name)
         if function is not None:
             payload = decode(claim.payload) if job is None else job.payload
@@ -213,7 +229,7 @@ class Runner:
         handler = None if self.resolve_task is None else self.resolve_task(name)
         if handler is None:
             raise unknown_task(name)
-        return handler(job or job_of(claim))
+        return handler(job_of(claim) if job is None else job)
 
     def _stored_result(self, claim: Claim, result: Any) -> str | None:
         """The result as JSON text, if completed jobs are kept; else ``None``."""
@@ -227,16 +243,21 @@ class Runner:
             )
             return None
 
-    def _failed(self, claim: Claim, exc: BaseException, attempt: Attempt) -> Failed:
+    def _failed(
+        self,
+        claim: Claim,
+        exc: BaseException,
+        job: Job[Any] | None,
+        started_at: float,
+    ) -> Failed:
         """The failed attempt ``exc`` ended: its error, and when the job runs
         again (never after a ``Fatal`` or its last attempt)."""
-        now = attempt.ended_at
+        now = self.clock()
         retry_at = None
         if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
             retry_at = now + self._retry_delay(claim, exc)
-        return Failed(
-            Failure(claim, describe_failure(exc, now), retry_at), exc, attempt
-        )
+        failure = Failure(claim, describe_failure(exc, now), retry_at)
+        return Failed(failure, exc, job, started_at)
 
     def _retry_delay(self, claim: Claim, exc: BaseException) -> float:
         if isinstance(exc, Retry) and exc.after is not None:
@@ -258,16 +279,20 @@ class Runner:
         each outcome the store took."""
         if not outcomes:
             return
-        succeeded: list[Succeeded] = []
+        succeeded: list[Done | Succeeded] = []
+        done: list[Done] = []
         failed: list[Failed] = []
         for outcome in outcomes:
-            if isinstance(outcome, Succeeded):
+            if isinstance(outcome, Done):
                 succeeded.append(outcome)
+                done.append(outcome)
+            elif isinstance(outcome, Succeeded):
+                succeeded.append(outcome)
+                done.append(outcome.done)
             else:
                 failed.append(outcome)
         now = self.clock()
-        if succeeded:
-            done = [s.done for s in succeeded]
+        if done:
             keep_until = now + self.keep_completed if self.keep_completed > 0 else None
             recorded = self._record(
                 [d.claim for d in done],
@@ -276,9 +301,9 @@ class Runner:
                 "completed",
                 [1] * len(done),
             )
-            if self.subscribers:
+            if self.subscribers.callbacks:
                 for success, ok in zip(succeeded, recorded, strict=True):
-                    if ok:
+                    if ok and isinstance(success, Succeeded):
                         self._ended(success, EventKind.SUCCEEDED)
         if failed:
             failures = [f.failure for f in failed]
@@ -292,7 +317,7 @@ class Runner:
             for outcome, ok in zip(failed, recorded, strict=True):
                 if ok:
                     _log_failure(outcome)
-                    if self.subscribers:
+                    if self.subscribers.callbacks:
                         dead = outcome.failure.retry_at is None
                         self._ended(
                             outcome, EventKind.DEAD if dead else EventKind.RETRYING
@@ -361,16 +386,18 @@ class Runner:
             )
         )  # fmt: skip
 
-    def _ended(self, outcome: Outcome, kind: EventKind) -> None:
-        claim, (job, started_at, ended_at) = outcome.claim, outcome.attempt
-        failure = outcome.failure if isinstance(outcome, Failed) else None
+    def _ended(self, outcome: Succeeded | Failed, kind: EventKind) -> None:
+        claim = outcome.claim
+        if isinstance(outcome, Succeeded):
+            error, result, ended_at = None, outcome.value, outcome.ended_at
+        else:
+            error, result = outcome.failure.error, None
+            ended_at = error.at
         self.subscribers.publish(
             Event(
                 kind, claim.id, claim.task, claim.attempt, ended_at,
-                duration=max(ended_at - started_at, 0.0),
-                error=None if failure is None else failure.error,
-                result=outcome.value if isinstance(outcome, Succeeded) else None,
-                job=job,
+                duration=max(ended_at - outcome.started_at, 0.0),
+                error=error, result=result, job=outcome.job,
             )
         )  # fmt: skip
 

@@ -389,7 +389,8 @@ class JobQueue(Generic[P]):
         """
         now = self._clock()
         run_at = _run_at(now, delay, at)
-        key = check_key(key)
+        if key is not None:
+            key = check_key(key)
         priority = check_priority(priority)
         if max_attempts is None:
             max_attempts = self.policy.max_attempts
@@ -424,7 +425,7 @@ class JobQueue(Generic[P]):
         else:
             add: Callable[..., list[Enqueued]] = self.store.add
             added = add(jobs, now, max_pending=self.max_pending, connection=connection)
-        if self._subscribers:
+        if self._subscribers.callbacks:
             for job, enqueued in zip(jobs, added, strict=True):
                 if not enqueued.duplicate:
                     self._publish(EventKind.ENQUEUED, enqueued.id, job.task, now)
