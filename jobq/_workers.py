@@ -1,19 +1,17 @@
-"""The worker threads: long-lived threads that claim due jobs themselves.
+"""The worker threads: long-lived threads that run a queue's due jobs.
 
-No future per job: each thread loops claim → run → claim, and sleeps on the
-queue's condition only when nothing is due, waking when a job arrives, when
-the next delayed job falls due, or after ``MAX_IDLE_WAIT`` at most (so a
-wall-clock jump never delays a due job by more).
+No future per job: each thread loops take a job → run it → record its
+outcome, and talks to the store only through the queue's ``Dispatcher``
+(claims for every idle worker at once) and ``GroupCommit`` (outcomes of all
+workers in one write; see ``jobq._dispatch``). Idle workers sleep until a job
+arrives or the next delayed job falls due (one of them watches the clock).
 
-Fast handlers make the store's cost per job (a lock taken by every thread, a
-transaction, a round trip) the bottleneck, so where the store allows it
-(``Store.claim_batch``: the memory store; others when asked) a worker claims
-several due jobs at once, as many as its recent handlers ran in
-``BATCH_SECONDS``, and records their outcomes (successes and failed
-attempts alike) together. It runs the first and leaves the rest in the
-pool's ``ready`` buffer, where any worker takes the next: no job waits
-behind another one's long run while a worker is free.
-Slow handlers get one job at a time; a stop gives the buffered jobs back.
+Fast handlers make the store's cost per job the bottleneck, so where the
+store allows it (``Store.claim_batch``: the memory store; others when asked)
+a claim takes more due jobs than there are idle workers, as many as the
+worker's recent handlers ran in ``BATCH_SECONDS``; any worker takes the
+next of them, and a worker records the outcomes of the jobs it ran in a row
+together. A stop gives the jobs not started back.
 
 The threads are daemon threads. A ``concurrent.futures`` pool joins its threads
 at interpreter exit, so one handler that never returns would hang the exit; the
@@ -26,16 +24,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 
+from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher, GroupCommit
 from jobq._runner import Outcome, Runner
 from jobq.stores.base import Claim, Signal, Store
 
 logger = logging.getLogger("jobq")
-
-#: Longest sleep of an idle worker, in seconds.
-MAX_IDLE_WAIT = 1.0
 
 #: A batch holds about this many seconds of handler time (and at most the
 #: store's ``claim_batch`` jobs).
@@ -88,9 +83,14 @@ class WorkerPool:
         self.workers = 0
         self._watchdog: threading.Thread | None = None
         self._watchdog_wake = threading.Condition(signal.lock)
-        #: Claimed jobs not started yet, in run order: any worker takes the
-        #: next (``deque`` appends and pops are atomic).
-        self._ready: deque[Claim] = deque()
+        self._dispatcher = Dispatcher(
+            store, runner, signal, clock, lambda: self._stopping
+        )
+        #: How workers record outcomes: together, for a store that keeps jobs
+        #: beyond the process; each its own, for the memory store.
+        self._record: Callable[[list[Outcome]], None] = (
+            GroupCommit(runner).record if store.keeps_results else runner.record
+        )
 
     @property
     def running(self) -> bool:
@@ -149,85 +149,26 @@ class WorkerPool:
         return ended
 
     def _work(self) -> None:
-        signal, runner = self._signal, self._runner
+        runner, dispatcher, record = self._runner, self._dispatcher, self._record
         size = BatchSize(self._store.claim_batch)
         ran: list[Outcome] = []  # outcomes not recorded yet
         while True:
-            generation = signal.generation
-            if self._stopping:
-                runner.record(ran)
+            claim = None if self._stopping else dispatcher.ready()
+            if claim is None:  # record before waiting, or claiming more
+                record(ran)
                 ran = []
-                runner.release(self._take_ready())
+                claim = dispatcher.next(size.next())
+            if claim is None:  # stopping
+                runner.release(dispatcher.take_ready())
                 if self._leave():
                     return
-            try:
-                claim = self._next_claim(size)
-            except Exception:
-                logger.exception("claiming a job failed; trying again shortly")
-                self._sleep(generation, MAX_IDLE_WAIT)
-                continue
-            if claim is None:
-                runner.record(ran)
-                ran = []
-                self._idle(generation)
                 continue
             started = time.monotonic()
             ran.append(runner.run_one(claim))
             size.ran(time.monotonic() - started)
-            if not self._ready or len(ran) >= size.limit:
-                runner.record(ran)
+            if len(ran) >= size.limit:
+                record(ran)
                 ran = []
-
-    def _next_claim(self, size: BatchSize) -> Claim | None:
-        """The next buffered claim, else the next due jobs from the store."""
-        try:
-            return self._ready.popleft()
-        except IndexError:
-            pass
-        claims = self._store.claim_many(self._clock(), size.next())
-        if not claims:
-            return None
-        self._runner.hold(claims)
-        if len(claims) > 1:
-            self._ready.extend(claims[1:])
-            if self._signal.idle_workers:  # a hint: this worker runs them anyway
-                self._signal.jobs_added(len(claims) - 1)
-        return claims[0]
-
-    def _take_ready(self) -> list[Claim]:
-        taken = []
-        while True:
-            try:
-                taken.append(self._ready.popleft())
-            except IndexError:
-                return taken
-
-    def _idle(self, generation: int) -> None:
-        """Sleep until the next delayed job is due, or new work arrives."""
-        try:
-            due = self._store.next_due()
-        except Exception:
-            logger.exception("reading the next due time failed")
-            due = None
-        wait = MAX_IDLE_WAIT if due is None else due - self._clock()
-        self._sleep(generation, min(max(wait, 0.0), MAX_IDLE_WAIT))
-
-    def _sleep(self, generation: int, timeout: float) -> None:
-        """Wait for new work unless some arrived since ``generation`` was read."""
-        signal = self._signal
-        with signal.lock:
-            if (
-                self._stopping
-                or signal.generation != generation
-                or timeout <= 0
-                or self._ready
-            ):
-                return
-            signal.idle_workers += 1
-            try:
-                signal.work.wait(timeout)
-            finally:
-                signal.idle_workers -= 1
 
     def _watch_interval(self) -> float | None:
         """How often the watchdog looks; ``None`` if it has nothing to do."""
