@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_clock import Clock
 
 import jobq
 from jobq import Job, JobState
 from jobq.stores import JsonFileStore, PostgresStore, SqliteStore
 from jobq.stores.base import Done, Failure
+from jobq.testing import Clock
 from jobq.types import AttemptError
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fake_clock import T0, Clock
 from freezegun import freeze_time
 
 import jobq
 from jobq import AttemptError, Enqueued, Fatal, Job, JobState, Retry, Stats
+from jobq.testing import T0, Clock
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 
