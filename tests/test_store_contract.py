@@ -1,4 +1,6 @@
-"""Every built-in store passes ``jobq.testing.StoreContractTests``."""
+"""Every store passes ``jobq.testing.StoreContractTests``: the four built-in
+ones, and ``DictStore``, a store written against the documented contract
+alone (``tests/support/dict_store.py``), as a store of yours would be."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from dict_store import DictStore, Shelf
 
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
 from jobq.testing import StoreContractTests
@@ -55,6 +58,20 @@ class TestPostgresStore(StoreContractTests):
             queue=self.queue_name,
             clock="queue" if queue_clock else "database",
         )
+
+
+class TestDictStore(StoreContractTests):
+    """A third party's store: its jobs live on a ``Shelf`` that outlives the
+    store object, so a second store over it is a restart."""
+
+    persistent = True
+
+    @pytest.fixture(autouse=True)
+    def _shelf(self) -> None:
+        self.shelf = Shelf()
+
+    def make_store(self, *, queue_clock: bool = False) -> Store:
+        return DictStore(self.shelf)
 
 
 def test_importing_jobq_does_not_import_jobq_testing_or_pytest() -> None:
