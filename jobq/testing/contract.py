@@ -1383,6 +1383,20 @@ class StoreContractTests:
         assert store.claim_many(clock(), 10) == []
         assert queue.stats().running == 3
 
+    def test_claim_many_breaks_ties_by_the_lowest_id_whatever_was_changed_last(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        jobs = queue.enqueue_many(range(10))
+        store = queue.store
+        claims = store.claim_many(clock(), 10)
+        for claim in reversed(claims):  # the last job changed first
+            store.release([claim], clock())
+
+        again = store.claim_many(clock(), 10)
+
+        assert [c.id for c in again] == [job.id for job in jobs]
+
     def test_finish_many_records_current_claims_and_refuses_stale_ones(
         self, make_queue: MakeQueue, clock: Clock
     ) -> None:
