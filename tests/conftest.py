@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_clock import Clock
 
 import jobq
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
+from jobq.testing import Clock
 
 StoreFactory = Callable[..., Store]
 

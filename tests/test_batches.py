@@ -1,5 +1,7 @@
-"""Claiming several jobs at once: the store calls behind it, on every store,
-and what workers that batch must still guarantee (jobq._workers)."""
+"""Claiming several jobs at once: what workers that batch must still
+guarantee (jobq._workers). The store calls behind it (``claim_many``,
+``finish_many``, ``fail_many``, ``release``) are in
+``jobq.testing.StoreContractTests``."""
 
 from __future__ import annotations
 
@@ -10,122 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_clock import Clock
 
 import jobq
-from jobq import Job, JobState
+from jobq import Job
 from jobq.stores import JsonFileStore, PostgresStore, SqliteStore
-from jobq.stores.base import Done, Failure
-from jobq.types import AttemptError
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 
 
 def succeed(job: Job[Any]) -> str:
     return "ok"
-
-
-def test_claim_many_takes_due_jobs_in_run_order_up_to_the_limit(
-    make_queue: MakeQueue, clock: Clock
-) -> None:
-    queue = make_queue(succeed, clock=clock)
-    low = queue.enqueue_many(["a", "b"])
-    high = queue.enqueue("c", priority=5)
-    queue.enqueue("later", delay=60)
-    store = queue.store
-
-    first = store.claim_many(clock(), 2)
-    rest = store.claim_many(clock(), 10)
-
-    assert [c.id for c in first] == [high.id, low[0].id]
-    assert [c.id for c in rest] == [low[1].id]
-    assert [c.attempt for c in first + rest] == [1, 1, 1]
-    assert store.claim_many(clock(), 10) == []
-    assert queue.stats().running == 3
-
-
-def test_finish_many_records_current_claims_and_refuses_stale_ones(
-    make_queue: MakeQueue, clock: Clock
-) -> None:
-    queue = make_queue(succeed, clock=clock)
-    first, second = queue.enqueue_many(["a", "b"])
-    store = queue.store
-    stale, current = store.claim_many(clock(), 2)
-    store.release([stale], clock())
-    (again,) = store.claim_many(clock(), 1)
-
-    assert store.finish_many(
-        [Done(stale, None), Done(current, None)], None, clock()
-    ) == [False, True]
-
-    assert queue.get(second) is None
-    record = queue.get(first)
-    assert record is not None
-    assert record.state is JobState.RUNNING
-    assert store.finish_many([Done(again, None)], None, clock()) == [True]
-    assert queue.stats().pending + queue.stats().running == 0
-
-
-def test_fail_many_records_retries_and_deaths_and_refuses_stale_claims(
-    make_queue: MakeQueue, clock: Clock
-) -> None:
-    queue = make_queue(succeed, clock=clock)
-    retried, dead, reclaimed = queue.enqueue_many(["a", "b", "c"])
-    store = queue.store
-    first, second, stale = store.claim_many(clock(), 3)
-    store.release([stale], clock())
-    (current,) = store.claim_many(clock(), 1)
-    now = clock()
-
-    recorded = store.fail_many(
-        [
-            Failure(
-                first, AttemptError("ValueError", "try later", "tb", now), now + 60
-            ),
-            Failure(second, AttemptError("Fatal", "give up", "tb", now), None),
-            Failure(stale, AttemptError("ValueError", "stale", "tb", now), now),
-        ],
-        now,
-    )
-
-    assert recorded == [True, True, False]
-    again = queue.get(retried)
-    assert again is not None
-    assert (again.state, again.attempts, again.run_at) == (
-        JobState.PENDING,
-        1,
-        now + 60,
-    )
-    assert again.last_error == "ValueError: try later"
-    [buried] = queue.dead_jobs()
-    assert (buried.id, buried.attempts, buried.last_error) == (
-        dead.id,
-        1,
-        "Fatal: give up",
-    )
-    still = queue.get(reclaimed)
-    assert still is not None
-    assert (still.state, still.attempts) == (JobState.RUNNING, 0)
-    assert queue.stats().pending == 1
-    assert store.fail_many([Failure(current, buried.errors[0], None)], now) == [True]
-    assert queue.stats().dead == 2
-
-
-def test_release_makes_jobs_pending_again_without_counting_an_attempt(
-    make_queue: MakeQueue, clock: Clock
-) -> None:
-    queue = make_queue(succeed, clock=clock)
-    jobs = queue.enqueue_many(["a", "b"])
-    store = queue.store
-    claims = store.claim_many(clock(), 2)
-
-    store.release(claims, clock())
-    store.release(claims, clock())  # stale now: changes nothing
-
-    assert queue.stats().pending == 2
-    assert queue.stats().running == 0
-    again = store.claim_many(clock(), 2)
-    assert [(c.id, c.attempt) for c in again] == [(j.id, 1) for j in jobs]
 
 
 def test_a_handler_that_blocks_holds_back_none_of_the_jobs_claimed_with_it(

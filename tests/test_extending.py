@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fake_clock import T0, Clock
 
 import jobq
 from jobq import Event, EventKind, Fatal, Job, JobState
 from jobq.stores import MemoryStore, store_from
+from jobq.testing import T0, Clock
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 

@@ -1,7 +1,8 @@
-"""The layout the code keeps: the command line, the framework integrations
-and the benchmarks use jobq through its public names only (nothing that
-starts with ``_`` from another jobq module), and the benchmark modules do
-not import each other in a circle.
+"""The layout the code keeps: the command line, the framework integrations,
+``jobq.testing``, the third-party store of the tests and the benchmarks use
+jobq through its public names only (nothing that starts with ``_`` from
+another jobq module), and the benchmark modules do not import each other in
+a circle.
 
 Read from the source (``ast``), so nothing here is imported or run.
 """
@@ -16,8 +17,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Where only public jobq names may be used.
-CHECKED = ["jobq/cli", "jobq/contrib", "benchmarks"]
+#: Where only public jobq names may be used (folders, or files).
+CHECKED = [
+    "jobq/cli",
+    "jobq/contrib",
+    "jobq/testing",
+    "tests/support/dict_store.py",
+    "benchmarks",
+]
 
 #: Private attributes of other libraries that the code may use.
 FOREIGN = {"_get_current_object", "_exit"}
@@ -31,8 +38,9 @@ def module_name(path: Path) -> str:
 
 
 def files() -> Iterator[Path]:
-    for folder in CHECKED:
-        yield from sorted((ROOT / folder).rglob("*.py"))
+    for name in CHECKED:
+        path = ROOT / name
+        yield from [path] if path.is_file() else sorted(path.rglob("*.py"))
 
 
 def private(name: str) -> bool:

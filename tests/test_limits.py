@@ -1,4 +1,6 @@
-"""Limits that keep a flood from taking the app down, and the slow-job warning."""
+"""Limits that keep a flood from taking the app down, and the slow-job warning.
+
+How a store applies ``max_pending`` is in ``jobq.testing.StoreContractTests``."""
 
 from __future__ import annotations
 
@@ -13,42 +15,6 @@ import jobq
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 WAIT = 10.0
-
-
-def test_enqueue_beyond_max_pending_raises_queue_full_and_adds_nothing(
-    make_queue: MakeQueue,
-) -> None:
-    queue = make_queue(lambda job: None, max_pending=3)
-    queue.enqueue_many(["a", "b", "c"])
-
-    with pytest.raises(jobq.QueueFull, match="max_pending is 3"):
-        queue.enqueue("d")
-    with pytest.raises(jobq.QueueFull):
-        queue.enqueue_many(["e", "f"])
-
-    assert queue.stats().pending == 3
-
-
-def test_a_batch_that_would_pass_max_pending_is_refused_whole(
-    make_queue: MakeQueue,
-) -> None:
-    queue = make_queue(lambda job: None, max_pending=3)
-    queue.enqueue("a")
-
-    with pytest.raises(jobq.QueueFull):
-        queue.enqueue_many(["b", "c", "d"])
-
-    assert queue.stats().pending == 1
-
-
-def test_room_made_by_running_jobs_can_be_used_again(make_queue: MakeQueue) -> None:
-    queue = make_queue(lambda job: None, max_pending=2)
-    queue.enqueue_many(["a", "b"])
-    queue.run_pending()
-
-    queue.enqueue_many(["c", "d"])
-
-    assert queue.stats().pending == 2
 
 
 def test_queue_full_is_a_jobq_error() -> None:

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from fake_clock import T0, Clock
 
 import jobq
 from jobq import Fatal, Job, JobState, Retry
 from jobq.stores.base import NewJob
+from jobq.testing import T0, Clock
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 

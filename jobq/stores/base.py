@@ -22,10 +22,11 @@ Wake-ups: the queue's idle workers sleep on ``Signal`` until a store says a
 job became claimable (``Signal.jobs_added``: a due job added, a retry due
 now, a claim released, a dead job revived, a claim recovered, or a job
 another process added, where the store can tell) or the next due time
-comes (``next_due``). ``join`` callers sleep until a store says a job left
-the pending or running state (``Signal.job_settled``). A store that cannot
-tell about other processes is still correct: workers look at least once a
-second.
+comes (``next_due``, read before they sleep: so a delayed job added due
+before the earliest one wakes a worker too, or it may run up to a second
+late). ``join`` callers sleep until a store says a job left the pending or
+running state (``Signal.job_settled``). A store that cannot tell about other
+processes is still correct: workers look at least once a second.
 
 Fork: a store object inherited by a forked child must not use the parent's
 threads, locks, files or connections (``os.register_at_fork``; the built-in
@@ -60,7 +61,12 @@ logger = logging.getLogger(__name__)
 
 
 class NewJob(NamedTuple):
-    """A job to add, already checked and encoded by the queue."""
+    """A job to add, already checked and encoded by the queue.
+
+    ``run_at`` may be earlier than the ``now`` of ``add`` (jobs prepared
+    before they are written, at a commit): such a job is due at once, and
+    keeps that ``run_at``.
+    """
 
     payload: str  # JSON text
     run_at: float
@@ -203,7 +209,8 @@ class Store(Protocol):
 
     def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
         """Acquire files, locks or connections, and recover the claims of a
-        process that died; idempotent.
+        process that died (at the time ``signal.clock()`` gives); idempotent:
+        a second call does not take this process's own claims for a dead one's.
 
         Called by the queue on its first use, never at construction, with
         the ``Signal`` to wake its workers and the dead-letter cap to keep.
@@ -223,18 +230,24 @@ class Store(Protocol):
     ) -> list[Enqueued]:
         """Add jobs in one write, all or none; their ids, in order.
 
+        Each new job is pending with no attempts and ``created_at`` = ``now``.
+        Ids are positive (below 2**63) and only grow: an id is never given
+        again, even after its job is gone or the store was reopened.
+
         A key held by a pending or running job (or by an earlier job of the
         same batch) yields that job's id as a duplicate, adding nothing. With
         ``max_pending``, raise ``QueueFull`` and add nothing if the new jobs
         (duplicates do not count) would make more than that many pending
         (``check_room``); exact within a process, approximate across
-        processes. Wakes idle workers for the jobs that are due.
+        processes. Wakes idle workers for the jobs that are due (see the
+        module for a delayed one).
         """
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
-        """Take up to ``limit`` due jobs in one write, in run order (highest
-        priority, earliest due, lowest id), marking each running under a new
-        token; an empty list if none is due."""
+        """Take up to ``limit`` due jobs (``run_at <= now``) in one write, in
+        run order (highest priority, earliest due, lowest id), marking each
+        running under a token no earlier claim of that job had; an empty list
+        if none is due."""
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
@@ -242,20 +255,23 @@ class Store(Protocol):
         """Record successes in one write: remove each job, or keep it
         ``completed`` with its ``result`` until ``keep_until``; frees its key.
         Whether each was recorded (``False`` for a claim no longer current).
-        Wakes ``join`` callers when nothing is left pending or running."""
+        Wakes ``join`` callers (``Signal.job_settled``: they look themselves
+        whether anything is left)."""
 
     def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
         """Record failed attempts in one write: each job pending again at its
         ``retry_at`` (waking workers if that is due), or dead when
         ``retry_at`` is ``None`` (freeing its key and keeping the dead-letter
-        cap). ``attempts`` grows by one, ``last_error`` and ``errors`` (the
-        newest ``ERRORS_KEPT``, oldest first: ``add_error``) take the error.
+        cap, and waking ``join`` callers). ``attempts`` grows by one,
+        ``last_error`` (``describe_error``) and ``errors`` (the newest
+        ``ERRORS_KEPT``, oldest first: ``add_error``) take the error.
         Whether each was recorded (``False`` for a claim no longer current)."""
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         """Give back claims whose jobs did not start: pending again as they
-        were, no attempt counted (workers that claimed several jobs at once,
-        stopping before they ran them all)."""
+        were (same ``run_at``), no attempt counted, waking workers (workers
+        that claimed several jobs at once, stopping before they ran them
+        all). Claims no longer current are skipped."""
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         """Extend the lease of running claims (a no-op without leases)."""
@@ -267,26 +283,35 @@ class Store(Protocol):
     # -- looking and managing --
 
     def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
-        """The job in any state, or ``None`` (expired completed jobs are gone)."""
+        """The job in any state, or ``None`` (completed jobs are gone once
+        ``now`` reaches their ``keep_until``). Its payload and result are
+        decoded from their JSON text, new objects for each call; a claimed job
+        shows as ``running``, with the ``attempts`` that failed so far."""
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
     ) -> list[JobRecord[Any]]:
-        """Jobs in one state: dead oldest-buried first, pending in run order."""
+        """Jobs in one state, as ``get`` shows them, up to ``limit`` (``None``:
+        all): dead ones oldest-buried first; the others by due time (earliest
+        ``run_at``, then highest priority, then lowest id), which for pending
+        jobs is not the run order."""
 
     def revive(self, job_id: int, now: float) -> bool:
-        """Make a dead job pending now with no attempts; ``False`` if it is not
-        dead or its key is held by another live job."""
+        """Make a dead job pending now (``run_at`` = ``now``) with no
+        attempts, keeping its ``last_error`` and ``errors`` and taking its key
+        back; waking workers. ``False`` if it is not dead or its key is held
+        by another pending or running job."""
 
     def delete_dead(self, job_id: int) -> bool:
         """Remove a dead job; ``False`` if it is not dead."""
 
     def cancel(self, job_id: int) -> bool:
-        """Remove a pending job (not a running one), freeing its key;
-        ``False`` if it is not pending."""
+        """Remove a pending job (not a running one), freeing its key and
+        waking ``join`` callers; ``False`` if it is not pending."""
 
     def stats(self) -> StoreStats:
-        """Pending (delayed included), running and dead counts."""
+        """Pending (delayed included), running and dead counts (completed
+        jobs are in none)."""
 
     def next_due(self) -> float | None:
         """When the earliest pending job becomes due; ``None`` if none is pending."""

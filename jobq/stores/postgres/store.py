@@ -522,7 +522,7 @@ class PostgresStore(OneJobCalls):
                     "owner": self._owner.text,
                 },
             ).fetchall()
-        rows.sort(key=lambda row: row[6:])  # RETURNING keeps no order: run order
+        rows.sort(key=lambda row: (*row[6:], row[0]))  # RETURNING keeps no order
         return [
             Claim(job_id, token, payload, attempts + 1, max_attempts, key, task, run_at)
             for job_id, payload, attempts, max_attempts, key, task, _, run_at in rows

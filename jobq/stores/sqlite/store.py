@@ -383,7 +383,7 @@ class SqliteStore(OneJobCalls):
             rows = conn.execute(
                 CLAIM, (now + self._lease, owner.host, owner.pid, owner.nonce, limit)
             ).fetchall()
-        rows.sort(key=lambda row: row[7:])  # RETURNING keeps no order: run order
+        rows.sort(key=lambda row: (*row[7:], row[0]))  # RETURNING keeps no order
         return [
             Claim(job_id, token, payload, tried + 1, max_attempts, key, task, due)
             for job_id, token, payload, tried, max_attempts, key, task, _, due in rows

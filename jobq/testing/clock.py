@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-T0 = 1_800_000_000.0  # an arbitrary wall-clock time, in epoch seconds
+#: Where a ``Clock`` starts: an arbitrary wall-clock time, in epoch seconds.
+T0 = 1_800_000_000.0
 
 
 class Clock:
-    """A wall clock that moves only when the test says so."""
+    """A wall clock that moves only when the test says so:
+    ``JobQueue(handler, clock=clock)``, then ``clock.advance(seconds)``."""
 
     def __init__(self, now: float = T0) -> None:
         self.now = now

@@ -1,0 +1,332 @@
+"""A store written by a third party, against the documented contract alone
+(``jobq.stores.base``): a dict of jobs guarded by the queue's lock.
+
+Every call scans the jobs (O(n)): it is meant to be obviously right, not fast.
+The jobs live on a ``Shelf`` that outlives the store object, as a database
+outlives a process: a second store over the same shelf is a restart, and
+jobs still running on it were running in a process that died. It leaves out
+what the suite cannot check in one process: fork (see the contract).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobq import AttemptError, Enqueued, JobRecord, JobState
+from jobq.stores.base import (
+    Claim,
+    Done,
+    Failure,
+    NewJob,
+    Signal,
+    StoreStats,
+    add_error,
+    check_room,
+    describe_error,
+    log_dropped_dead,
+    log_recovered,
+    process_died,
+    retries_after_crash,
+)
+
+
+@dataclass
+class Row:
+    """One job as the shelf keeps it; payload and result as JSON text."""
+
+    id: int
+    created_at: float
+    payload: str  # from here on, the fields of NewJob in its order
+    run_at: float
+    key: str | None
+    priority: int
+    max_attempts: int
+    task: str | None
+    state: JobState = JobState.PENDING
+    attempts: int = 0
+    last_error: str | None = None
+    errors: tuple[AttemptError, ...] = ()
+    result: str | None = None
+    keep_until: float | None = None  # completed: gone from then on
+    token: int = 0  # running: the current claim's
+    buried: int = 0  # dead: burial order
+
+
+@dataclass
+class Shelf:
+    """Where the jobs live, beyond any one store object."""
+
+    rows: dict[int, Row] = field(default_factory=dict)
+    last_id: int = 0
+    tokens: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    burials: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+
+class DictStore:
+    """Jobs in a dict on a ``Shelf``, guarded by the queue's lock."""
+
+    lease_seconds: float | None = None  # claims live as long as this process
+    claim_batch = 4
+    shared_between_processes = False
+    keeps_results = False
+    transactional_add = False
+
+    def __init__(self, shelf: Shelf) -> None:
+        self.shelf = shelf
+        self.signal = Signal()
+        self.dead_letter_limit = 1000
+        self.opened = False
+
+    # -- lifecycle --
+
+    def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
+        with signal.lock:
+            self.signal, self.dead_letter_limit = signal, dead_letter_limit
+            if self.opened:
+                return
+            self.opened = True
+            now = signal.clock()
+            died = [r for r in self.shelf.rows.values() if r.state is JobState.RUNNING]
+            for row in died:  # claimed by a process that is gone
+                retry = retries_after_crash(row.attempts, row.max_attempts)
+                self._failed(row, process_died(now), now if retry else None)
+            log_recovered(row.id for row in died)
+            if died:
+                self.signal.jobs_added_locked(len(died))
+
+    def close(self) -> None:
+        """The shelf keeps everything."""
+
+    def save(self) -> None:
+        """The shelf keeps everything."""
+
+    # -- the job's path --
+
+    def add(
+        self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
+    ) -> list[Enqueued]:
+        with self.signal.lock:
+            held = self._held_keys()
+            keys = {job.key for job in jobs if job.key is not None}
+            adding = sum(job.key is None for job in jobs) + len(keys - held.keys())
+            if max_pending is not None:
+                check_room(self.stats().pending, adding, max_pending)
+            added: list[Enqueued] = []
+            due = 0
+            for job in jobs:
+                if job.key is not None and job.key in held:
+                    added.append(Enqueued(held[job.key], True))
+                    continue
+                self.shelf.last_id += 1
+                row = Row(self.shelf.last_id, now, *job)
+                self.shelf.rows[row.id] = row
+                if row.key is not None:
+                    held[row.key] = row.id
+                added.append(Enqueued(row.id, False))
+                due += row.run_at <= now
+            if adding:  # a delayed one may be the earliest now: wake a worker too
+                self.signal.jobs_added_locked(max(due, 1))
+            return added
+
+    def claim_many(self, now: float, limit: int) -> list[Claim]:
+        with self.signal.lock:
+            due = [r for r in self.shelf.rows.values() if self._pending_due(r, now)]
+            due.sort(key=lambda r: (-r.priority, r.run_at, r.id))
+            claims = []
+            for row in due[:limit]:
+                row.state, row.token = JobState.RUNNING, next(self.shelf.tokens)
+                attempt = row.attempts + 1
+                claims.append(
+                    Claim(
+                        row.id,
+                        row.token,
+                        row.payload,
+                        attempt,
+                        row.max_attempts,
+                        row.key,
+                        row.task,
+                        row.run_at,
+                    )
+                )
+            return claims
+
+    def finish_many(
+        self, done: Sequence[Done], keep_until: float | None, now: float
+    ) -> list[bool]:
+        with self.signal.lock:
+            for gone in [r for r in self.shelf.rows.values() if self._expired(r, now)]:
+                del self.shelf.rows[gone.id]
+            recorded = []
+            for claim, result in done:
+                row = self._claimed(claim)
+                recorded.append(row is not None)
+                if row is None:
+                    continue
+                if keep_until is None:
+                    del self.shelf.rows[row.id]
+                else:
+                    row.state, row.result = JobState.COMPLETED, result
+                    row.keep_until, row.token = keep_until, 0
+            if any(recorded):
+                self.signal.job_settled_locked()
+            return recorded
+
+    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+        with self.signal.lock:
+            recorded = []
+            for claim, error, retry_at in failures:
+                row = self._claimed(claim)
+                recorded.append(row is not None)
+                if row is not None:
+                    self._failed(row, error, retry_at)
+                    if retry_at is not None and retry_at <= now:
+                        self.signal.jobs_added_locked()
+            return recorded
+
+    def release(self, claims: Sequence[Claim], now: float) -> None:
+        with self.signal.lock:
+            for claim in claims:
+                row = self._claimed(claim)
+                if row is not None:
+                    row.state, row.token = JobState.PENDING, 0
+                    self.signal.jobs_added_locked()
+
+    def renew(self, claims: Sequence[Claim], now: float) -> None:
+        """No leases: nothing to renew."""
+
+    def recover(self, now: float) -> int:
+        """No leases: claims of a dead process are recovered at ``open``."""
+        return 0
+
+    # -- looking and managing --
+
+    def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
+        with self.signal.lock:
+            row = self.shelf.rows.get(job_id)
+            if row is None or self._expired(row, now):
+                return None
+            return self._record(row)
+
+    def list_jobs(
+        self, state: JobState, limit: int | None = None
+    ) -> list[JobRecord[Any]]:
+        with self.signal.lock:
+            rows = [r for r in self.shelf.rows.values() if r.state is state]
+            if state is JobState.DEAD:
+                rows.sort(key=lambda r: r.buried)
+            else:
+                rows.sort(key=lambda r: (r.run_at, -r.priority, r.id))
+            return [self._record(row) for row in rows[:limit]]
+
+    def revive(self, job_id: int, now: float) -> bool:
+        with self.signal.lock:
+            row = self.shelf.rows.get(job_id)
+            if row is None or row.state is not JobState.DEAD:
+                return False
+            if row.key is not None and row.key in self._held_keys():
+                return False
+            row.state, row.attempts, row.run_at = JobState.PENDING, 0, now
+            self.signal.jobs_added_locked()
+            return True
+
+    def delete_dead(self, job_id: int) -> bool:
+        with self.signal.lock:
+            row = self.shelf.rows.get(job_id)
+            if row is None or row.state is not JobState.DEAD:
+                return False
+            del self.shelf.rows[job_id]
+            return True
+
+    def cancel(self, job_id: int) -> bool:
+        with self.signal.lock:
+            row = self.shelf.rows.get(job_id)
+            if row is None or row.state is not JobState.PENDING:
+                return False
+            del self.shelf.rows[job_id]
+            self.signal.job_settled_locked()
+            return True
+
+    def stats(self) -> StoreStats:
+        with self.signal.lock:
+            states = [row.state for row in self.shelf.rows.values()]
+            return StoreStats(
+                pending=states.count(JobState.PENDING),
+                running=states.count(JobState.RUNNING),
+                dead=states.count(JobState.DEAD),
+            )
+
+    def next_due(self) -> float | None:
+        with self.signal.lock:
+            pending = [
+                r.run_at
+                for r in self.shelf.rows.values()
+                if r.state is JobState.PENDING
+            ]
+            return min(pending, default=None)
+
+    # -- helpers (with the lock held) --
+
+    def _held_keys(self) -> dict[str, int]:
+        """Keys of pending and running jobs, and the job holding each."""
+        return {
+            row.key: row.id
+            for row in self.shelf.rows.values()
+            if row.key is not None and row.state in (JobState.PENDING, JobState.RUNNING)
+        }
+
+    @staticmethod
+    def _pending_due(row: Row, now: float) -> bool:
+        return row.state is JobState.PENDING and row.run_at <= now
+
+    @staticmethod
+    def _expired(row: Row, now: float) -> bool:
+        return row.keep_until is not None and row.keep_until <= now
+
+    def _claimed(self, claim: Claim) -> Row | None:
+        """The job ``claim`` is the current claim of, else ``None``."""
+        row = self.shelf.rows.get(claim.id)
+        if row is None or row.state is not JobState.RUNNING or row.token != claim.token:
+            return None
+        return row
+
+    def _failed(self, row: Row, error: AttemptError, retry_at: float | None) -> None:
+        """A failed attempt: pending again at ``retry_at``, or dead (keeping
+        the newest ``dead_letter_limit`` dead jobs)."""
+        row.attempts += 1
+        row.last_error = describe_error(error)
+        row.errors = add_error(row.errors, error)
+        row.token = 0
+        if retry_at is not None:
+            row.state, row.run_at = JobState.PENDING, retry_at
+            return
+        row.state, row.buried = JobState.DEAD, next(self.shelf.burials)
+        dead = sorted(
+            (r for r in self.shelf.rows.values() if r.state is JobState.DEAD),
+            key=lambda r: r.buried,
+        )
+        for gone in dead[: max(len(dead) - self.dead_letter_limit, 0)]:
+            del self.shelf.rows[gone.id]
+            log_dropped_dead(self.dead_letter_limit, gone.id, gone.last_error)
+        self.signal.job_settled_locked()
+
+    @staticmethod
+    def _record(row: Row) -> JobRecord[Any]:
+        return JobRecord(
+            id=row.id,
+            payload=json.loads(row.payload),
+            attempts=row.attempts,
+            state=row.state,
+            run_at=row.run_at,
+            created_at=row.created_at,
+            last_error=row.last_error,
+            key=row.key,
+            priority=row.priority,
+            result=None if row.result is None else json.loads(row.result),
+            task=row.task,
+            errors=row.errors,
+            max_attempts=row.max_attempts,
+        )

@@ -1,0 +1,85 @@
+"""Every store passes ``jobq.testing.StoreContractTests``: the four built-in
+ones, and ``DictStore``, a store written against the documented contract
+alone (``tests/support/dict_store.py``), as a store of yours would be."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+
+import pytest
+from dict_store import DictStore, Shelf
+
+from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
+from jobq.testing import StoreContractTests
+
+#: The server of conftest.py's ``postgres_schema`` fixture.
+POSTGRES_URL = os.environ.get(
+    "JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+class TestMemoryStore(StoreContractTests):
+    def make_store(self, *, queue_clock: bool = False) -> Store:
+        return MemoryStore()
+
+
+class TestJsonFileStore(StoreContractTests):
+    persistent = True
+
+    def make_store(self, *, queue_clock: bool = False) -> Store:
+        return JsonFileStore(self.tmp_path / "jobs.json")
+
+
+class TestSqliteStore(StoreContractTests):
+    persistent = True
+
+    def make_store(self, *, queue_clock: bool = False) -> Store:
+        return SqliteStore(self.tmp_path / "jobs.db")
+
+
+class TestPostgresStore(StoreContractTests):
+    """A queue of its own (a fresh name) per test, in the session's schema;
+    skipped without a server unless JOBQ_REQUIRE_POSTGRES=1."""
+
+    persistent = True
+
+    @pytest.fixture(autouse=True)
+    def _queue_name(self, postgres_schema: str) -> None:
+        self.schema = postgres_schema
+        self.queue_name = f"test-{secrets.token_hex(6)}"
+
+    def make_store(self, *, queue_clock: bool = False) -> Store:
+        return PostgresStore(
+            POSTGRES_URL,
+            schema=self.schema,
+            queue=self.queue_name,
+            clock="queue" if queue_clock else "database",
+        )
+
+
+class TestDictStore(StoreContractTests):
+    """A third party's store: its jobs live on a ``Shelf`` that outlives the
+    store object, so a second store over it is a restart."""
+
+    persistent = True
+
+    @pytest.fixture(autouse=True)
+    def _shelf(self) -> None:
+        self.shelf = Shelf()
+
+    def make_store(self, *, queue_clock: bool = False) -> Store:
+        return DictStore(self.shelf)
+
+
+def test_importing_jobq_does_not_import_jobq_testing_or_pytest() -> None:
+    code = (
+        "import sys, jobq, jobq.stores;"
+        "print(sorted(m for m in ('jobq.testing', 'pytest') if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
