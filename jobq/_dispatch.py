@@ -195,6 +195,11 @@ class GroupCommit:
         self._next = 1  # the number of the next batch to be written
         self._written = 0  # the number of the last batch written
 
+    @property
+    def waiting(self) -> int:
+        """Outcomes waiting for the next write."""
+        return len(self._pending)
+
     def record(self, outcomes: list[Outcome]) -> None:
         """Record ``outcomes``, in one write with those of the workers that
         arrived meanwhile; return once they are written."""

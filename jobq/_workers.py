@@ -86,10 +86,11 @@ class WorkerPool:
         self._dispatcher = Dispatcher(
             store, runner, signal, clock, lambda: self._stopping
         )
-        #: How workers record outcomes: together, for a store that keeps jobs
-        #: beyond the process; each its own, for the memory store.
+        #: How workers record outcomes: together (``commit``), for a store
+        #: that keeps jobs beyond the process; each its own, for memory.
+        self.commit = GroupCommit(runner) if store.keeps_results else None
         self._record: Callable[[list[Outcome]], None] = (
-            GroupCommit(runner).record if store.keeps_results else runner.record
+            runner.record if self.commit is None else self.commit.record
         )
 
     @property
