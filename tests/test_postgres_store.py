@@ -581,6 +581,55 @@ def test_counts_stay_equal_to_the_rows(pg: PG) -> None:
     assert {state: int(n) for state, n in kept if n} == counted
 
 
+def test_burials_at_once_keep_exactly_the_dead_letter_limit(
+    pg: PG, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two stores bury a job each, one short of the limit, while the first
+    one's burial has not committed yet: the second trims only once the first
+    committed, so the list ends at the limit, not one beyond it."""
+    app = f"jobq-test-{secrets.token_hex(4)}"
+    first = pg.opened(dead_letter_limit=3)
+    second = pg.opened(
+        dead_letter_limit=3,
+        url=psycopg.conninfo.make_conninfo(URL, application_name=app),
+    )
+    first.add([new_job(n, max_attempts=1) for n in range(4)], T0)
+    for _ in range(2):
+        claim = first.claim(T0)
+        assert claim is not None
+        assert first.fail(claim, error(), None, T0)
+    mine, theirs = first.claim(T0), second.claim(T0)
+    assert mine is not None
+    assert theirs is not None
+    trimmed, go_on = threading.Event(), threading.Event()
+    trim = first._trim_dead
+
+    def trim_and_wait(conn: psycopg.Connection[Any]) -> list[tuple[int, str | None]]:
+        dropped = trim(conn)
+        trimmed.set()
+        go_on.wait(WAIT)  # the burial stays uncommitted meanwhile
+        return dropped
+
+    monkeypatch.setattr(first, "_trim_dead", trim_and_wait)
+    burying = threading.Thread(target=first.fail, args=(mine, error(), None, T0))
+    burying.start()
+    assert trimmed.wait(WAIT)
+    also = threading.Thread(target=second.fail, args=(theirs, error(), None, T0))
+    also.start()
+    waiting = "SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+    waiting += " AND wait_event_type = 'Lock'"
+    deadline = time.monotonic() + WAIT
+    while also.is_alive() and not pg.rows(waiting, app):  # done, or waits
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    go_on.set()
+    burying.join(WAIT)
+    also.join(WAIT)
+
+    assert first.stats().dead == 3
+    assert len(first.list_jobs(JobState.DEAD)) == 3
+
+
 def test_queues_in_one_schema_never_see_each_others_jobs(pg: PG) -> None:
     mail = pg.opened(queue=f"{pg.queue}-mail")
     thumbs = pg.opened(queue=f"{pg.queue}-thumbs")
