@@ -429,6 +429,28 @@ def explain(store: PostgresStore, query: bytes, params: dict[str, Any]) -> str:
     return "\n".join(row[0] for row in rows)
 
 
+def test_jobs_due_together_are_claimed_oldest_first_however_their_rows_lie(
+    pg: PG, fresh_schema: str
+) -> None:
+    """Jobs of one priority and due time come in the order they were added
+    even when their rows lie in another order: on a small table the claim
+    scans the rows as they lie, and any update of a job (here the first one)
+    writes its row anew after the others."""
+    store = pg.opened(schema=fresh_schema, clock="queue")
+    added = store.add([new_job(n) for n in range(3)], T0)
+    with admin() as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET owner = 'moved' WHERE id = %s").format(
+                sql.Identifier(fresh_schema, "jobs")
+            ),
+            (added[0].id,),
+        )
+
+    claims = store.claim_many(T0, 3)
+
+    assert [c.id for c in claims] == [job.id for job in added]
+
+
 def test_claims_use_the_partial_indexes_beside_many_future_jobs(pg: PG) -> None:
     """50,000 delayed high-priority jobs and 50,000 ready low-priority ones:
     the claim, its promotion step, next_due, recovery and stats read indexes

@@ -525,7 +525,9 @@ class PostgresStore(OneJobCalls):
                     "owner": self._owner.text,
                 },
             ).fetchall()
-        rows.sort(key=lambda row: row[6:])  # RETURNING keeps no order: run order
+        # RETURNING keeps no order (on a small table the plan scans the rows
+        # as they lie): sort into run order, ties by id (first added first).
+        rows.sort(key=lambda row: (*row[6:], row[0]))
         return [
             Claim(job_id, token, payload, attempts + 1, max_attempts, key, task)
             for job_id, payload, attempts, max_attempts, key, task, *_ in rows
