@@ -784,7 +784,7 @@ def test_migrate_of_a_store_without_a_schema_has_nothing_to_do(
 # -- worker --------------------------------------------------------------------
 
 HELPER = """
-import os, time
+import os, threading, time
 import jobq
 
 DONE = os.environ["JOBQ_TEST_DONE"]
@@ -795,7 +795,7 @@ def note(text):
 
 def handle(job):
     if "sleep" in job.payload:
-        note("sleeping")
+        note(f"sleeping in thread {threading.get_native_id()}")
         time.sleep(job.payload["sleep"])
     if "error" in job.payload:
         note("failing")
@@ -941,6 +941,33 @@ def test_a_second_signal_exits_at_once(tmp_path: Path) -> None:
     assert code == 128 + signal.SIGINT
     assert took < 5
     assert "second signal" in err
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="kill() of a thread id: Linux")
+def test_a_second_signal_exits_at_once_whichever_thread_it_reaches(
+    tmp_path: Path,
+) -> None:
+    """The kernel hands a signal to any thread of the process; Python runs its
+    handler in the main thread, which must not be in a long wait then (a
+    signal of another thread does not interrupt it). Linux's kill() of a
+    thread id hands the signal to that thread: here, the sleeping job's."""
+    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    with jobq.JobQueue(store=store) as queue:
+        queue.enqueue({"sleep": 60, "n": 1})
+    worker = Worker(tmp_path, store, "--shutdown-timeout", "20")
+    worker.wait_for("sleeping")
+    job_thread = int(worker.done.read_text().split("sleeping in thread ")[1].split()[0])
+    worker.proc.send_signal(signal.SIGTERM)
+    worker.wait_for("stopping (SIGTERM)", file=worker.log)
+
+    started = time.monotonic()
+    os.kill(job_thread, signal.SIGINT)
+    worker.end()
+    took = time.monotonic() - started
+
+    assert worker.proc.returncode == 128 + signal.SIGINT
+    assert took < 5
+    assert "second signal" in worker.err
 
 
 def test_worker_of_a_json_store_another_process_owns_exits_1(

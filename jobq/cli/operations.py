@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Protocol, runtime_checkable
@@ -274,7 +274,7 @@ def run_worker(
                 waiter.reason,
                 shutdown_timeout,
             )
-            queue.close(timeout=shutdown_timeout)
+            waiter.run(lambda: queue.close(timeout=shutdown_timeout))
         logger.info("jobq worker %d stopped", os.getpid())
 
 
@@ -284,6 +284,14 @@ class _StopWaiter:
     The signal handler only records the signal (setting an ``Event`` from a
     handler could deadlock on the lock the interrupted main thread holds);
     ``wait`` looks every ``_STOP_POLL`` seconds.
+
+    Python runs the handler in the main thread, between two bytecodes: while
+    the main thread blocks in a long wait, the handler may not run until the
+    wait ends. A signal interrupts the wait only if the kernel hands it to the
+    main thread (it may pick any thread) and only if it comes once the wait
+    has begun (one that comes just before is seen when the wait ends). So the
+    main thread never blocks for long while signals may come: ``wait`` polls,
+    and ``run`` runs the shutdown in a helper thread that it joins in polls.
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -302,6 +310,29 @@ class _StopWaiter:
         event = self.stop or threading.Event()
         while self.signum is None and not event.is_set():
             event.wait(_STOP_POLL)
+
+    def run(self, work: Callable[[], object]) -> None:
+        """``work()``, which may block for long (``queue.close``): from the main
+        thread in a helper thread, waited for every ``_STOP_POLL`` seconds, so
+        that a second signal exits within that long; from another thread
+        (no signal handlers) directly. Its exception is raised here."""
+        if threading.current_thread() is not threading.main_thread():
+            work()
+            return
+        failed: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                work()
+            except BaseException as exc:  # noqa: BLE001 - raised again below
+                failed.append(exc)
+
+        helper = threading.Thread(target=call, name="jobq-worker-stop", daemon=True)
+        helper.start()
+        while helper.is_alive():
+            helper.join(_STOP_POLL)
+        if failed:
+            raise failed[0]
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:  # the second signal: do not wait any longer

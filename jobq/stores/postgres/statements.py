@@ -125,6 +125,14 @@ FAIL = """WITH failed AS (
         RETURNING state
     )
     SELECT state FROM failed"""
+# The dead-letter trim, in the transaction that buried: first LOCK_DEAD, a
+# lock per queue held until that transaction ends, then TRIM_DEAD in a
+# statement of its own, whose snapshot (READ COMMITTED: one per statement) is
+# taken once the lock is held, so it sees every burial committed before. Two
+# burials that counted at once without it would each leave the other's dead
+# job out of the count: both trim, or neither, and the list ends shorter or
+# longer than the limit.
+LOCK_DEAD = "SELECT pg_advisory_xact_lock(%(lock)s)"
 TRIM_DEAD = """DELETE FROM {jobs} WHERE id IN (
         SELECT id FROM {jobs} WHERE queue = %(q)s AND state = 'dead'
         ORDER BY buried
@@ -232,6 +240,7 @@ class Statements:
         self.finish = render(FINISH)
         self.complete = render(COMPLETE)
         self.fail = render(FAIL)
+        self.lock_dead = render(LOCK_DEAD)
         self.trim_dead = render(TRIM_DEAD)
         self.renew = render(RENEW)
         self.release = render(RELEASE)

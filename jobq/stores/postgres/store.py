@@ -27,6 +27,7 @@ clock or use freezegun; across hosts it assumes synchronized clocks.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 import socket
@@ -90,6 +91,14 @@ EXPIRE_BATCH = 100
 
 #: Tries to add a keyed job whose holder finishes between our insert and look-up.
 KEY_RETRIES = 10
+
+
+def _dead_letters_lock_key(schema: str, queue: str) -> int:
+    """The ``pg_advisory_xact_lock`` key that serializes the dead-letter trims
+    of one queue (``statements.LOCK_DEAD``)."""
+    name = f"jobq.dead:{len(schema)}:{schema}:{queue}"
+    digest = hashlib.sha256(name.encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 class _Owner(NamedTuple):
@@ -196,6 +205,7 @@ class PostgresStore(OneJobCalls):
         self.auto_migrate = bool(auto_migrate)
         self.channel = channel_name(schema)
         self.lock_key = advisory_lock_key(schema)
+        self._dead_lock_key = _dead_letters_lock_key(schema, queue)
         self._sql = Statements(schema)
         self._db = Database(
             conninfo,
@@ -522,7 +532,9 @@ class PostgresStore(OneJobCalls):
                     "owner": self._owner.text,
                 },
             ).fetchall()
-        rows.sort(key=lambda row: (*row[6:], row[0]))  # RETURNING keeps no order
+        # RETURNING keeps no order (on a small table the plan scans the rows
+        # as they lie): sort into run order, ties by id (first added first).
+        rows.sort(key=lambda row: (*row[6:], row[0]))
         return [
             Claim(job_id, token, payload, attempts + 1, max_attempts, key, task, run_at)
             for job_id, payload, attempts, max_attempts, key, task, _, run_at in rows
@@ -750,7 +762,12 @@ class PostgresStore(OneJobCalls):
             signal.job_settled()
 
     def _trim_dead(self, conn: psycopg.Connection[Any]) -> list[tuple[int, str | None]]:
-        """Drop the oldest dead jobs beyond the limit; returns them to log."""
+        """Drop the oldest dead jobs beyond the limit; returns them to log.
+
+        In the transaction that buried, after its burials: the lock makes
+        concurrent trims of the queue count one after the other, each seeing
+        the burials committed before it (see ``statements.LOCK_DEAD``)."""
+        conn.execute(self._sql.lock_dead, {"lock": self._dead_lock_key})
         rows = conn.execute(
             self._sql.trim_dead, {"q": self.queue, "limit": self._dead_letter_limit}
         ).fetchall()
