@@ -81,10 +81,11 @@ from jobq.stores.sqlite.statements import (
     PENDING_COUNT,
     PROMOTE,
     RELEASE,
-    RENEW,
+    RENEW_CHUNK,
     RETRY,
     REVIVE,
     SYNCHRONOUS,
+    renew,
 )
 from jobq.stores.sqlite.wakeups import Watcher
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
@@ -431,9 +432,16 @@ class SqliteStore(OneJobCalls):
         return recorded
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
+        """One statement for all of them (per ``RENEW_CHUNK``), in one
+        transaction: the watchdog renews every running job of the process."""
         until = now + self._lease
         with self._write() as conn:
-            conn.executemany(RENEW, [(until, c.id, c.token) for c in claims])
+            for start in range(0, len(claims), RENEW_CHUNK):
+                chunk = claims[start : start + RENEW_CHUNK]
+                values: list[float | int] = [until]
+                for claim in chunk:
+                    values += (claim.id, claim.token)
+                conn.execute(renew(len(chunk)), values)
 
     def recover(self, now: float) -> int:
         """Claims whose lease expired, or whose process died on this host."""
