@@ -243,6 +243,7 @@ class SqliteStore(OneJobCalls):
             conn = self._watcher.take_connection()
             if conn is not None:
                 inherited.append(conn)
+            self._watcher.abandon()
         self._reset_process_state()
 
     def close_for_fork(self) -> None:
@@ -371,7 +372,7 @@ class SqliteStore(OneJobCalls):
                 check_room(pending, due + delayed, max_pending)
         if due or delayed:
             # A delayed job wakes one idle worker so it shortens its wait.
-            self._signal.jobs_added(due or 1)
+            self._jobs_added(due or 1)
         return results
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
@@ -398,13 +399,13 @@ class SqliteStore(OneJobCalls):
             ended = [_finish_one(conn, d, keep_until) for d in done]
             settled = any(ended) and self._settled(conn)
         if settled:
-            self._signal.job_settled()
+            self._job_settled()
         return ended
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         with self._write() as conn:
             conn.executemany(RELEASE, [(claim.id, claim.token) for claim in claims])
-        self._signal.jobs_added(len(claims))
+        self._jobs_added(len(claims))
 
     def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
         recorded: list[bool] = []
@@ -426,9 +427,9 @@ class SqliteStore(OneJobCalls):
             settled = buried > 0 and self._settled(conn)
         self._log_dropped(dropped)
         if settled:
-            self._signal.job_settled()
+            self._job_settled()
         if retried:
-            self._signal.jobs_added(retried)
+            self._jobs_added(retried)
         return recorded
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
@@ -477,7 +478,7 @@ class SqliteStore(OneJobCalls):
             if key is not None and conn.execute(HELD_KEY, (key,)).fetchone():
                 return False
             conn.execute(REVIVE, (now, job_id))
-        self._signal.jobs_added()
+        self._jobs_added(1)
         return True
 
     def delete_dead(self, job_id: int) -> bool:
@@ -489,10 +490,14 @@ class SqliteStore(OneJobCalls):
             cancelled = bool(conn.execute(CANCEL, (job_id,)).rowcount)
             settled = cancelled and self._settled(conn)
         if settled:
-            self._signal.job_settled()
+            self._job_settled()
         return cancelled
 
     def stats(self) -> StoreStats:
+        if self._signal.joiners and self._watcher is not None:
+            # ``join`` asks at each look: ask the others to ring when they
+            # settle the queue, before reading, so none settles unseen.
+            self._watcher.joining()
         with self._reading() as conn:
             counts = dict(conn.execute(COUNTS).fetchall())
         return StoreStats(
@@ -508,12 +513,33 @@ class SqliteStore(OneJobCalls):
     # -- inside a write transaction: settling, failures, burial, recovery ----------
 
     def _settled(self, conn: sqlite3.Connection) -> bool:
-        """Whether a ``join`` caller should look again: someone joins and
-        nothing is pending or running any more. Waking joiners at every
-        finished job would make them query the counts at every job."""
+        """Whether a ``join`` caller should look again: someone joins, here
+        or in another process, and nothing is pending or running any more.
+        Waking joiners at every finished job would make them query the
+        counts at every job."""
         if not self._signal.joiners:
-            return False
+            watcher = self._watcher
+            if watcher is None or not watcher.others_join():
+                return False
         return not conn.execute(LIVE_COUNT).fetchone()[0]
+
+    # -- wake-ups, here and in the other processes --------------------------------
+
+    def _jobs_added(self, count: int) -> None:
+        """``count`` jobs became claimable (or a delayed job may be due
+        sooner): wake this process's idle workers, and ring the others."""
+        self._signal.jobs_added(count)
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.jobs_added(count)
+
+    def _job_settled(self) -> None:
+        """Nothing is pending or running any more: wake this process's
+        ``join`` callers, and ring the other processes if one joins."""
+        self._signal.job_settled()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.settled()
 
     def _record_failure(
         self,
@@ -574,9 +600,9 @@ class SqliteStore(OneJobCalls):
         self._log_dropped(dropped)
         log_recovered(recovered)
         if recovered:
-            self._signal.jobs_added(len(recovered))
+            self._jobs_added(len(recovered))
         if settled:
-            self._signal.job_settled()
+            self._job_settled()
         return len(recovered)
 
     def _dead_owners(self) -> list[tuple[int, str]]:
@@ -633,6 +659,9 @@ class SqliteStore(OneJobCalls):
         snapshot another writer made stale."""
         with guard, self._db.transaction(self._conn()) as conn:
             yield conn
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.committed()
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
