@@ -12,14 +12,20 @@ The directory and the sockets take their permissions from the database file:
 each class of users (owner, group, others) that may write the database may
 ring, and nobody else (mode 0700 and 0600 for a file of mode 0600).
 
+Only stores that run jobs are rung: a socket is bound as
+``<pid>.<nonce>.quiet`` and renamed ``<pid>.<nonce>.sock`` the first time its
+store claims or is joined (``want_rings``), so that the processes of a web
+app that only enqueue are never woken by each other's enqueues.
+
 Ringing is on the hot path of every enqueue, so it is a few system calls:
 the list of sockets is kept, and read again only when the directory's
-modification time changed (a socket was bound or removed), or while that
-time is too recent to tell a later change within the same clock tick apart.
-A socket whose process died without closing (``ECONNREFUSED``) is removed by
-the first process that rings it; a full socket buffer means its reader is
-awake already; a socket this process may not write is skipped until the
-directory changes.
+modification time changed (a socket was bound, renamed or removed), or while
+that time is too recent to tell a later change within the same clock tick
+apart. A socket whose process died without closing (``ECONNREFUSED``) is
+removed by the first process that rings it (quiet ones, never rung, by the
+next store that opens); a full socket buffer means its reader is awake
+already; a socket this process may not write is skipped until the directory
+changes.
 
 Unix socket paths are limited to about 108 bytes. A longer one is reached
 through this process's descriptor of the directory (``/proc/self/fd/N/...``)
@@ -42,9 +48,11 @@ from collections.abc import Sequence
 
 logger = logging.getLogger("jobq.stores.sqlite")
 
-#: The suffix of the sockets' names (``<pid>.<nonce>.sock``); nothing else in
-#: the directory is rung.
+#: The suffix of the names of sockets to ring (``<pid>.<nonce>.sock``), of
+#: stores that run jobs; nothing else in the directory is rung.
 SUFFIX = ".sock"
+#: The suffix of sockets of stores that have not run jobs yet.
+QUIET = ".quiet"
 #: Longest socket path: ``sun_path`` holds 108 bytes on Linux, 104 on macOS
 #: and the BSDs, with a terminating NUL.
 MAX_ADDRESS = 107 if sys.platform.startswith("linux") else 103
@@ -99,6 +107,7 @@ class Doorbell:
             raise
         #: This store's socket's name, once bound.
         self.name: str | None = None
+        self.rung = False  # whether others ring it (its name ends in SUFFIX)
         #: The other sockets: (name, address) pairs, replaced, never changed.
         self._peers: tuple[tuple[str, str], ...] = ()
         self._listed: int | None = None  # the directory's mtime then; None: list
@@ -122,10 +131,11 @@ class Doorbell:
         return self._sock.fileno()
 
     def bind(self) -> None:
-        """Bind this store's socket (``<pid>.<nonce>.sock``) in the directory."""
+        """Bind this store's socket (``<pid>.<nonce>.quiet``) in the directory,
+        and remove the quiet sockets of processes that died."""
         _, mode = self._modes
         for _ in range(BIND_ATTEMPTS):
-            name = f"{os.getpid()}.{secrets.token_hex(4)}{SUFFIX}"
+            name = f"{os.getpid()}.{secrets.token_hex(4)}{QUIET}"
             try:
                 self._sock.bind(self._address(name))
             except FileNotFoundError:
@@ -134,6 +144,7 @@ class Doorbell:
                 if os.fstat(self._dir_fd).st_nlink:
                     os.chmod(name, mode, dir_fd=self._dir_fd)
                     self.name = name
+                    self._sweep()
                     return
                 # Removed, and made again by another process before our bind:
                 # the socket is in the new directory, ours is gone.
@@ -143,6 +154,48 @@ class Doorbell:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self._open_directory()
         raise FileNotFoundError(f"{self.directory} kept vanishing")
+
+    def want_rings(self) -> None:
+        """Be rung from now on (once this store runs jobs, or is joined): a
+        change another process commits after this returns rings it."""
+        if self.rung:
+            return
+        with self._lock:
+            name = self.name
+            if name is not None and name.endswith(QUIET) and self._dir_fd >= 0:
+                rung = name[: -len(QUIET)] + SUFFIX
+                fd = self._dir_fd
+                try:
+                    os.rename(name, rung, src_dir_fd=fd, dst_dir_fd=fd)
+                except OSError as exc:
+                    logger.warning(
+                        "jobq cannot rename its wake-up socket in %s (%s): jobs "
+                        "other processes enqueue are noticed within a second",
+                        self.directory,
+                        exc,
+                    )
+                else:
+                    self.name = rung
+            self.rung = True  # tried (or nothing to rename): never again
+
+    def _sweep(self) -> None:
+        """Remove quiet sockets nobody reads (their processes died); rung
+        ones are removed by whoever rings them next."""
+        try:
+            with os.scandir(self._dir_fd) as entries:
+                names = [e.name for e in entries if e.name.endswith(QUIET)]
+        except OSError:
+            return
+        for name in names:
+            if name == self.name:
+                continue
+            try:  # an empty datagram: its reader, if any, ignores it
+                self._sock.sendto(b"", socket.MSG_DONTWAIT, self._address(name))
+            except ConnectionRefusedError:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=self._dir_fd)
+            except OSError:
+                pass
 
     def _address(self, name: str) -> str:
         """The path to bind or ring ``name`` at: through the directory's

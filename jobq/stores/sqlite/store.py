@@ -184,9 +184,10 @@ class SqliteStore(OneJobCalls):
     lasts without renewal (the queue renews every third of it).
     ``busy_timeout``: seconds to wait for another writer before failing with
     ``StoreError``. ``poll_interval``: how often idle workers look for jobs
-    added by other processes. ``claim_batch``: how many due jobs a worker may
-    claim at once (see ``Store.claim_batch``). The file must be on a local
-    filesystem.
+    added by other processes when no wake-up socket can be made beside the
+    database (see ``doorbell``; otherwise they wake at once).
+    ``claim_batch``: how many due jobs a worker may claim at once (see
+    ``Store.claim_batch``). The file must be on a local filesystem.
     """
 
     shared_between_processes = True
@@ -224,6 +225,14 @@ class SqliteStore(OneJobCalls):
         self._reset_process_state()
         reset_after_fork(self)
         guard.track(self)
+
+    @property
+    def listening(self) -> bool:
+        """Whether other processes' changes wake this store's idle workers at
+        once (by datagram); ``False`` when closed, or when no wake-up socket
+        could be made (they are then noticed within ``poll_interval``)."""
+        watcher = self._watcher
+        return watcher is not None and watcher.listening
 
     def _reset_process_state(self) -> None:
         """What belongs to one process: connections, the watcher, the identity."""
@@ -376,6 +385,10 @@ class SqliteStore(OneJobCalls):
         return results
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
+        self._check_process()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.want_rings()  # before looking: nothing committed later is missed
         with self._reading() as conn:
             if not conn.execute(ANY_DUE, (now,)).fetchone()[0]:
                 return []
@@ -494,6 +507,7 @@ class SqliteStore(OneJobCalls):
         return cancelled
 
     def stats(self) -> StoreStats:
+        self._check_process()
         if self._signal.joiners and self._watcher is not None:
             # ``join`` asks at each look: ask the others to ring when they
             # settle the queue, before reading, so none settles unseen.

@@ -192,6 +192,13 @@ class Watcher:
         if bell is not None:
             bell.ring(ADDED + str(max(1, min(count, MAX_COUNT))).encode())
 
+    def want_rings(self) -> None:
+        """This store runs jobs: have the others ring it from now on (until
+        then its socket is quiet: an enqueue-only process is never woken)."""
+        bell = self._bell
+        if bell is not None and not bell.rung:
+            bell.want_rings()
+
     def joining(self) -> None:
         """This process's queue is joined: ask the others to ring when they
         settle the queue (called at each of the joiner's looks)."""
@@ -199,6 +206,7 @@ class Watcher:
         now = time.monotonic()
         if bell is not None and now >= self._next_join_ring:
             self._next_join_ring = now + JOIN_RING_EVERY
+            bell.want_rings()
             bell.ring(JOINING)
 
     def others_join(self) -> bool:
