@@ -67,8 +67,10 @@ _warned: set[str] = set()
 
 def count_of(message: bytes) -> int:
     """The count of an ``ADDED`` message; anything malformed counts 1."""
-    digits = message[1:8]
-    return max(1, min(int(digits), MAX_COUNT)) if digits.isdigit() else 1
+    digits = message[1:]
+    if digits.isdigit() and len(digits) <= 7:
+        return max(1, min(int(digits), MAX_COUNT))
+    return 1
 
 
 class Watcher:
