@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from idle_workers import IdleWorkers
 
 import jobq
 from jobq.stores import SqliteStore
@@ -82,42 +83,6 @@ queue = jobq.JobQueue(store=sys.argv[1])
 queue.enqueue_many(range(int(sys.argv[2])))
 queue.close()
 """
-
-
-class IdleWorkers:
-    """Threads that wait on a Signal as idle workers do, and record whether a
-    notification (rather than their timeout) woke them."""
-
-    def __init__(self, sig: Signal, count: int, timeout: float) -> None:
-        self.sig = sig
-        self.woken: list[bool] = []
-        self.threads = [
-            threading.Thread(target=self._wait, args=(timeout,), daemon=True)
-            for _ in range(count)
-        ]
-        for thread in self.threads:
-            thread.start()
-        deadline = time.monotonic() + WAIT
-        while True:  # a thread counts itself and waits under the lock at once
-            with sig.lock:
-                if sig.idle_workers == count:
-                    return
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
-
-    def _wait(self, timeout: float) -> None:
-        with self.sig.lock:
-            self.sig.idle_workers += 1
-            try:
-                woken = self.sig.work.wait(timeout)
-            finally:
-                self.sig.idle_workers -= 1
-            self.woken.append(woken)
-
-    def join(self) -> list[bool]:
-        for thread in self.threads:
-            thread.join(WAIT)
-        return sorted(self.woken, reverse=True)
 
 
 def sockets(path: Path) -> list[str]:
