@@ -472,3 +472,27 @@ def test_renewing_and_finishing_ring_nobody(
     other.finish(claim, None, None, time.time())
 
     assert idle.join() == [False]
+
+
+def test_a_wake_up_socket_that_fails_gives_way_to_polling(
+    path: Path,
+    opened: Callable[..., tuple[SqliteStore, Signal]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store, sig = opened(poll_interval=0.02)
+    store.claim_many(time.time(), 1)
+    assert store.listening
+
+    def broken(self: doorbell.Doorbell) -> list[bytes]:
+        raise OSError("broken")
+
+    monkeypatch.setattr(doorbell.Doorbell, "receive", broken)
+    with caplog.at_level(logging.ERROR, logger="jobq.stores.sqlite"):
+        idle = IdleWorkers(sig, 1, timeout=WAIT)
+        run(ENQUEUE, f"sqlite:///{path}", "1")  # its ring breaks the relay...
+        assert idle.join() == [True]  # ... and polling finds the change
+
+    assert not store.listening
+    assert not Path(doorbell.directory_of(str(path))).exists()  # nothing to ring
+    assert any("polling data_version" in r.getMessage() for r in caplog.records)

@@ -103,8 +103,8 @@ class Watcher:
     @property
     def listening(self) -> bool:
         """Whether other processes' changes wake this process by datagram
-        (``False``: it polls ``data_version``)."""
-        return self._pipe is not None
+        (``False``: it polls ``data_version``, or it stopped)."""
+        return self._bell is not None and self._pipe is not None
 
     def start(self) -> None:
         """Bind the doorbell and start the thread: a change another process
@@ -247,30 +247,41 @@ class Watcher:
     # -- the thread --------------------------------------------------------------
 
     def _listen(self, bell: Doorbell, wake_fd: int) -> None:
+        """Relay the doorbell until stopped; should it fail, poll instead."""
+        try:
+            self._relay(bell, wake_fd)
+        except Exception:
+            logger.exception(
+                "jobq's wake-up socket for %s failed; polling data_version "
+                "every poll_interval=%g s instead",
+                self._db.path,
+                self._poll_interval,
+            )
+            self._close_doorbell()  # others drop it at their next ring
+            self._poll(-1)  # no reading yet: the first look wakes everyone
+        finally:
+            self._close_connection()
+            self._close_doorbell()
+
+    def _relay(self, bell: Doorbell, wake_fd: int) -> None:
         """Wait for datagrams, and wake this process's idle workers and
         joiners as they say; checkpoint when poked. Blocks without a
         timeout: nothing runs while nothing happens."""
         poller = select.poll()
-        poller.register(bell.fileno(), select.POLLIN)
+        bell_fd = bell.fileno()
+        poller.register(bell_fd, select.POLLIN)
         poller.register(wake_fd, select.POLLIN)
-        try:
-            while not self._stop.is_set():
-                poller.poll()
-                poked = self._drain(wake_fd)
-                if self._stop.is_set():
-                    return
-                self._heard(bell.receive())
-                if poked and self._db.checkpoints_in_background:
-                    self._checkpoint()
-        except Exception:
-            logger.exception(
-                "the jobq wake-up thread for %s stopped; idle workers still "
-                "look for jobs every second",
-                self._db.path,
-            )
-        finally:
-            self._close_connection()
-            self._close_doorbell()
+        broken = select.POLLERR | select.POLLHUP | select.POLLNVAL
+        while not self._stop.is_set():
+            events = dict(poller.poll())
+            poked = self._drain(wake_fd)
+            if self._stop.is_set():
+                return
+            if events.get(bell_fd, 0) & broken:
+                raise OSError(f"poll() says {events[bell_fd]:#x} of the socket")
+            self._heard(bell.receive())
+            if poked and self._db.checkpoints_in_background:
+                self._checkpoint()
 
     @staticmethod
     def _drain(fd: int) -> bool:
