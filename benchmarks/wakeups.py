@@ -14,7 +14,9 @@ The cross-process wake-up latency itself is in ``benchmarks.latency``
 (``python -m benchmarks --only latency``: "workers in another process").
 
 Run alone: ``python -m benchmarks.wakeups [N]``; in the suite:
-``python -m benchmarks --only wakeups``.
+``python -m benchmarks --only wakeups``. ``python -m benchmarks.wakeups
+latency [N [ROUNDS]]`` prints only the cross-process rows of the latency
+table: p50 and p99 of each round, SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ from benchmarks.children import (
     ready_then_wait,
     send_report,
 )
+from benchmarks.common import percentile, postgres_unavailable, steady
 from benchmarks.harness import PAYLOAD, PERSISTED, Contender, Table, measure
+from benchmarks.latency import cross_process_latencies
 
 #: Other processes' queues: (processes, whether their workers run).
 SETUPS = ((0, False), (1, True), (4, True), (4, False))
@@ -115,10 +119,28 @@ def table(n: int, rounds: int) -> Table:
     )
 
 
+def cross_process_latency(n: int, rounds: int) -> None:
+    """p50 and p99 (ms) of each round of the latency table's cross-process
+    rows: one enqueue per millisecond here, 4 idle workers in a child."""
+    for kind in ("sqlite", "postgres"):
+        if kind == "postgres" and (why := postgres_unavailable()):
+            print(f"{kind}: {why}")
+            continue
+        for _ in range(rounds):
+            samples = steady(cross_process_latencies(kind, n))
+            p50, p99 = percentile(samples, 50), percentile(samples, 99)
+            print(f"{kind:8s} p50 {p50:6.2f} ms  p99 {p99:6.2f} ms", flush=True)
+
+
 def main(argv: list[str]) -> None:
-    """A peer of ``enqueue_micros`` (``peer URL MODE``), or the table (``[N]``)."""
+    """A peer of ``enqueue_micros`` (``peer URL MODE``), the cross-process
+    latencies (``latency [N [ROUNDS]]``), or the table (``[N]``)."""
     if argv and argv[0] == "peer":
         peer(argv[1], argv[2])
+        return
+    if argv and argv[0] == "latency":
+        n = int(argv[1]) if len(argv) > 1 else 2_000
+        cross_process_latency(n, int(argv[2]) if len(argv) > 2 else 3)
         return
     n = int(argv[0]) if argv else 5_000
     print(table(n, 3).console())
