@@ -448,6 +448,8 @@ class SqliteStore(OneJobCalls):
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         """One statement for all of them (per ``RENEW_CHUNK``), in one
         transaction: the watchdog renews every running job of the process."""
+        if not claims:
+            return
         until = now + self._lease
         with self._write() as conn:
             for start in range(0, len(claims), RENEW_CHUNK):
