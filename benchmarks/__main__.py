@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from benchmarks import growth, harness, latency, plot, processes, throughput
+from benchmarks import growth, harness, latency, plot, processes, throughput, wakeups
 
 # name -> (table(n, rounds), default N, quick N)
 WORKLOADS: dict[str, tuple[Callable[[int, int], harness.Table], int, int]] = {
@@ -30,6 +30,7 @@ WORKLOADS: dict[str, tuple[Callable[[int, int], harness.Table], int, int]] = {
     "compaction": (growth.compaction_table, 1_000_000, 10_000),
     "processes": (processes.table, 2_000, 400),
     "processes-enqueue": (processes.enqueue_table, 2_000, 400),
+    "wakeups": (wakeups.table, 5_000, 1_000),
 }
 
 

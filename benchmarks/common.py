@@ -62,9 +62,10 @@ def paced(enqueue: Callable[[Any], object], n: int) -> None:
 
 def steady(samples: Sequence[float]) -> Sequence[float]:
     """The samples after the first tenth: the first jobs wake a pool that was
-    idle, which a pool that polls notices only at its next look (another
-    process's jobq SQLite workers: within ``poll_interval``, 50 ms), and the
-    jobs queued meanwhile wait for them. The table notes that wait."""
+    idle, which a pool that polls notices only at its next look (Huey's
+    consumer: within 0.1 s), and the jobs queued meanwhile wait for them; a
+    pool that was idle also pays for connections opened on first use. The
+    table notes that wait."""
     return samples[len(samples) // 10 :]
 
 

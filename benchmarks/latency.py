@@ -149,10 +149,11 @@ def p50_table(results: Sequence[Result]) -> str:
 #: What the first tenth of the jobs (left out of the figures) pays.
 WAKE_NOTE = (
     "The first job after an idle spell: jobq's workers in this process wake "
-    "at once; jobq SQLite workers in another process notice it within "
-    "`poll_interval` (50 ms by default), then look every 2 ms while commits "
-    "come; jobq PostgreSQL workers elsewhere are woken by LISTEN/NOTIFY; "
-    "Huey's consumer polls every 0.1 s."
+    "at once; jobq SQLite workers in another process are woken by a Unix "
+    "datagram from the enqueuing process (a socket per open store beside the "
+    "database file), jobq PostgreSQL workers elsewhere by LISTEN/NOTIFY, as "
+    "many idle workers as there are new jobs; Huey's consumer polls every "
+    "0.1 s."
 )
 
 

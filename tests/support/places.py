@@ -4,7 +4,9 @@ stores built over it again after a restart and copies of it after a crash."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -44,6 +46,16 @@ class MemoryPlace(Place):
         return MemoryStore()
 
 
+def _sockets(directory: str, names: list[str]) -> list[str]:
+    """The sockets among ``names`` (SQLite's wake-up sockets), which cannot
+    be copied: the next process makes its own."""
+    return [
+        name
+        for name in names
+        if stat.S_ISSOCK(os.lstat(os.path.join(directory, name)).st_mode)
+    ]
+
+
 class DirectoryPlace(Place):
     """A file store in a temporary directory of its own."""
 
@@ -58,7 +70,9 @@ class DirectoryPlace(Place):
 
     def crash_copy(self) -> Place:
         copy = DirectoryPlace(self.build)
-        shutil.copytree(self.directory, copy.directory, dirs_exist_ok=True)
+        shutil.copytree(
+            self.directory, copy.directory, dirs_exist_ok=True, ignore=_sockets
+        )
         return copy
 
     def remove(self) -> None:

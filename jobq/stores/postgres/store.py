@@ -403,7 +403,7 @@ class PostgresStore(OneJobCalls):
         if due:
             self._signal.jobs_added(due)
             if connection is None:
-                self._notify_others()
+                self._notify_others(due)
         return results
 
     def _add_params(self, job: NewJob, now: float) -> dict[str, Any]:
@@ -566,7 +566,7 @@ class PostgresStore(OneJobCalls):
         with self._connection() as conn:
             conn.execute(self._sql.release, values)
         self._signal.jobs_added(len(claims))
-        self._notify_others()
+        self._notify_others(len(claims))
 
     @staticmethod
     def _claim_arrays(claims: Sequence[Claim]) -> dict[str, list[int]]:
@@ -591,7 +591,7 @@ class PostgresStore(OneJobCalls):
         retried = sum(f.retry_at is not None for f in ended)
         if retried:
             self._signal.jobs_added(retried)
-            self._notify_others()
+            self._notify_others(retried)
         return recorded
 
     def _fail_one(
@@ -661,7 +661,7 @@ class PostgresStore(OneJobCalls):
         log_recovered(recovered)
         if recovered:
             self._signal.jobs_added(len(recovered))
-            self._notify_others()
+            self._notify_others(len(recovered))
         return len(recovered)
 
     # -- looking and managing --------------------------------------------------------
@@ -697,7 +697,7 @@ class PostgresStore(OneJobCalls):
         if row is None:
             return False
         self._signal.jobs_added()
-        self._notify_others()
+        self._notify_others(1)
         return True
 
     def delete_dead(self, job_id: int) -> bool:
@@ -796,9 +796,10 @@ class PostgresStore(OneJobCalls):
             )
         return self._db.borrow(pool)
 
-    def _notify_others(self) -> None:
+    def _notify_others(self, count: int) -> None:
         """Tell the listeners of other processes (and other stores of this one)
-        that this queue has new work, soon after this change committed."""
+        that this queue has ``count`` new claimable jobs, soon after this
+        change committed."""
         notifier = self._notifier
         if notifier is not None:
-            notifier.request()
+            notifier.request(count)

@@ -10,6 +10,16 @@ connection that ``LISTEN``\\ s and wakes this process's idle workers within
 milliseconds; it reconnects (and listens again) by itself. Idle workers also
 look on their own at least every second, which covers a lost connection,
 ``listen=False`` and PgBouncer.
+
+A notification's payload is ``<sender>/<count>:<queue>``: the sending
+process's token (so that its own listener skips it), how many jobs became
+claimable, and the queue. The listener wakes that many idle workers, not all
+of them: waking every idle worker for each job made all but one of them
+claim nothing and read the next due time, two round trips each, which under
+load cost more than the jobs. A payload without a count (``<sender>:<queue>``:
+an enqueue in the caller's transaction, whose notifications PostgreSQL folds
+into one, or an older jobq, which reads ``<sender>/<count>`` as a sender and
+so still wakes for it) wakes every idle worker.
 """
 
 from __future__ import annotations
@@ -40,6 +50,23 @@ RECONNECT_DELAYS = (0.1, 5.0)
 #: Seconds between pings of an idle LISTEN connection, to notice a dead one.
 LISTEN_PING = 30.0
 
+#: The most jobs one notification announces.
+MAX_COUNT = 1_000_000
+
+
+def wake_count(payload: str, *, queue: str, token: str) -> int | None:
+    """How many idle workers a notification asks this listener to wake: 0 for
+    another queue's or our own, ``None`` for "all" (no count in it)."""
+    sender, _, named = payload.partition(":")
+    if named != queue:
+        return 0
+    sender, _, count = sender.partition("/")
+    if sender == token:
+        return 0
+    if count.isdigit() and len(count) <= 7:
+        return max(1, min(int(count), MAX_COUNT))
+    return None
+
 
 def channel_name(schema: str) -> str:
     """The LISTEN/NOTIFY channel of a schema (at most 63 bytes, PostgreSQL's
@@ -57,8 +84,9 @@ class Notifier:
     A thread, started at the first ``request``, sends the notification in a
     transaction of its own that does not wait for the WAL flush, so changes
     never wait for it, and NOTIFY's commit-time lock never serializes them.
-    Requests coalesce: the thread clears the request before it sends, so every
-    change that committed before a notification is covered by it.
+    Requests coalesce: the thread takes the jobs requested so far before it
+    sends, so every change that committed before a notification is covered
+    by it, and the notification counts their jobs.
 
     ``token`` goes with every notification, so that this process's listener
     skips them; ``connection`` lends a connection for one call.
@@ -72,18 +100,21 @@ class Notifier:
         token: str,
         connection: Callable[[], AbstractContextManager[psycopg.Connection[Any]]],
     ) -> None:
-        self._message = {"channel": channel, "message": f"{token}:{queue}"}
+        self._channel = channel
+        self._token = token
         self._queue = queue
         self._connection = connection
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wanted = threading.Event()
-        self._requests = 0
+        self._jobs = 0  # requested and not sent yet; under _lock
         self._thread: threading.Thread | None = None
 
-    def request(self) -> None:
-        """Ask for a notification after the change that just committed."""
-        self._requests += 1  # a lost increment still changes the number
+    def request(self, count: int = 1) -> None:
+        """Ask for a notification after the change that just committed made
+        ``count`` jobs claimable."""
+        with self._lock:
+            self._jobs += count
         self._wanted.set()
         if self._thread is None:
             self._start()
@@ -115,17 +146,22 @@ class Notifier:
         """Send a notification for every batch of requests; at ``stop``, send
         the one still due (unless the last one failed: the server is away)."""
         stop, wanted = self._stop, self._wanted
-        sent, healthy = 0, True
+        healthy = True
         while True:
             wanted.wait()
             wanted.clear()
             closing = stop.is_set()
-            requested = self._requests
-            if requested != sent and (healthy or not closing):
-                sent = requested
+            with self._lock:
+                jobs, self._jobs = self._jobs, 0
+            if jobs and (healthy or not closing):
+                count = max(1, min(jobs, MAX_COUNT))
+                message = {
+                    "channel": self._channel,
+                    "message": f"{self._token}/{count}:{self._queue}",
+                }
                 try:
                     with self._connection() as conn:
-                        conn.execute(NOTIFY, self._message)
+                        conn.execute(NOTIFY, message)
                     healthy = True
                 except StoreError as exc:
                     # Idle workers elsewhere still look every second.
@@ -276,32 +312,48 @@ class Listener:
     def _relay(
         self, conn: psycopg.Connection[Any], wake_fd: int, stop: threading.Event
     ) -> None:
-        """Pass notifications for this queue on to idle workers until stopped."""
-        fd = conn.fileno()
+        """Pass notifications for this queue on to idle workers until stopped.
+        Blocks on the connection's socket (``poll``, which unlike ``select``
+        takes descriptors beyond 1023), pinging every ``LISTEN_PING``."""
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        poller.register(wake_fd, select.POLLIN)
         while not stop.is_set():
-            ready, _, _ = select.select([fd, wake_fd], [], [], LISTEN_PING)
-            if wake_fd in ready or stop.is_set():
+            ready = poller.poll(LISTEN_PING * 1000)
+            if stop.is_set() or any(fd == wake_fd for fd, _ in ready):
                 return
-            if fd in ready:
-                wake = False
+            if ready:
+                wake, everyone = 0, False
                 for notification in conn.notifies(timeout=0):
-                    sender, _, queue = notification.payload.partition(":")
-                    wake = wake or (queue == self._queue and sender != self._token)
-                if wake:
-                    self._wake_workers()
+                    count = wake_count(
+                        notification.payload, queue=self._queue, token=self._token
+                    )
+                    if count is None:
+                        everyone = True
+                    else:
+                        wake += count
+                if wake or everyone:
+                    self._wake_workers(wake, everyone=everyone)
             else:
                 conn.execute("SELECT 1")  # a dead connection fails here
                 # A notification that came with the answer waits in psycopg's
-                # backlog, where select() cannot see it: wake up in case.
+                # backlog, where poll() cannot see it: wake up in case.
                 self._wake_workers()
 
     def _stopped(self, wake_fd: int, stop: threading.Event, timeout: float) -> bool:
         """Wait up to ``timeout``; whether the listener should stop."""
         if stop.is_set():
             return True
-        select.select([wake_fd], [], [], timeout)
+        poller = select.poll()
+        poller.register(wake_fd, select.POLLIN)
+        poller.poll(timeout * 1000)
         return stop.is_set()
 
-    def _wake_workers(self) -> None:
+    def _wake_workers(self, count: int = 0, *, everyone: bool = True) -> None:
+        """Wake ``count`` idle workers; with ``everyone``, all of them (at
+        least one, for a worker about to wait)."""
         signal = self._signal()
-        signal.jobs_added(max(signal.idle_workers, 1))
+        with signal.lock:
+            if everyone:
+                count = max(count, signal.idle_workers, 1)
+            signal.jobs_added_locked(count)

@@ -8,14 +8,19 @@ processes can claim from one file and a due job goes to exactly one of them.
 
 The modules, one job each:
 
-- ``statements``: the SQL run on the jobs, fixed strings with ``?`` parameters;
+- ``statements``: the SQL run on the jobs, fixed strings with ``?`` parameters
+  (and the lease renewal's, sized by how many claims it renews);
 - ``schema``: the tables, indexes and triggers, their version, and
   ``migrate_schema``, which makes a file ready (WAL mode, schema created or
   checked);
 - ``connections``: the file and its connections (``Database``: connect,
   transactions, errors as ``StoreError``), and the fork guard;
-- ``wakeups``: the watcher that wakes idle workers when another process
-  commits;
+- ``doorbell``: wake-up datagrams between the processes of one database: a
+  Unix datagram socket per open store in ``<database>-wake/``, rung after a
+  commit that makes jobs claimable;
+- ``wakeups``: the watcher thread that waits on the doorbell and wakes idle
+  workers and joiners (or, without one, polls ``data_version``), and
+  checkpoints the WAL in the background;
 - ``store``: ``SqliteStore``, the store protocol on top of them, and
   ``path_from_url``.
 

@@ -1,7 +1,8 @@
 """The SQL the SQLite store runs on the jobs (the schema is in ``schema``).
 
-Every statement is a fixed string taking values as ``?`` parameters; nothing
-is built from payloads, keys or other values.
+Every statement is a fixed string taking values as ``?`` parameters (the
+lease renewal's text depends on how many claims it renews, nothing else);
+nothing is built from payloads, keys or other values.
 """
 
 from __future__ import annotations
@@ -54,8 +55,26 @@ OLDEST_DEAD = """SELECT id, last_error FROM jobq_jobs WHERE state = 'dead'
     ORDER BY buried LIMIT ?"""
 DELETE = "DELETE FROM jobq_jobs WHERE id = ?"
 
-RENEW = """UPDATE jobq_jobs SET lease_until = ?
-    WHERE id = ? AND state = 'running' AND token = ?"""
+
+def renew(claims: int) -> str:
+    """The statement that renews ``claims`` leases at once: the new
+    ``lease_until``, then an id and a token per claim. A join on a VALUES
+    list, so each claim is one primary-key lookup however many jobs run (an
+    ``(id, token) IN (VALUES ...)`` scans every running job instead). The
+    text depends only on the count; the queue renews the same few counts
+    again and again, which ``sqlite3``'s statement cache keeps prepared."""
+    pairs = ", ".join(["(?, ?)"] * claims)  # placeholders only, never values
+    return f"""UPDATE jobq_jobs SET lease_until = ?
+    FROM (VALUES {pairs}) AS claim
+    WHERE jobq_jobs.id = claim.column1 AND jobq_jobs.token = claim.column2
+      AND jobq_jobs.state = 'running'"""  # noqa: S608
+
+
+#: Claims per ``renew`` statement: 2 variables each, plus one, stay within
+#: 999, the lowest limit SQLite builds have had (``SQLITE_MAX_VARIABLE_NUMBER``
+#: before 3.32); more claims take one more statement in the same transaction.
+RENEW_CHUNK = 499
+
 ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM jobq_jobs
     WHERE state = 'running' AND lease_until <= ?)"""
 OWNERS = """SELECT DISTINCT owner_pid, owner_nonce FROM jobq_jobs

@@ -81,10 +81,11 @@ from jobq.stores.sqlite.statements import (
     PENDING_COUNT,
     PROMOTE,
     RELEASE,
-    RENEW,
+    RENEW_CHUNK,
     RETRY,
     REVIVE,
     SYNCHRONOUS,
+    renew,
 )
 from jobq.stores.sqlite.wakeups import Watcher
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
@@ -183,9 +184,10 @@ class SqliteStore(OneJobCalls):
     lasts without renewal (the queue renews every third of it).
     ``busy_timeout``: seconds to wait for another writer before failing with
     ``StoreError``. ``poll_interval``: how often idle workers look for jobs
-    added by other processes. ``claim_batch``: how many due jobs a worker may
-    claim at once (see ``Store.claim_batch``). The file must be on a local
-    filesystem.
+    added by other processes when no wake-up socket can be made beside the
+    database (see ``doorbell``; otherwise they wake at once).
+    ``claim_batch``: how many due jobs a worker may claim at once (see
+    ``Store.claim_batch``). The file must be on a local filesystem.
     """
 
     shared_between_processes = True
@@ -224,6 +226,14 @@ class SqliteStore(OneJobCalls):
         reset_after_fork(self)
         guard.track(self)
 
+    @property
+    def listening(self) -> bool:
+        """Whether other processes' changes wake this store's idle workers at
+        once (by datagram); ``False`` when closed, or when no wake-up socket
+        could be made (they are then noticed within ``poll_interval``)."""
+        watcher = self._watcher
+        return watcher is not None and watcher.listening
+
     def _reset_process_state(self) -> None:
         """What belongs to one process: connections, the watcher, the identity."""
         self._lock = threading.RLock()
@@ -242,6 +252,7 @@ class SqliteStore(OneJobCalls):
             conn = self._watcher.take_connection()
             if conn is not None:
                 inherited.append(conn)
+            self._watcher.abandon()
         self._reset_process_state()
 
     def close_for_fork(self) -> None:
@@ -370,10 +381,14 @@ class SqliteStore(OneJobCalls):
                 check_room(pending, due + delayed, max_pending)
         if due or delayed:
             # A delayed job wakes one idle worker so it shortens its wait.
-            self._signal.jobs_added(due or 1)
+            self._jobs_added(due or 1)
         return results
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
+        self._check_process()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.want_rings()  # before looking: nothing committed later is missed
         with self._reading() as conn:
             if not conn.execute(ANY_DUE, (now,)).fetchone()[0]:
                 return []
@@ -397,13 +412,13 @@ class SqliteStore(OneJobCalls):
             ended = [_finish_one(conn, d, keep_until) for d in done]
             settled = any(ended) and self._settled(conn)
         if settled:
-            self._signal.job_settled()
+            self._job_settled()
         return ended
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         with self._write() as conn:
             conn.executemany(RELEASE, [(claim.id, claim.token) for claim in claims])
-        self._signal.jobs_added(len(claims))
+        self._jobs_added(len(claims))
 
     def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
         recorded: list[bool] = []
@@ -425,15 +440,24 @@ class SqliteStore(OneJobCalls):
             settled = buried > 0 and self._settled(conn)
         self._log_dropped(dropped)
         if settled:
-            self._signal.job_settled()
+            self._job_settled()
         if retried:
-            self._signal.jobs_added(retried)
+            self._jobs_added(retried)
         return recorded
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
+        """One statement for all of them (per ``RENEW_CHUNK``), in one
+        transaction: the watchdog renews every running job of the process."""
+        if not claims:
+            return
         until = now + self._lease
         with self._write() as conn:
-            conn.executemany(RENEW, [(until, c.id, c.token) for c in claims])
+            for start in range(0, len(claims), RENEW_CHUNK):
+                chunk = claims[start : start + RENEW_CHUNK]
+                values: list[float | int] = [until]
+                for claim in chunk:
+                    values += (claim.id, claim.token)
+                conn.execute(renew(len(chunk)), values)
 
     def recover(self, now: float) -> int:
         """Claims whose lease expired, or whose process died on this host."""
@@ -469,7 +493,7 @@ class SqliteStore(OneJobCalls):
             if key is not None and conn.execute(HELD_KEY, (key,)).fetchone():
                 return False
             conn.execute(REVIVE, (now, job_id))
-        self._signal.jobs_added()
+        self._jobs_added(1)
         return True
 
     def delete_dead(self, job_id: int) -> bool:
@@ -481,10 +505,15 @@ class SqliteStore(OneJobCalls):
             cancelled = bool(conn.execute(CANCEL, (job_id,)).rowcount)
             settled = cancelled and self._settled(conn)
         if settled:
-            self._signal.job_settled()
+            self._job_settled()
         return cancelled
 
     def stats(self) -> StoreStats:
+        self._check_process()
+        if self._signal.joiners and self._watcher is not None:
+            # ``join`` asks at each look: ask the others to ring when they
+            # settle the queue, before reading, so none settles unseen.
+            self._watcher.joining()
         with self._reading() as conn:
             counts = dict(conn.execute(COUNTS).fetchall())
         return StoreStats(
@@ -500,12 +529,33 @@ class SqliteStore(OneJobCalls):
     # -- inside a write transaction: settling, failures, burial, recovery ----------
 
     def _settled(self, conn: sqlite3.Connection) -> bool:
-        """Whether a ``join`` caller should look again: someone joins and
-        nothing is pending or running any more. Waking joiners at every
-        finished job would make them query the counts at every job."""
+        """Whether a ``join`` caller should look again: someone joins, here
+        or in another process, and nothing is pending or running any more.
+        Waking joiners at every finished job would make them query the
+        counts at every job."""
         if not self._signal.joiners:
-            return False
+            watcher = self._watcher
+            if watcher is None or not watcher.others_join():
+                return False
         return not conn.execute(LIVE_COUNT).fetchone()[0]
+
+    # -- wake-ups, here and in the other processes --------------------------------
+
+    def _jobs_added(self, count: int) -> None:
+        """``count`` jobs became claimable (or a delayed job may be due
+        sooner): wake this process's idle workers, and ring the others."""
+        self._signal.jobs_added(count)
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.jobs_added(count)
+
+    def _job_settled(self) -> None:
+        """Nothing is pending or running any more: wake this process's
+        ``join`` callers, and ring the other processes if one joins."""
+        self._signal.job_settled()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.settled()
 
     def _record_failure(
         self,
@@ -566,9 +616,9 @@ class SqliteStore(OneJobCalls):
         self._log_dropped(dropped)
         log_recovered(recovered)
         if recovered:
-            self._signal.jobs_added(len(recovered))
+            self._jobs_added(len(recovered))
         if settled:
-            self._signal.job_settled()
+            self._job_settled()
         return len(recovered)
 
     def _dead_owners(self) -> list[tuple[int, str]]:
@@ -625,6 +675,9 @@ class SqliteStore(OneJobCalls):
         snapshot another writer made stale."""
         with guard, self._db.transaction(self._conn()) as conn:
             yield conn
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.committed()
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
