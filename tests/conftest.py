@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_url import POSTGRES_URL
 
 import jobq
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
@@ -17,14 +18,6 @@ from jobq.testing import Clock
 StoreFactory = Callable[..., Store]
 
 STORES = ["memory", "json", "sqlite", "postgres"]
-
-#: The PostgreSQL server the tests use: each session creates a fresh schema in
-#: this database and drops it at the end. Tests that need it skip when no
-#: server answers, unless JOBQ_REQUIRE_POSTGRES=1 (then they fail).
-POSTGRES_URL = os.environ.get(
-    "JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
-
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -37,8 +30,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def postgres_schema() -> Iterator[str]:
-    """A fresh schema for this test session (``jobq_test_<random>``), dropped
-    at its end."""
+    """A fresh schema for this test session (``jobq_test_<random>``) in the
+    database of ``POSTGRES_URL``, dropped at its end. Tests that need it skip
+    when no server answers, unless JOBQ_REQUIRE_POSTGRES=1 (then they fail)."""
     import psycopg
     from psycopg import sql
 

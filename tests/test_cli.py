@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_url import POSTGRES_URL
 
 import jobq
 from jobq import cli
@@ -39,9 +40,6 @@ from jobq._fileio import OwnerLock
 from jobq.stores import JsonFileStore, PostgresStore, SqliteStore, Store
 
 ROOT = Path(__file__).resolve().parents[1]
-POSTGRES_URL = os.environ.get(
-    "JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 WAIT = 30.0  # seconds; a cap so that a broken worker fails a test, never hangs it
 FAR = 3600.0  # a delay that keeps a job pending for the whole test
 

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_url import POSTGRES_URL
 
 import jobq
 from jobq.stores import PostgresStore, SqliteStore, Store
 
-URL = os.environ.get("JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+URL = POSTGRES_URL
 WORKERS = 32
 SPELL = 2.0  # seconds of wall time measured
 #: The most CPU time the idle process may use over the spell: 5 % of a core.

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_url import POSTGRES_URL
 
 import jobq
 import jobq.queue
@@ -157,10 +158,20 @@ def test_nothing_starts_while_the_interpreter_exits(
     assert queue.stats().pending == 1  # kept for the next run
 
 
-def test_an_enqueue_from_a_late_atexit_hook_starts_no_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["json", "sqlite", "postgres"])
+def test_an_enqueue_from_a_late_atexit_hook_starts_no_workers(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
     """A hook registered before jobq's own runs after it: the queue is
-    stopping for good then."""
-    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    stopping for good then. (From Python 3.12 no thread starts then at all:
+    the store opens without its helper threads.)"""
+    store = {
+        "json": repr(str(tmp_path / "jobs.json")),
+        "sqlite": repr(f"sqlite:///{tmp_path / 'jobs.db'}"),
+    }.get(kind)
+    if store is None:
+        schema = request.getfixturevalue("postgres_schema")
+        store = f"PostgresStore({POSTGRES_URL!r}, schema={schema!r}, queue='late')"
     script = f"""
 import atexit, threading
 
@@ -171,7 +182,8 @@ def late():
 
 atexit.register(late)  # before jobq registers its hook: runs after it
 import jobq
-queue = jobq.JobQueue(lambda job: None, store={store!r})
+from jobq.stores import PostgresStore
+queue = jobq.JobQueue(lambda job: None, store={store})
 queue.start(workers=2, lazy=True)
 """
     done = subprocess.run(

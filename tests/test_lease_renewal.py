@@ -7,7 +7,6 @@ a join on ``unnest`` of two arrays), extending current claims only.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import sqlite3
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_url import POSTGRES_URL
 
 from jobq.stores import PostgresStore, SqliteStore
 from jobq.stores.base import Claim, NewJob, Signal
@@ -22,7 +22,7 @@ from jobq.stores.sqlite.statements import RENEW_CHUNK
 
 T0 = 1_800_000_000.0
 LEASE = 30.0
-URL = os.environ.get("JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+URL = POSTGRES_URL
 
 
 def jobs(n: int) -> list[NewJob]:

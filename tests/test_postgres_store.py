@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from postgres_url import POSTGRES_URL
 from psycopg import sql
 
 import jobq
@@ -42,7 +43,7 @@ from jobq.stores.base import Claim, NewJob, Signal
 from jobq.types import AttemptError
 
 ROOT = Path(__file__).resolve().parents[1]
-URL = os.environ.get("JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+URL = POSTGRES_URL
 WAIT = 30  # seconds; a cap so that a broken test fails instead of hanging
 T0 = 1_800_000_000.0
 

@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 import pytest
 from idle_workers import IdleWorkers
+from postgres_url import POSTGRES_URL
 from psycopg import sql
 
 from jobq.stores import PostgresStore
@@ -32,7 +33,7 @@ from jobq.stores.postgres import wakeups
 from jobq.stores.postgres.wakeups import Notifier, wake_count
 
 ROOT = Path(__file__).resolve().parents[1]
-URL = os.environ.get("JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+URL = POSTGRES_URL
 WAIT = 30.0
 HOUR = 3600.0
 #: How long a worker that should not be woken is given to be woken anyway.

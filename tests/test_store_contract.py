@@ -4,21 +4,18 @@ alone (``tests/support/dict_store.py``), as a store of yours would be."""
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
 import sys
 
 import pytest
 from dict_store import DictStore, Shelf
+from postgres_url import POSTGRES_URL
 
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
 from jobq.testing import StoreContractTests
 
 #: The server of conftest.py's ``postgres_schema`` fixture.
-POSTGRES_URL = os.environ.get(
-    "JOBQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
-)
 
 
 class TestMemoryStore(StoreContractTests):

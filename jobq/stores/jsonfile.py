@@ -33,6 +33,7 @@ from typing import Any
 
 from jobq._fileio import DEFAULT_IO, FileIO, OwnerLock, durable_replace, move_aside
 from jobq._fork import reset_after_fork
+from jobq._threads import start_helper
 from jobq.errors import StoreError, StoreLocked
 from jobq.stores import _jsonformat as fmt
 from jobq.stores._entry import DEAD, STATE, Entry
@@ -378,10 +379,11 @@ class JsonFileStore(OneJobCalls):
     def _start_writer(self) -> None:
         if self._writer is None:
             self._closing.clear()
-            self._writer = threading.Thread(
+            writer = threading.Thread(
                 target=self._write_loop, name=f"jobq-compact-{self.path}", daemon=True
             )
-            self._writer.start()
+            if start_helper(writer):  # else close() compacts, as always
+                self._writer = writer
 
     def _write_loop(self) -> None:
         failures = 0

@@ -246,6 +246,8 @@ class PostgresStore(OneJobCalls):
         self._pid = os.getpid()
         self._owner = _this_process()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
+        #: Opened while the interpreter exits: each call connects on its own.
+        self._unpooled = False
         #: The last listener and notifier started, kept after ``close`` (which
         #: stops them) until the next ``open`` or fork.
         self._listener: Listener | None = None
@@ -273,11 +275,18 @@ class PostgresStore(OneJobCalls):
         with self._lock:
             self._signal = signal
             self._dead_letter_limit = dead_letter_limit
-            if self._pool is not None:
+            if self._pool is not None or self._unpooled:
                 return
             with self._db.direct() as conn:
                 self._prepare(conn)
-            self._pool = self._db.new_pool()
+            try:
+                self._pool = self._db.new_pool()
+            except RuntimeError as exc:
+                if "shutdown" not in str(exc):
+                    raise
+                # Python 3.12+ starts no thread (the pool's) while the
+                # interpreter exits: a late atexit hook's calls connect alone.
+                self._unpooled = True
             self._notifier = Notifier(
                 channel=self.channel,
                 queue=self.queue,
@@ -314,6 +323,7 @@ class PostgresStore(OneJobCalls):
                 wakeups.join()
         with self._lock:
             pool, self._pool = self._pool, None
+            self._unpooled = False
             if listener is not None:
                 listener.close()
         if pool is not None:
@@ -789,6 +799,8 @@ class PostgresStore(OneJobCalls):
         (``Database.borrow``)."""
         self._check_process()
         pool = self._pool
+        if pool is None and self._unpooled:
+            return self._db.direct()
         if pool is None:
             raise StoreError(
                 f"{self.where}: the store is not open (closed, or inherited "

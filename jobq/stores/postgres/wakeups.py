@@ -34,6 +34,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from jobq._threads import start_helper
 from jobq.errors import StoreError
 from jobq.stores.base import Signal
 from jobq.stores.postgres.connections import Database
@@ -135,12 +136,13 @@ class Notifier:
     def _start(self) -> None:
         with self._lock:
             if self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(
+                thread = threading.Thread(
                     target=self._send,
                     name=f"jobq-postgres-notify-{self._queue}",
                     daemon=True,
                 )
-                self._thread.start()
+                if start_helper(thread):  # else others find the jobs by polling
+                    self._thread = thread
 
     def _send(self) -> None:
         """Send a notification for every batch of requests; at ``stop``, send
@@ -216,13 +218,14 @@ class Listener:
         self._pipe = os.pipe()
         for fd in self._pipe:
             os.set_blocking(fd, False)
-        self._thread = threading.Thread(
+        thread = threading.Thread(
             target=self._run,
             args=(self._pipe[0], self._stop),
             name=f"jobq-postgres-listen-{self._queue}",
             daemon=True,
         )
-        self._thread.start()
+        if start_helper(thread):  # else idle workers look every second
+            self._thread = thread
 
     def stop(self) -> None:
         """Ask the thread to stop, at once; see ``join`` and ``close``."""

@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from jobq._threads import start_helper
 from jobq.errors import StoreError
 from jobq.stores.base import Signal
 from jobq.stores.sqlite.connections import Database, guard
@@ -128,8 +129,8 @@ class Watcher:
             self._conn = conn
             thread = threading.Thread(target=self._poll, args=(version,), daemon=True)
         thread.name = f"jobq-sqlite-watch-{os.path.basename(self._db.path)}"
-        self._thread = thread
-        thread.start()
+        if start_helper(thread):  # else idle workers look every second
+            self._thread = thread
 
     def _open_doorbell(self) -> Doorbell | None:
         """The doorbell, bound; unbound (it can still ring others) or None
