@@ -1,20 +1,19 @@
 """One place per queue that talks to the store for its workers.
 
-Claims: the ``Dispatcher`` takes due jobs for every worker that is idle right
-now in one store call (``claim_many``), never more than there are idle
-workers unless the store asks for more (``claim_batch``, the memory store's
-prefetch), and hands them out. Whichever idle worker finds nobody claiming
-makes the call; the others wait for what it brings. So N idle workers cost
-one transaction, not N fighting over a write lock, and a crash re-runs at
-most one job per worker.
+A worker that finishes its jobs hands their outcomes to the queue's
+``Dispatcher`` and asks it for the next job. Whichever waiting worker finds
+nobody in the store becomes the leader for one pass: it records the outcomes
+every worker handed in meanwhile (successes in one write, failed attempts in
+another: group commit) and then claims due jobs for every worker that is
+idle now, in one store call, never more than there are idle workers unless
+the store prefetches (``claim_batch``, the memory store's); it keeps one and
+hands the others out. The other workers wait for what that pass brings.
 
-Outcomes: ``GroupCommit`` records the outcomes of all workers together, for
-a store that keeps jobs beyond the process. A worker that has outcomes to
-record writes them, and everything other workers added meanwhile, in one
-store write; whoever arrives while a write is under way waits for the next
-one, which one of them makes. Each returns only once its outcome is written,
-so a worker never runs a second job with the first one's outcome unrecorded.
-(The memory store's workers record their own: it keeps nothing to wait for.)
+So N workers cost one pass of store calls, not N claims and N finishes
+fighting over a write lock and its round trips. A store that keeps jobs
+beyond the process gives a worker a new job only after its outcomes are
+written, so a crash re-runs at most one job per worker; the memory store,
+which keeps nothing, has each worker record its own outcomes at once.
 """
 
 from __future__ import annotations
@@ -36,16 +35,19 @@ logger = logging.getLogger("jobq")
 MAX_IDLE_WAIT = 1.0
 
 #: Longest sleep of the other idle workers, in seconds: a store's wake-up, a
-#: hand-off or a stop wakes them; this only bounds a wake-up gone missing.
+#: pass that brings them work or a stop wakes them; this only bounds a
+#: wake-up gone missing.
 FOLLOWER_WAIT = 30.0
 
 
 class Dispatcher:
-    """Hands due jobs to a queue's idle workers, claiming for all of them at once.
+    """Records the outcomes of a queue's workers and hands them due jobs.
 
     Shares the queue's ``Signal``: its lock guards the hand-off, and idle
     workers sleep on ``signal.work``, which stores notify when jobs become
-    claimable (``signal.idle_workers`` counts the sleepers).
+    claimable (``signal.idle_workers`` counts the sleepers). ``durable``:
+    outcomes are written before their worker gets another job (a store that
+    keeps jobs beyond the process); else each worker records its own.
     """
 
     def __init__(
@@ -55,18 +57,32 @@ class Dispatcher:
         signal: Signal,
         clock: Callable[[], float],
         stopping: Callable[[], bool],
+        *,
+        durable: bool,
     ) -> None:
         self._store = store
         self._runner = runner
         self._signal = signal
         self._clock = clock
         self._stopping = stopping
+        self._durable = durable
         #: Claimed jobs not started yet, in run order: any idle worker takes
         #: the next (``deque`` appends and pops are atomic).
         self._ready: deque[Claim] = deque()
-        self._claiming = False  # a worker is in the store for the idle ones
+        self._pending: list[Outcome] = []  # handed in, not written yet
+        self._passes = 0  # passes begun; outcomes handed in go in the next
+        self._written = 0  # the last pass whose outcomes are written
+        self._leading = False  # a worker is in the store for the others
+        #: Where workers whose outcomes wait for a pass sleep: every pass
+        #: wakes them all (the idle ones sleep on ``signal.work``).
+        self._passed = threading.Condition(signal.lock)
         self._napping = False  # an idle worker watches the clock
         self._idle = 0  # workers in ``next``, asleep or not
+
+    @property
+    def waiting(self) -> int:
+        """Outcomes handed in and waiting for the next pass."""
+        return len(self._pending)
 
     def ready(self) -> Claim | None:
         """A claim already taken for this queue, if any (no lock, no store)."""
@@ -82,64 +98,97 @@ class Dispatcher:
             taken.append(claim)
         return taken
 
-    def next(self, prefetch: int = 1) -> Claim | None:
-        """The next job for this worker: one already claimed, else one from a
-        claim made for every idle worker (by this worker, unless another is
-        making it), waiting while nothing is due. ``None`` once the pool is
-        stopping. ``prefetch``: claim at least this many (the store's
+    def next(self, outcomes: list[Outcome], prefetch: int = 1) -> Claim | None:
+        """Record ``outcomes`` and return this worker's next job: one already
+        claimed, else one from a pass made for every idle worker (by this
+        worker, unless another is making it), waiting while nothing is due.
+        ``None`` once the pool is stopping (the outcomes are written then
+        too). ``prefetch``: claim at least this many (the store's
         ``claim_batch`` for fast handlers, 1 otherwise)."""
+        if outcomes and not self._durable:
+            self._runner.record(outcomes)  # nothing to wait for: memory
+            outcomes = []
         signal = self._signal
         with signal.lock:
+            self._pending += outcomes
+            mine = self._passes + 1 if outcomes else 0  # the pass that writes them
             self._idle += 1
             try:
-                while not self._stopping():
-                    claim = self.ready()
-                    if claim is not None:
-                        return claim
-                    if self._claiming:  # another worker is in the store for us
-                        self._sleep(FOLLOWER_WAIT)
+                while True:
+                    written = self._written >= mine
+                    if written:
+                        if self._stopping():
+                            return None
+                        claim = self.ready()
+                        if claim is not None:
+                            return claim
+                    if self._leading:  # another worker is in the store for us
+                        if written:
+                            self._sleep(FOLLOWER_WAIT)
+                        else:  # the pass (this or the next) writes ours
+                            self._passed.wait(FOLLOWER_WAIT)
                         continue
                     generation = signal.generation
-                    claim = self._claim(max(self._idle, prefetch))
+                    claim = self._lead(prefetch)  # writes ours too
                     if claim is not None:
                         return claim
-                    if signal.generation == generation and not self._ready:
+                    if (
+                        signal.generation == generation
+                        and not (self._ready or self._pending or self._stopping())
+                    ):
                         self._nap()
-                return None
             finally:
-                self._idle -= 1  # with the lock held: a claimer counts right
+                self._idle -= 1  # with the lock held: a leader counts right
 
-    def _claim(self, wanted: int) -> Claim | None:
-        """Claim up to ``wanted`` due jobs in one store call; keep the first,
-        hand the rest to idle workers (lock held, released for the call)."""
+    def _lead(self, prefetch: int) -> Claim | None:
+        """One pass (lock held, released for the store calls): write every
+        outcome handed in, then claim for the idle workers; keep the first
+        job, hand the others out, wake whoever the pass concerns."""
         signal = self._signal
-        self._claiming = True
+        batch, self._pending = self._pending, []
+        self._passes += 1
+        number = self._passes
+        wanted = 0 if self._stopping() else max(self._idle, prefetch)
+        self._leading = True
         claims: list[Claim] = []
-        with self._unlocked():
-            try:
-                claims = self._store.claim_many(self._clock(), wanted)
-            except Exception:
-                logger.exception("claiming jobs failed; trying again shortly")
-        self._claiming = False
+        try:
+            with self._unlocked():
+                if batch:
+                    self._runner.record(batch)  # never raises: see Runner.record
+                if wanted:
+                    try:
+                        claims = self._store.claim_many(self._clock(), wanted)
+                    except Exception:
+                        logger.exception("claiming jobs failed; trying again shortly")
+        finally:
+            self._leading = False
+            self._written = number
+        if claims:
+            self._runner.hold(claims)
+            if self._stopping():  # stopped meanwhile: the stop gives them back
+                self._ready.extend(claims)
+                claims = []
+        # Whoever handed outcomes in: theirs are written now (they take the
+        # jobs claimed for them), or one of them leads the next pass.
+        self._passed.notify_all()
+        if self._stopping():
+            signal.work.notify_all()
+        elif signal.idle_workers:
+            woken = max(len(claims) - 1, 0)  # the jobs for the others
+            if len(claims) == wanted and self._idle > wanted:
+                woken += 1  # perhaps more are due: one of them claims again
+            if woken:
+                signal.work.notify(woken)
         if not claims:
             return None
-        self._runner.hold(claims)
-        if self._stopping():  # stopped meanwhile: the stop gives them back
-            self._ready.extend(claims)
-            return None
         self._ready.extend(claims[1:])
-        others = len(claims) - 1
-        if len(claims) == wanted and self._idle > len(claims):
-            others += 1  # perhaps more are due: one of them claims again
-        if others and signal.idle_workers:
-            signal.work.notify(others)
         return claims[0]
 
     def _nap(self) -> None:
         """Nothing was due (lock held). One idle worker sleeps until the next
         delayed job is due (at most ``MAX_IDLE_WAIT``) and then looks again;
-        the others sleep until a store or that worker wakes them, so idle
-        workers cost nothing."""
+        the others sleep until a store or a pass wakes them, so idle workers
+        cost nothing."""
         if self._napping:
             self._sleep(FOLLOWER_WAIT)
             return
@@ -157,19 +206,9 @@ class Dispatcher:
         finally:
             self._napping = False
 
-    @contextlib.contextmanager
-    def _unlocked(self) -> Iterator[None]:
-        """Release the signal's lock (held once) for a store call: a store
-        call must not hold up the workers' hand-off, nor stores' wake-ups."""
-        lock = self._signal.lock
-        lock.release()
-        try:
-            yield
-        finally:
-            lock.acquire()
-
     def _sleep(self, timeout: float) -> None:
-        """Sleep on ``signal.work`` (lock held) until notified or ``timeout``."""
+        """Sleep on ``signal.work`` (lock held) until notified or ``timeout``;
+        not at all once stopping."""
         signal = self._signal
         if timeout <= 0 or self._stopping():
             return
@@ -179,49 +218,13 @@ class Dispatcher:
         finally:
             signal.idle_workers -= 1
 
-
-class GroupCommit:
-    """Records the outcomes of a queue's workers together (see the module).
-
-    A worker returns once its outcomes are written. For stores that keep
-    jobs beyond the process; the memory store's workers record their own.
-    """
-
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
-        self._done = threading.Condition(threading.Lock())
-        self._pending: list[Outcome] = []
-        self._writing = False
-        self._next = 1  # the number of the next batch to be written
-        self._written = 0  # the number of the last batch written
-
-    @property
-    def waiting(self) -> int:
-        """Outcomes waiting for the next write."""
-        return len(self._pending)
-
-    def record(self, outcomes: list[Outcome]) -> None:
-        """Record ``outcomes``, in one write with those of the workers that
-        arrived meanwhile; return once they are written."""
-        if not outcomes:
-            return
-        done = self._done
-        with done:
-            self._pending += outcomes
-            mine = self._next  # the batch they go in
-            while self._written < mine:
-                if self._writing:
-                    done.wait()  # whoever writes wakes us; we may write next
-                    continue
-                batch, self._pending = self._pending, []
-                number = self._next
-                self._next += 1
-                self._writing = True
-                done.release()
-                try:
-                    self._runner.record(batch)  # never raises: see Runner.record
-                finally:
-                    done.acquire()
-                    self._writing = False
-                    self._written = number
-                    done.notify_all()
+    @contextlib.contextmanager
+    def _unlocked(self) -> Iterator[None]:
+        """Release the signal's lock (held once) for store calls: they must
+        not hold up the workers' hand-off, nor stores' wake-ups."""
+        lock = self._signal.lock
+        lock.release()
+        try:
+            yield
+        finally:
+            lock.acquire()

@@ -1,9 +1,9 @@
 """The worker threads: long-lived threads that run a queue's due jobs.
 
-No future per job: each thread loops take a job → run it → record its
-outcome, and talks to the store only through the queue's ``Dispatcher``
-(claims for every idle worker at once) and ``GroupCommit`` (outcomes of all
-workers in one write; see ``jobq._dispatch``). Idle workers sleep until a job
+No future per job: each thread loops take a job → run it → hand its outcome
+in, and talks to the store only through the queue's ``Dispatcher``, whose
+passes record the outcomes of all workers together and claim for every idle
+worker at once (see ``jobq._dispatch``). Idle workers sleep until a job
 arrives or the next delayed job falls due (one of them watches the clock).
 
 Fast handlers make the store's cost per job the bottleneck, so where the
@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher, GroupCommit
+from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher
 from jobq._runner import Outcome, Runner
 from jobq.stores.base import Claim, Signal, Store
 
@@ -84,14 +84,9 @@ class WorkerPool:
         self._watchdog: threading.Thread | None = None
         self._watchdog_wake = threading.Condition(signal.lock)
         self._dispatcher = Dispatcher(
-            store, runner, signal, clock, lambda: self._stopping
-        )
-        #: How workers record outcomes: together (``commit``), for a store
-        #: that keeps jobs beyond the process; each its own, for memory.
-        self.commit = GroupCommit(runner) if store.keeps_results else None
-        self._record: Callable[[list[Outcome]], None] = (
-            runner.record if self.commit is None else self.commit.record
-        )
+            store, runner, signal, clock, lambda: self._stopping,
+            durable=store.keeps_results,
+        )  # fmt: skip
 
     @property
     def running(self) -> bool:
@@ -150,15 +145,17 @@ class WorkerPool:
         return ended
 
     def _work(self) -> None:
-        runner, dispatcher, record = self._runner, self._dispatcher, self._record
+        runner, dispatcher = self._runner, self._dispatcher
         size = BatchSize(self._store.claim_batch)
         ran: list[Outcome] = []  # outcomes not recorded yet
         while True:
-            claim = None if self._stopping else dispatcher.ready()
-            if claim is None:  # record before waiting, or claiming more
-                record(ran)
+            if (
+                self._stopping
+                or len(ran) >= size.limit  # a persistent store's: after each job
+                or (claim := dispatcher.ready()) is None
+            ):
+                claim = dispatcher.next(ran, size.next())
                 ran = []
-                claim = dispatcher.next(size.next())
             if claim is None:  # stopping
                 runner.release(dispatcher.take_ready())
                 if self._leave():
@@ -167,9 +164,6 @@ class WorkerPool:
             started = time.monotonic()
             ran.append(runner.run_one(claim))
             size.ran(time.monotonic() - started)
-            if len(ran) >= size.limit:
-                record(ran)
-                ran = []
 
     def _watch_interval(self) -> float | None:
         """How often the watchdog looks; ``None`` if it has nothing to do."""

@@ -3,8 +3,9 @@
 - The dispatcher claims for the workers that are idle, in one store call:
   as many jobs as idle workers, never more (a crash then re-runs at most one
   job per worker and counts no attempt for a job that never started).
-- Group commit: outcomes that arrive while one is being written go into the
-  next write together, and a worker returns only once its own is written.
+- Group commit: outcomes handed in while a pass writes go into the next
+  pass's write together, and a worker gets no new job before its own is
+  written.
 - A crash while a batch of outcomes is being written loses no job: each of
   that batch runs again, and no other job does.
 """
@@ -25,9 +26,9 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq._dispatch import GroupCommit
+from jobq._dispatch import Dispatcher
 from jobq.stores import SqliteStore
-from jobq.stores.base import Claim
+from jobq.stores.base import Claim, Signal
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 10.0  # seconds; a bound so that a broken dispatcher fails, never hangs
@@ -132,15 +133,30 @@ class SlowRunner:
             assert self.let_go.wait(WAIT)
         self.batches.append(list(outcomes))
 
+    def hold(self, claims: list[Claim]) -> None:
+        """Nothing is ever due here."""
 
-def test_outcomes_that_arrive_during_a_write_go_into_the_next_one_together() -> None:
-    runner = SlowRunner()
-    commit = GroupCommit(runner)  # type: ignore[arg-type]
-    returned: list[int] = []
+
+class NothingDue:
+    def claim_many(self, now: float, limit: int) -> list[Claim]:
+        return []
+
+    def next_due(self) -> float | None:
+        return None
+
+
+def test_outcomes_handed_in_during_a_write_go_into_the_next_one_together() -> None:
+    runner, stopping = SlowRunner(), threading.Event()
+    signal = Signal()
+    dispatcher = Dispatcher(
+        NothingDue(), runner, signal, time.time, stopping.is_set,  # type: ignore[arg-type]
+        durable=True,
+    )  # fmt: skip
+    returned: list[tuple[int, int]] = []  # (outcome, batches written then)
 
     def finish(n: int) -> None:
-        commit.record([n])  # type: ignore[list-item]
-        returned.append(n)
+        assert dispatcher.next([n], 1) is None  # type: ignore[list-item]
+        returned.append((n, len(runner.batches)))
 
     first = threading.Thread(target=finish, args=(0,))
     first.start()
@@ -148,17 +164,21 @@ def test_outcomes_that_arrive_during_a_write_go_into_the_next_one_together() -> 
     others = [threading.Thread(target=finish, args=(n,)) for n in range(1, 8)]
     for thread in others:
         thread.start()
-    wait_until(lambda: len(commit._pending) == 7, "seven outcomes waiting")
+    wait_until(lambda: dispatcher.waiting == 7, "seven outcomes waiting")
 
     assert returned == []  # nobody returns before its outcome is written
     runner.let_go.set()
+    wait_until(lambda: len(runner.batches) == 2, "the second write")
+    with signal.lock:
+        stopping.set()
+        signal.work.notify_all()
     for thread in [first, *others]:
         thread.join(WAIT)
 
     assert runner.batches[0] == [0]
     assert sorted(runner.batches[1]) == list(range(1, 8))
-    assert len(runner.batches) == 2
-    assert sorted(returned) == list(range(8))
+    assert sorted(n for n, _ in returned) == list(range(8))
+    assert all(written >= (1 if n == 0 else 2) for n, written in returned)
 
 
 def test_a_persistent_store_writes_the_finishes_that_piled_up_in_one_write(
@@ -169,13 +189,15 @@ def test_a_persistent_store_writes_the_finishes_that_piled_up_in_one_write(
     class Recording(SqliteStore):
         def finish_many(self, done: Any, keep_until: Any, now: float) -> list[bool]:
             if not writes:  # hold the first write until the others wait
-                commit = queue._pool.commit
-                assert commit is not None
-                wait_until(lambda: commit.waiting == 7, "seven waiting outcomes")
+                dispatcher = queue._pool._dispatcher
+                wait_until(lambda: dispatcher.waiting == 7, "seven waiting outcomes")
             writes.append(len(done))
             return super().finish_many(done, keep_until, now)
 
-    queue = jobq.JobQueue(lambda job: None, store=Recording(tmp_path / "jobs.db"))
+    all_running = threading.Barrier(8)  # all eight run before any finishes
+    queue = jobq.JobQueue(
+        lambda job: all_running.wait(WAIT), store=Recording(tmp_path / "jobs.db")
+    )
     queue.enqueue_many(range(8))
     queue.start(workers=8)
     try:
@@ -193,7 +215,7 @@ def test_a_persistent_store_writes_the_finishes_that_piled_up_in_one_write(
 #: behind it; the second write (those three, together) says so and stops
 #: before its commit, for the parent to kill it there.
 CHILD = r"""
-import os, sys, time
+import os, sys, threading, time
 import jobq
 from jobq.stores import SqliteStore
 
@@ -207,7 +229,8 @@ class StopsMidWrite(SqliteStore):
             writes.append(len(done))
             if len(writes) == 1:
                 deadline = time.monotonic() + 30
-                while queue._pool.commit.waiting < 3 and time.monotonic() < deadline:
+                dispatcher = queue._pool._dispatcher
+                while dispatcher.waiting < 3 and time.monotonic() < deadline:
                     time.sleep(0.001)
             elif len(writes) == 2:
                 ids = " ".join(str(d.claim.id) for d in done)
@@ -215,8 +238,12 @@ class StopsMidWrite(SqliteStore):
                 time.sleep(60)  # the parent kills us here
         return super().finish_many(done, keep_until, now)
 
+all_running = threading.Barrier(4)  # four run before any finishes
+
 def handler(job):
     os.write(log, b"ran %d\n" % job.id)
+    if mode == "crash":
+        all_running.wait(30)
 
 queue = jobq.JobQueue(handler, store=StopsMidWrite(path), max_attempts=5)
 if mode == "crash":
