@@ -6,6 +6,7 @@ a join on ``unnest`` of two arrays), extending current claims only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sqlite3
@@ -38,7 +39,7 @@ def sqlite_store(tmp_path: Path) -> Iterator[SqliteStore]:
 
 
 def leases(path: str, ids: list[int]) -> list[float]:
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         rows = dict(conn.execute("SELECT id, lease_until FROM jobq_jobs").fetchall())
     return [rows[i] for i in ids]
 
