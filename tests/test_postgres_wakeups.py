@@ -92,14 +92,14 @@ def test_another_process_enqueue_wakes_as_many_idle_workers_as_jobs(
     listening(store)
 
     for n, expected in ((1, [True, False, False]), (2, [True, True, False])):
-        idle = IdleWorkers(sig, 3, timeout=QUIET_SPELL)
+        idle = IdleWorkers(sig, 3)
         subprocess.run(
             [sys.executable, "-c", ENQUEUE, URL, store.schema, store.queue, str(n)],
             cwd=ROOT,
             check=True,
             timeout=WAIT,
         )
-        assert idle.join() == expected
+        assert idle.settle(n, QUIET_SPELL) == expected
 
 
 def test_a_notification_without_a_count_wakes_every_idle_worker(

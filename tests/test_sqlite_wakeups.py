@@ -156,13 +156,13 @@ def test_another_process_enqueue_wakes_as_many_idle_workers_as_jobs(
     store, sig = opened()
     store.claim_many(time.time(), 1)
 
-    one = IdleWorkers(sig, 3, timeout=QUIET_SPELL)
+    one = IdleWorkers(sig, 3)
     run(ENQUEUE, f"sqlite:///{path}", "1")
-    assert one.join() == [True, False, False]
+    assert one.settle(1, QUIET_SPELL) == [True, False, False]
 
-    two = IdleWorkers(sig, 3, timeout=QUIET_SPELL)
+    two = IdleWorkers(sig, 3)
     run(ENQUEUE, f"sqlite:///{path}", "2")
-    assert two.join() == [True, True, False]
+    assert two.settle(2, QUIET_SPELL) == [True, True, False]
 
 
 def test_a_delayed_job_of_another_process_wakes_one_idle_worker(
@@ -171,11 +171,12 @@ def test_a_delayed_job_of_another_process_wakes_one_idle_worker(
     store, sig = opened()
     other, _ = opened()
     store.claim_many(time.time(), 1)
-    idle = IdleWorkers(sig, 2, timeout=QUIET_SPELL)
+    idle = IdleWorkers(sig, 2)
 
     other.add([job("later", run_at=time.time() + HOUR)], time.time())
 
-    assert idle.join() == [True, False]  # to shorten its wait for the due time
+    # one, to shorten its wait for the due time
+    assert idle.settle(1, QUIET_SPELL) == [True, False]
 
 
 def test_a_retry_release_and_revival_elsewhere_wake_idle_workers(

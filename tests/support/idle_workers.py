@@ -17,9 +17,11 @@ class IdleWorkers:
     """``count`` threads waiting on ``sig.work`` for up to ``timeout``
     seconds each; once built, every one of them waits."""
 
-    def __init__(self, sig: Signal, count: int, timeout: float) -> None:
+    def __init__(self, sig: Signal, count: int, timeout: float = WAIT) -> None:
         self.sig = sig
         self.woken: list[bool] = []
+        self._released = False  # ``settle`` ended the waits still going
+        self._ended = threading.Condition(sig.lock)  # a wait ended
         self.threads = [
             threading.Thread(target=self._wait, args=(timeout,), daemon=True)
             for _ in range(count)
@@ -39,13 +41,28 @@ class IdleWorkers:
         with self.sig.lock:
             self.sig.idle_workers += 1
             try:
-                woken = self.sig.work.wait(timeout)
+                woken = self.sig.work.wait(timeout) and not self._released
             finally:
                 self.sig.idle_workers -= 1
             self.woken.append(woken)
+            self._ended.notify_all()
 
     def join(self) -> list[bool]:
         """Whether each was woken, woken ones first."""
         for thread in self.threads:
             thread.join(WAIT)
         return sorted(self.woken, reverse=True)
+
+    def settle(self, expected: int, quiet: float) -> list[bool]:
+        """As ``join``, for threads built with a long ``timeout``: wait until
+        ``expected`` of them are woken, then ``quiet`` seconds more for any
+        wrongly woken, then end the others' waits (not counted as woken).
+        So a slow wake-up (a child process starting on a busy machine) is
+        waited for, and a wrong one is still seen."""
+        with self.sig.lock:
+            self._ended.wait_for(lambda: sum(self.woken) >= expected, WAIT)
+        time.sleep(quiet)
+        with self.sig.lock:
+            self._released = True
+            self.sig.work.notify_all()
+        return self.join()
