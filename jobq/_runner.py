@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from jobq._failures import describe_failure
-from jobq._json import decode, encode
+from jobq._json import decode, decode_meta, encode
 from jobq._time import to_seconds
 from jobq.errors import Fatal, Retry
 from jobq.events import Event, EventKind, Subscribers
@@ -405,7 +405,8 @@ class Runner:
 def job_of(claim: Claim) -> Job[Any]:
     """The ``Job`` a handler (and middleware) receives for ``claim``: a fresh
     copy of the payload for each attempt."""
-    return Job(claim.id, decode(claim.payload), claim.attempt, claim.key, claim.task)
+    return Job(claim.id, decode(claim.payload), claim.attempt, claim.key,
+               claim.task, decode_meta(claim.meta), claim.timeout)  # fmt: skip
 
 
 def _log_failure(failed: Failed) -> None:

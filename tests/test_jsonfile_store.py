@@ -385,12 +385,12 @@ def test_snapshot_carries_format_and_version(
     document = _document(path)
 
     assert document["format"] == "jobq"
-    assert document["version"] == 1
+    assert document["version"] == 2
 
 
 def _newer_file(path: Path) -> bytes:
     data = json.dumps(
-        {"format": "jobq", "version": 2, "next_id": 8, "count": 0, "jobs": []}
+        {"format": "jobq", "version": 3, "next_id": 8, "count": 0, "jobs": []}
     ).encode()
     path.write_bytes(data)
     return data
@@ -408,7 +408,7 @@ def test_file_of_a_newer_version_is_refused_and_left_untouched(
         "start": queue.start,
     }[call]
 
-    with pytest.raises(jobq.StoreError, match=r"newer jobq.*version 2"):
+    with pytest.raises(jobq.StoreError, match=r"newer jobq.*version 3"):
         action()
 
     queue.close()

@@ -10,7 +10,7 @@ Stored jobs (see ``_entry``) are never changed in place: each change stores a ne
 and which jobs run is kept beside them in ``_claims`` (id -> token). That lets
 the JSON store take a consistent snapshot by copying references under the lock
 and serialize it after releasing the lock, and it keeps a claim cheap: taking
-a job touches no entry at all.
+a job only stores its entry again with the attempt's ``started_at``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from jobq.stores._entry import (
     KEY,
     LAST_ERROR,
     MAX_ATTEMPTS,
+    META,
     PAYLOAD,
     PENDING,
     PRIORITY,
@@ -40,11 +41,13 @@ from jobq.stores._entry import (
     RUNNING,
     STATE,
     TASK,
+    TIMEOUT,
     Entry,
     evolve,
     failed,
     new_entry,
     record,
+    started,
 )
 from jobq.stores.base import (
     Claim,
@@ -131,8 +134,8 @@ class ChangeRecorder(Protocol):
     def removed(self, job_id: int) -> None:
         """This job is gone."""
 
-    def claimed(self, job_id: int) -> None:
-        """This pending job now runs."""
+    def claimed(self, job_id: int, started_at: float) -> None:
+        """This pending job now runs, since ``started_at``."""
 
 
 class MemoryStore(OneJobCalls):
@@ -164,7 +167,7 @@ class MemoryStore(OneJobCalls):
         self._signal = Signal()  # the parent's lock may be held by a thread now gone
         self._lock = self._signal.lock
         for job_id in self._claims:
-            entry = self._jobs[job_id]
+            entry = self._jobs[job_id] = started(self._jobs[job_id], None)
             self._pending += 1
             self._due.push((-entry[PRIORITY], entry[RUN_AT], job_id))
         self._claims.clear()
@@ -220,6 +223,8 @@ class MemoryStore(OneJobCalls):
                     now,
                     new.max_attempts,
                     new.task,
+                    new.timeout,
+                    new.meta,
                 )
                 self._jobs[job_id] = entry
                 if key is not None:
@@ -255,12 +260,13 @@ class MemoryStore(OneJobCalls):
                     continue  # cancelled or rescheduled since it was pushed
                 token = next(self._tokens)
                 self._claims[job_id] = token
+                self._jobs[job_id] = entry = started(entry, now)
                 self._pending -= 1
-                self._claimed(job_id, token)
+                self._claimed(job_id, now)
                 attempt = entry[ATTEMPTS] + 1
                 claim = Claim(job_id, token, entry[PAYLOAD], attempt,
                               entry[MAX_ATTEMPTS], entry[KEY], entry[TASK],
-                              run_at)  # fmt: skip
+                              run_at, entry[TIMEOUT], entry[META])  # fmt: skip
                 claims.append(claim)
         return claims
 
@@ -271,14 +277,15 @@ class MemoryStore(OneJobCalls):
             if self._completed:
                 self._expire_completed(now)
             ended = [
-                self._finish_locked(claim, result, keep_until) for claim, result in done
+                self._finish_locked(claim, result, keep_until, now)
+                for claim, result in done
             ]
             if self._signal.joiners and any(ended):
                 self._signal.job_settled_locked()
         return ended
 
     def _finish_locked(
-        self, claim: Claim, result: str | None, keep_until: float | None
+        self, claim: Claim, result: str | None, keep_until: float | None, now: float
     ) -> bool:
         entry = self._end_claim(claim)
         if entry is None:
@@ -288,7 +295,8 @@ class MemoryStore(OneJobCalls):
             del self._jobs[entry[ID]]
             self._changed(entry[ID])
         else:
-            entry = evolve(entry, state=COMPLETED, result=result, expires_at=keep_until)
+            entry = evolve(entry, state=COMPLETED, result=result,
+                           expires_at=keep_until, finished_at=now)  # fmt: skip
             self._jobs[entry[ID]] = entry
             self._completed.append((keep_until, entry[ID]))
             self._changed(entry)
@@ -301,6 +309,7 @@ class MemoryStore(OneJobCalls):
                 entry = self._end_claim(claim)
                 if entry is None:
                     continue
+                entry = self._jobs[entry[ID]] = started(entry, None)
                 self._pending += 1
                 self._schedule(entry, now)
                 self._changed(entry)  # the JSON store: no longer running
@@ -318,10 +327,10 @@ class MemoryStore(OneJobCalls):
                 if entry is None:
                     continue
                 if retry_at is None:
-                    self._bury(failed(entry, error, state=DEAD))
+                    self._bury(failed(entry, error, state=DEAD, finished_at=now))
                     buried += 1
                     continue
-                entry = failed(entry, error, run_at=retry_at)
+                entry = failed(entry, error, run_at=retry_at, finished_at=now)
                 self._jobs[entry[ID]] = entry
                 self._pending += 1
                 due += self._schedule(entry, now)
@@ -457,11 +466,10 @@ class MemoryStore(OneJobCalls):
             else:
                 recorder.stored(change)
 
-    def _claimed(self, job_id: int, token: int) -> None:
-        """A job was claimed (it runs under ``token``) or, with token 0,
-        released (the change that ends the claim is recorded after it)."""
-        if token and self._recorder is not None:
-            self._recorder.claimed(job_id)
+    def _claimed(self, job_id: int, started_at: float) -> None:
+        """A job was claimed: it runs since ``started_at``."""
+        if self._recorder is not None:
+            self._recorder.claimed(job_id, started_at)
 
     # -- helpers (call with the lock held) -------------------------------------
 
@@ -493,7 +501,6 @@ class MemoryStore(OneJobCalls):
         if self._claims.get(claim.id) != claim.token:
             return None
         del self._claims[claim.id]
-        self._claimed(claim.id, 0)
         return self._jobs[claim.id]
 
     def _release_key(self, entry: Entry) -> None:
@@ -552,9 +559,10 @@ class MemoryStore(OneJobCalls):
         for entry in entries:
             if entry[ID] in died:
                 if retries_after_crash(entry[ATTEMPTS], entry[MAX_ATTEMPTS]):
-                    entry = failed(entry, error, state=PENDING, run_at=now)
+                    entry = failed(entry, error, state=PENDING, run_at=now,
+                                   finished_at=now)  # fmt: skip
                 else:
-                    entry = failed(entry, error, state=DEAD)
+                    entry = failed(entry, error, state=DEAD, finished_at=now)
                     buried.append(entry[ID])
                 self._changed(entry)
             elif entry[STATE] == DEAD:
