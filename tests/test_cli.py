@@ -709,11 +709,11 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert created.code == 0, created.err
-    assert created.out == f"the SQLite file {path}: jobq schema at version 1\n"
+    assert created.out == f"the SQLite file {path}: jobq schema at version 2\n"
     assert again.code == 0, again.err
     assert json.loads(again.out) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 1,
+        "schema_version": 2,
     }
     assert json.loads(looked.out) == {"pending": 0, "running": 0, "dead": 0}
 

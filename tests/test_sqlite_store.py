@@ -31,6 +31,7 @@ from jobq import JobState
 from jobq.stores import SqliteStore, store_from
 from jobq.stores.base import Claim, NewJob, Signal
 from jobq.stores.sqlite import statements as sqlite_statements
+from jobq.stores.sqlite.schema import SCHEMA_VERSION
 from jobq.types import AttemptError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,9 +242,9 @@ def test_a_missing_directory_is_a_store_error_naming_the_path(tmp_path: Path) ->
 def test_a_newer_schema_version_is_refused(open_store: OpenStore, path: Path) -> None:
     open_store().close()
     with raw(path) as conn:
-        conn.execute("UPDATE jobq_meta SET value = 2 WHERE name = 'schema_version'")
+        conn.execute("UPDATE jobq_meta SET value = 99 WHERE name = 'schema_version'")
 
-    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 2"):
+    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 99"):
         open_store()
 
 
@@ -260,7 +261,9 @@ def test_the_schema_is_created_once_and_kept_across_opens(
     assert record is not None
     assert record.payload == "kept"
     with raw(path) as conn:
-        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [(1,)]
+        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
 
 
 def test_migrate_creates_the_file_and_schema_and_leaves_nothing_open(
@@ -269,7 +272,7 @@ def test_migrate_creates_the_file_and_schema_and_leaves_nothing_open(
     store = SqliteStore(path)
     old = os.umask(0o022)
     try:
-        assert store.migrate() == 1
+        assert store.migrate() == SCHEMA_VERSION
     finally:
         os.umask(old)
 
@@ -278,8 +281,10 @@ def test_migrate_creates_the_file_and_schema_and_leaves_nothing_open(
     assert store._watcher is None
     with raw(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [(1,)]
-    assert store.migrate() == 1  # a second time only checks
+        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
+    assert store.migrate() == SCHEMA_VERSION  # a second time only checks
     [job_id] = add(open_store(), new_job("after"))
     assert job_id == 1
 
@@ -289,9 +294,9 @@ def test_migrate_refuses_a_newer_schema_version(
 ) -> None:
     open_store().close()
     with raw(path) as conn:
-        conn.execute("UPDATE jobq_meta SET value = 2 WHERE name = 'schema_version'")
+        conn.execute("UPDATE jobq_meta SET value = 99 WHERE name = 'schema_version'")
 
-    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 2"):
+    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 99"):
         SqliteStore(path).migrate()
 
 
@@ -644,14 +649,14 @@ def test_claim_statements_use_the_partial_indexes(
             for name, params in [
                 ("ANY_DUE", (T0,)),
                 ("PROMOTE", (T0,)),
-                ("CLAIM", (T0 + 30, "h", 1, "n", 32)),
+                ("CLAIM", (T0, T0 + 30, "h", 1, "n", 32)),
                 ("NEXT_DUE", ()),
                 ("HELD_KEY", ("k",)),
                 ("EXPIRED", (T0,)),
                 ("ANY_EXPIRED", (T0,)),
                 ("EXPIRE_COMPLETED", (T0,)),
                 ("OLDEST_DEAD", (1,)),
-                ("BURY", (1, "ValueError", "[]", 1)),
+                ("BURY", (1, "ValueError", "[]", T0, 1)),
                 ("OWNERS", ("h",)),
                 ("DEAD_KEY", (1,)),
             ]
