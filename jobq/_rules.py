@@ -109,7 +109,8 @@ def check_meta(meta: object) -> str | None:
     text = json.dumps(dict(meta), sort_keys=True, separators=(",", ":"))
     if len(text) > MAX_META_BYTES:  # ASCII (json escapes the rest): chars = bytes
         raise ValueError(
-            f"meta is {len(text)} bytes of JSON; at most {MAX_META_BYTES} are allowed"
+            f"meta is {len(text)} bytes of JSON; at most {MAX_META_BYTES} bytes are "
+            "allowed"
         )
     return text
 
