@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from old_schemas import sqlite_v1
 
 import jobq
 from jobq import JobState
 from jobq.stores import SqliteStore, store_from
 from jobq.stores.base import Claim, NewJob, Signal
 from jobq.stores.sqlite import statements as sqlite_statements
-from jobq.stores.sqlite.schema import SCHEMA_VERSION
+from jobq.stores.sqlite.schema import GET_VERSION, SCHEMA_VERSION
 from jobq.types import AttemptError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -918,3 +919,47 @@ def test_a_change_waits_for_another_connections_write_lock(tmp_path: Path) -> No
             other.execute("ROLLBACK")
             other.close()
         assert queue.stats().pending == 1
+
+
+# -- migrating a schema of an earlier jobq ---------------------------------------------
+
+
+def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
+    path: Path, open_store: OpenStore
+) -> None:
+    sqlite_v1(path)
+
+    store = open_store()
+
+    records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
+    shown = [(r.state, r.payload, r.key, r.priority, r.task, r.attempts,
+              r.last_error, [e.type for e in r.errors])
+             for r in records if r is not None]  # fmt: skip
+    assert shown == [
+        (JobState.PENDING, "due", "k", 3, None, 0, None, []),
+        (JobState.PENDING, {"n": 1}, None, 0, "mail.send", 1, "ValueError: x",
+         ["ValueError"]),
+        (JobState.DEAD, "dead", None, 0, None, 1, "Fatal: no", ["Fatal"]),
+    ]  # fmt: skip
+    new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta))
+                  for r in records if r is not None]  # fmt: skip
+    assert new_fields == [(None, None, None, {})] * 3
+    with raw(path) as conn:
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,)
+    first = claim(store, T0 + 5)
+    assert (first.id, first.meta, first.timeout) == (1, None, None)
+    running = store.get(1, T0 + 5)
+    assert running is not None
+    assert (running.started_at, running.finished_at) == (T0 + 5, None)
+
+
+def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
+    sqlite_v1(path)
+
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 2
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
+
+    with raw(path) as conn:
+        assert conn.execute("SELECT count(*) FROM jobq_jobs").fetchone() == (3,)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(jobq_jobs)")}
+    assert {"started_at", "finished_at", "timeout", "meta"} <= columns
