@@ -35,7 +35,7 @@ import pytest
 
 import jobq
 from jobq import AttemptError, Enqueued, Fatal, Job, JobState, Retry, Stats
-from jobq.stores.base import Claim, Done, Failure, Store, missing_members
+from jobq.stores.base import Claim, Done, Failure, NewJob, Store, missing_members
 from jobq.testing.clock import T0, Clock
 
 __all__ = ["StoreContractTests"]
@@ -1742,7 +1742,9 @@ class StoreContractTests:
         handler = Recorder(ValueError("once"), Fatal("then give up"))
         queue = make_queue(handler, base_delay=0, keep_completed=60, clock=clock)
         [new] = queue.prepare(["x"], meta=meta)
-        [job] = queue.add([new._replace(timeout=2.5)])  # no public timeout= yet
+        timed = NewJob(new.payload, new.run_at, new.key, new.priority,
+                       new.max_attempts, timeout=2.5, meta=new.meta)  # fmt: skip
+        [job] = queue.add([timed])  # no public timeout= yet
 
         assert queue.run_pending() == 2
 
