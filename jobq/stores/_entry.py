@@ -87,7 +87,8 @@ def new_entry(
 
 def started(entry: Entry, at: float | None) -> Entry:
     """``entry`` with an attempt started ``at`` (``None``: none started) and
-    not finished; a claim's only change to a job, so a slice, not ``evolve``."""
+    not finished: a running job as shown, or a released one (a slice, not
+    ``evolve``: it runs for each running job a snapshot writes)."""
     return (*entry[:STARTED_AT], at, None, *entry[TIMEOUT:])
 
 

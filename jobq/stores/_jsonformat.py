@@ -19,7 +19,7 @@ import json
 import re
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from jobq.stores._entry import (
@@ -136,14 +136,16 @@ def run_record(job_id: int, started_at: float) -> bytes:
 def serialize(
     live: Iterable[Entry],
     dead: Sequence[Entry],
-    running: set[int],
+    running: Mapping[int, float | None],
     next_id: int,
     seq: int,
 ) -> Iterator[bytes]:
     """A snapshot that, with the journal's records after ``seq`` replayed on
     top, is the whole queue: the ``live`` jobs, then the ``dead`` ones in
-    burial order. A job may appear twice (changed while the snapshot was
-    taken); the later row and then the journal decide.
+    burial order; the ``running`` ones (id -> their attempt's ``started_at``,
+    which their entries do not hold) as running since then. A job may appear
+    twice (changed while the snapshot was taken); the later row and then the
+    journal decide.
 
     It comes in chunks of ``CHUNK_ROWS`` jobs, so no single step holds the GIL
     for long, and ends with the CRC-32 of every byte before its ``"crc32"``
@@ -160,13 +162,22 @@ def serialize(
     separator = ""
     while part := list(itertools.islice(ordered, CHUNK_ROWS)):
         chunk = (
-            separator + ",\n".join(checked_row(e, e[ID] in running) for e in part)
+            separator + ",\n".join(_snapshot_row(e, running) for e in part)
         ).encode()
         separator = ",\n"
         crc = zlib.crc32(chunk, crc)
         yield chunk
     crc = zlib.crc32(b"\n]", crc)
     yield b"\n]%s%d}\n" % (_CHECKSUM, crc)
+
+
+def _snapshot_row(entry: Entry, running: Mapping[int, float | None]) -> str:
+    """A snapshot's row; a running job's with its claim's start, which the
+    memory store keeps beside its entry, not in it."""
+    job_id = entry[ID]
+    if job_id in running:
+        return checked_row(started(entry, running[job_id]), True)
+    return checked_row(entry, False)
 
 
 @dataclass
