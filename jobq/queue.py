@@ -407,19 +407,14 @@ class JobQueue(Generic[P]):
         if max_attempts is None:
             max_attempts = self.policy.max_attempts
         timeout = None  # stored, not yet enforced: no caller can set it yet
-        return [
-            NewJob(
-                self._encode(payload, what),
-                run_at,
-                key,
-                priority,
-                max_attempts,
-                task,
-                timeout,
-                meta_text,
-            )
-            for payload in payloads
-        ]
+        # A loop: on Python 3.11 a comprehension is a call of a closure over
+        # every name it reads, a cost each single enqueue would pay.
+        jobs: list[NewJob] = []
+        for payload in payloads:
+            new = NewJob(self._encode(payload, what), run_at, key, priority,
+                         max_attempts, task, timeout, meta_text)  # fmt: skip
+            jobs.append(new)
+        return jobs
 
     def add(self, jobs: Sequence[NewJob], *, connection: Any = None) -> list[Enqueued]:
         """Write jobs made by ``prepare``, in one write; the second half of
