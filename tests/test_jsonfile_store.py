@@ -848,6 +848,30 @@ def test_queue_keeps_running_through_a_write_fault_and_saves_everything_after(
     assert {row["payload"] for row in _rows(path).values()} == {"kept"}
 
 
+def test_a_running_job_shows_its_start_in_a_snapshot_and_to_a_reader(
+    make_queue: QueueFactory, path: Path
+) -> None:
+    """The memory store keeps a running job's start beside its entry, not in
+    it: the owner's list, the snapshot's row and a reader still show it."""
+    queue = make_queue()
+    job = queue.enqueue("x")
+    start = time.time() + 1
+    assert len(queue.store.claim_many(start, 1)) == 1
+    [owned] = queue.store.list_jobs(jobq.JobState.RUNNING)
+
+    queue.save()  # the snapshot holds the run; the journal after it, nothing
+    reader = JsonFileStore(path, read_only=True)
+    try:
+        [read] = reader.list_jobs(jobq.JobState.RUNNING)
+        assert reader.get(job.id, start) == read
+    finally:
+        reader.close()
+
+    assert _rows(path)[job.id]["started_at"] == start
+    for record in (owned, read):
+        assert (record.started_at, record.finished_at) == (start, None)
+
+
 def test_a_reader_sees_the_success_of_a_job_once_run_pending_returns(
     tmp_path: Path,
 ) -> None:
