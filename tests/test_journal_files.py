@@ -481,7 +481,10 @@ def test_random_byte_flips_in_a_journal_segment_cost_only_the_record_they_hit(
         assert startup.refused is None, case
         if position < len(MAGIC):  # the header: every record is still found
             assert startup.jobs == good["after record"][len(ends)], case
-            assert list(startup.aside("damaged").values()) == [bytes(damaged)], case
+            if damaged.startswith(b"JOBQ-JOURNAL 1\n"):  # version 1's: read as one
+                assert startup.aside("damaged") == {}, case
+            else:
+                assert list(startup.aside("damaged").values()) == [bytes(damaged)], case
             continue
         hit = sum(1 for end in ends if end <= position)  # the record it hit
         assert startup.jobs == good["without record"][hit], case
