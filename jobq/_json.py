@@ -8,12 +8,15 @@ coders are built once: building one per call costs more than the coding.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from json.encoder import (  # type: ignore[attr-defined]
     c_make_encoder,
     encode_basestring_ascii,
 )
+from types import MappingProxyType
 from typing import Any
+
+from jobq.types import NO_META
 
 _decode = json.JSONDecoder().raw_decode
 
@@ -108,3 +111,11 @@ def _key_text(key: object) -> str | None:
 def decode(text: str) -> Any:
     """The value of JSON text written by ``encode`` (fresh objects each call)."""
     return _decode(text)[0]
+
+
+def decode_meta(text: str | None) -> Mapping[str, str]:
+    """A job's ``meta`` from the JSON text stores keep: a read-only mapping,
+    the shared empty one for ``None`` (most jobs: nothing to decode)."""
+    if text is None:
+        return NO_META
+    return MappingProxyType(json.loads(text))

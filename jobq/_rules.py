@@ -10,8 +10,9 @@ another keeps working.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: Priorities and job ids are 64-bit signed integers in every store.
@@ -20,6 +21,11 @@ INT64_MAX = 2**63 - 1
 
 #: The most attempts a job may be given (a 32-bit integer in PostgreSQL).
 MAX_ATTEMPTS_LIMIT = 2**31 - 1
+
+#: A job's ``meta`` holds at most this many headers, in at most this many
+#: bytes of JSON: headers (a trace context, a queue name), not a second payload.
+MAX_META_ENTRIES = 64
+MAX_META_BYTES = 8192
 
 
 def check_int(value: object, name: str, minimum: int, maximum: int = INT64_MAX) -> int:
@@ -72,6 +78,43 @@ def check_key(key: object) -> str | None:
     return check_text(key, "key")
 
 
+def check_meta(meta: object) -> str | None:
+    """A job's ``meta`` as the text every store keeps: a JSON object with
+    sorted keys, ASCII only; ``None`` for no headers (``None`` or empty).
+
+    It must be a mapping of non-empty ``str`` keys to ``str`` values that
+    every store can hold (``check_text``), at most ``MAX_META_ENTRIES`` of
+    them in at most ``MAX_META_BYTES`` of JSON; ``TypeError`` or
+    ``ValueError`` otherwise.
+    """
+    if meta is None:
+        return None
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"meta must be a mapping of str to str or None, not {meta!r}")
+    if not meta:
+        return None
+    if len(meta) > MAX_META_ENTRIES:
+        raise ValueError(
+            f"meta holds {len(meta)} entries; at most {MAX_META_ENTRIES} are allowed"
+        )
+    for name, value in meta.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(
+                f"meta must map str to str, not {name!r} to {_short_repr(value)}"
+            )
+        if not name:
+            raise ValueError("meta keys must not be empty")
+        check_text(name, "a meta key")
+        check_text(value, f"meta[{name!r}]")
+    text = json.dumps(dict(meta), sort_keys=True, separators=(",", ":"))
+    if len(text) > MAX_META_BYTES:  # ASCII (json escapes the rest): chars = bytes
+        raise ValueError(
+            f"meta is {len(text)} bytes of JSON; at most {MAX_META_BYTES} bytes are "
+            "allowed"
+        )
+    return text
+
+
 def storable(text: str) -> str:
     """``text`` made storable by every store, for text jobq must record
     whatever it holds (an error's message and traceback): NUL becomes the
@@ -114,6 +157,12 @@ def checked_clock(clock: Callable[[], Any]) -> Callable[[], float]:
         )
 
     return now
+
+
+def _short_repr(value: object) -> str:
+    """``repr(value)`` cut for a message."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _short(value: int) -> str:

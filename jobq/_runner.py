@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from jobq._failures import describe_failure
-from jobq._json import decode, encode
+from jobq._json import decode, decode_meta, encode
 from jobq._time import to_seconds
 from jobq.errors import Fatal, Retry
 from jobq.events import Event, EventKind, Subscribers
@@ -35,7 +35,7 @@ from jobq.middleware import Middleware, wrap
 from jobq.retry import RetryPolicy
 from jobq.stores.base import Claim, Done, Failure, Store
 from jobq.tasks import task_arguments, unknown_task
-from jobq.types import Job
+from jobq.types import NO_META, Job
 
 logger = logging.getLogger("jobq")
 
@@ -404,8 +404,11 @@ class Runner:
 
 def job_of(claim: Claim) -> Job[Any]:
     """The ``Job`` a handler (and middleware) receives for ``claim``: a fresh
-    copy of the payload for each attempt."""
-    return Job(claim.id, decode(claim.payload), claim.attempt, claim.key, claim.task)
+    copy of the payload for each attempt. Most jobs have no ``meta``: theirs
+    is the shared empty one, with no call (this runs for every job)."""
+    meta = NO_META if claim.meta is None else decode_meta(claim.meta)
+    return Job(claim.id, decode(claim.payload), claim.attempt, claim.key,
+               claim.task, meta, claim.timeout)  # fmt: skip
 
 
 def _log_failure(failed: Failed) -> None:

@@ -24,6 +24,7 @@ from jobq._json import encode
 from jobq._rules import (
     check_int,
     check_key,
+    check_meta,
     check_priority,
     checked_clock,
     stored_id,
@@ -338,16 +339,22 @@ class JobQueue(Generic[P]):
         at: float | dt.datetime | None = None,
         key: str | None = None,
         priority: int = 0,
+        meta: Mapping[str, str] | None = None,
         connection: Any = None,
     ) -> Enqueued:
         """Add a job; while a job with ``key`` is pending or running, return
         that one with ``duplicate=True`` instead.
 
-        ``connection``: a database connection of the caller's (a psycopg 3
-        connection, for the PostgreSQL store): the job is written in its
-        current transaction, so it exists if, and only if, that commits.
+        ``meta``: string headers stored with the job and shown to its
+        handler and middleware as ``job.meta`` (a trace context, say), at
+        most 64 entries in 8 KiB of JSON. ``connection``: a database
+        connection of the caller's (a psycopg 3 connection, for the
+        PostgreSQL store): the job is written in its current transaction, so
+        it exists if, and only if, that commits.
         """
-        jobs = self.prepare([payload], delay=delay, at=at, key=key, priority=priority)
+        jobs = self.prepare(
+            [payload], delay=delay, at=at, key=key, priority=priority, meta=meta
+        )
         return self.add(jobs, connection=connection)[0]
 
     def enqueue_many(
@@ -358,12 +365,15 @@ class JobQueue(Generic[P]):
         at: float | dt.datetime | None = None,
         key: str | None = None,
         priority: int = 0,
+        meta: Mapping[str, str] | None = None,
         connection: Any = None,
     ) -> list[Enqueued]:
         """Add many jobs with the same options in one write; all or nothing.
 
-        ``connection``: as for ``enqueue``."""
-        jobs = self.prepare(payloads, delay=delay, at=at, key=key, priority=priority)
+        ``meta``, ``connection``: as for ``enqueue``."""
+        jobs = self.prepare(
+            payloads, delay=delay, at=at, key=key, priority=priority, meta=meta
+        )
         return self.add(jobs, connection=connection)
 
     def prepare(
@@ -374,6 +384,7 @@ class JobQueue(Generic[P]):
         at: float | dt.datetime | None = None,
         key: str | None = None,
         priority: int = 0,
+        meta: Mapping[str, str] | None = None,
         task: str | None = None,
         max_attempts: int | None = None,
         what: str = "payload",
@@ -392,14 +403,18 @@ class JobQueue(Generic[P]):
         if key is not None:
             key = check_key(key)
         priority = check_priority(priority)
+        meta_text = None if meta is None else check_meta(meta)
         if max_attempts is None:
             max_attempts = self.policy.max_attempts
-        return [
-            NewJob(
-                self._encode(payload, what), run_at, key, priority, max_attempts, task
-            )
-            for payload in payloads
-        ]
+        timeout = None  # stored, not yet enforced: no caller can set it yet
+        # A loop: on Python 3.11 a comprehension is a call of a closure over
+        # every name it reads, a cost each single enqueue would pay.
+        jobs: list[NewJob] = []
+        for payload in payloads:
+            new = NewJob(self._encode(payload, what), run_at, key, priority,
+                         max_attempts, task, timeout, meta_text)  # fmt: skip
+            jobs.append(new)
+        return jobs
 
     def add(self, jobs: Sequence[NewJob], *, connection: Any = None) -> list[Enqueued]:
         """Write jobs made by ``prepare``, in one write; the second half of

@@ -19,11 +19,12 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from jobq._rules import check_key, check_max_attempts, check_priority
+from jobq._rules import check_key, check_max_attempts, check_meta, check_priority
 from jobq._time import to_epoch, to_seconds
 from jobq.errors import Fatal
 from jobq.types import Enqueued
@@ -59,7 +60,7 @@ class Task(Generic[P, R]):
     Built by ``@queue.task``; calling it runs the function here and now, as
     a plain call. ``enqueue(*args, **kwargs)`` adds a job that calls it with
     those arguments on a worker; ``using(...)`` returns a copy with options
-    for those jobs (delay, due time, key, priority). A ``Task`` never changes:
+    for those jobs (delay, due time, key, priority, meta). A ``Task`` never changes:
     ``using`` returns a new one.
 
     Attributes: ``name``, ``func``, ``queue``, ``max_attempts`` and
@@ -124,6 +125,7 @@ class Task(Generic[P, R]):
             at=options.at,
             key=options.key,
             priority=self.priority if options.priority is None else options.priority,
+            meta=options.meta,
             task=self.name,
             max_attempts=self.max_attempts,
             what=f"the arguments of task {self.name!r}",
@@ -137,6 +139,7 @@ class Task(Generic[P, R]):
         at: float | dt.datetime | None = None,
         key: str | None = None,
         priority: int | None = None,
+        meta: Mapping[str, str] | None = None,
         connection: Any = None,
     ) -> Task[P, R]:
         """A copy of this task whose ``enqueue`` uses these options.
@@ -155,6 +158,7 @@ class Task(Generic[P, R]):
         if at is not None:
             new_delay, new_at = 0.0, to_epoch(at)
         check_key(key)
+        check_meta(meta)
         if connection is not None and not self.queue.store.transactional_add:
             raise TypeError(
                 f"{type(self.queue.store).__name__} cannot add jobs in the "
@@ -165,6 +169,7 @@ class Task(Generic[P, R]):
             at=new_at,
             key=old.key if key is None else key,
             priority=old.priority if priority is None else check_priority(priority),
+            meta=old.meta if meta is None else MappingProxyType(dict(meta)),
             connection=old.connection if connection is None else connection,
         )
         return Task(
@@ -199,6 +204,7 @@ class _Options:
     at: float | None = None
     key: str | None = None
     priority: int | None = None  # None: the task's own
+    meta: Mapping[str, str] | None = None
     connection: Any = None
 
     def describe(self) -> str:
@@ -211,6 +217,8 @@ class _Options:
             parts.append(f"key={self.key!r}")
         if self.priority is not None:
             parts.append(f"priority={self.priority!r}")
+        if self.meta is not None:
+            parts.append(f"meta={dict(self.meta)!r}")
         if self.connection is not None:
             parts.append("connection=...")
         return ", ".join(parts)

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 P = TypeVar("P")
+
+#: The ``meta`` of a job enqueued without one: shared, read-only, free.
+NO_META: Mapping[str, str] = MappingProxyType({})
+
+
+def _no_meta() -> Mapping[str, str]:
+    return NO_META
 
 
 class JobState(enum.StrEnum):
@@ -30,13 +39,18 @@ class Enqueued:
 class Job(Generic[P]):
     """What a handler (and each middleware) receives. ``attempt`` is 1 on the
     first try; ``task`` is the name of a named task's job (its payload is
-    then ``{"args": [...], "kwargs": {...}}``), ``None`` for a plain job."""
+    then ``{"args": [...], "kwargs": {...}}``), ``None`` for a plain job.
+    ``meta`` holds the string headers given at enqueue (read-only, empty if
+    none), the same for every attempt; ``timeout`` is the job's stored
+    timeout in seconds, or ``None``."""
 
     id: int
     payload: P
     attempt: int
     key: str | None
     task: str | None = None
+    meta: Mapping[str, str] = field(default_factory=_no_meta)
+    timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +68,12 @@ class JobRecord(Generic[P]):
     """A stored job as ``get`` and ``dead_jobs`` show it.
 
     ``attempts`` counts failed attempts; ``errors`` keeps the newest 20 of them,
-    oldest first; times are epoch seconds.
+    oldest first; times are epoch seconds. ``started_at`` and ``finished_at``
+    describe the job's last attempt: when it was claimed, and when its outcome
+    was recorded (``None`` while it runs, and both ``None`` before the first
+    attempt); revive keeps them. ``meta`` holds the string headers given at
+    enqueue (read-only, empty if none); ``timeout`` is the stored timeout in
+    seconds, or ``None``.
     """
 
     id: int
@@ -70,6 +89,10 @@ class JobRecord(Generic[P]):
     task: str | None
     errors: tuple[AttemptError, ...]
     max_attempts: int
+    started_at: float | None = None
+    finished_at: float | None = None
+    timeout: float | None = None
+    meta: Mapping[str, str] = field(default_factory=_no_meta)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from old_schemas import postgres_v1, sqlite_v1
 from postgres_url import POSTGRES_URL
 
 import jobq
@@ -709,13 +710,53 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert created.code == 0, created.err
-    assert created.out == f"the SQLite file {path}: jobq schema at version 1\n"
+    assert created.out == f"the SQLite file {path}: jobq schema at version 2\n"
     assert again.code == 0, again.err
     assert json.loads(again.out) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 1,
+        "schema_version": 2,
     }
     assert json.loads(looked.out) == {"pending": 0, "running": 0, "dead": 0}
+
+
+def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "jobs.db"
+    sqlite_v1(path)
+    url = f"sqlite:///{path}"
+
+    migrated = run(capsys, "migrate", "--store", url)
+    looked = run(capsys, "stats", "--json", "--store", url)
+
+    assert migrated.code == 0, migrated.err
+    assert migrated.out == f"the SQLite file {path}: jobq schema at version 2\n"
+    assert json.loads(looked.out) == {"pending": 2, "running": 0, "dead": 1}
+
+
+def test_migrate_brings_a_postgres_schema_of_version_1_to_version_2(
+    postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+    from psycopg import sql
+
+    schema = f"{postgres_schema}_v1"
+    args = ["--store", POSTGRES_URL, "--schema", schema, "--queue", "old"]
+    postgres_v1(POSTGRES_URL, schema, "old")
+    try:
+        migrated = run(capsys, "migrate", "--json", *args)
+        looked = run(capsys, "stats", "--json", *args)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                    sql.Identifier(schema)
+                )
+            )
+
+    assert migrated.code == 0, migrated.err
+    assert json.loads(migrated.out)["schema_version"] == 2
+    assert json.loads(looked.out) == {"pending": 2, "running": 0, "dead": 1}
 
 
 def test_migrate_refuses_a_sqlite_file_of_a_newer_jobq(

@@ -338,7 +338,7 @@ def test_manage_py_jobq_retries_a_dead_job() -> None:
 def test_manage_py_jobq_migrate() -> None:
     out = io.StringIO()
     call_command("jobq", "migrate", "--json", stdout=out)
-    assert json.loads(out.getvalue())["schema_version"] == 1
+    assert json.loads(out.getvalue())["schema_version"] == 2
 
 
 def test_manage_py_jobq_worker_runs_jobs_and_stops_on_sigterm() -> None:

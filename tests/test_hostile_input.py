@@ -66,6 +66,16 @@ def snapshot(queue: jobq.JobQueue[Any]) -> tuple[Any, ...]:
         ({"priority": 10**5000}, ValueError, "priority must be at most"),
         ({"priority": -(2**63) - 1}, ValueError, "priority must be at least"),
         ({"priority": 2.5}, TypeError, "priority must be an int"),
+        ({"meta": [("a", "b")]}, TypeError, "meta must be a mapping"),
+        ({"meta": {1: "a"}}, TypeError, "meta must map str to str"),
+        ({"meta": {"a": 1}}, TypeError, "meta must map str to str"),
+        ({"meta": {"": "a"}}, ValueError, "meta keys must not be empty"),
+        ({"meta": {SURROGATE: "a"}}, ValueError, "meta key must be valid Unicode"),
+        ({"meta": {"a": SURROGATE}}, ValueError, "must be valid Unicode"),
+        ({"meta": {"a": "x\x00y"}}, ValueError, "must not contain NUL"),
+        ({"meta": {"a\x00": "x"}}, ValueError, "must not contain NUL"),
+        ({"meta": {str(n): "" for n in range(65)}}, ValueError, "at most 64"),
+        ({"meta": {"a": "x" * 8192}}, ValueError, "at most 8192 bytes"),
     ],
 )
 def test_a_refused_enqueue_changes_nothing_and_the_store_keeps_working(

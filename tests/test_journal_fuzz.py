@@ -5,7 +5,8 @@ runs, deletes, a retry, a burial, a revival) are damaged in every way one
 byte can be (XOR 0xFF, and XOR 0x01: one flipped bit) and cut at every
 length. Each case must read without an exception or a hang, and load every
 row and record the damage did not touch, and nothing else; an id seen in
-the damaged part is never given again.
+the damaged part is never given again. A change that turns the format
+version into a newer one is refused whole, as any newer jobq's file is.
 
 The cases are read by ``read_files``, what opening a store reads, from
 memory, so the thousands of them take a few seconds; a sample of them goes
@@ -136,6 +137,18 @@ def _read(snapshot: bytes, segment: bytes) -> Files | str:
         return str(exc)
 
 
+def _refused_as_newer(found: Files | str, damaged: bytes) -> bool:
+    """Whether the change made the version number a newer one (the file is
+    then refused, ``found`` being the refusal)."""
+    newer = re.match(rb'JOBQ-JOURNAL [3-9]\n|\{"format": "jobq", "version": [3-9],',
+                     damaged)  # fmt: skip
+    if newer is None:
+        return False
+    assert isinstance(found, str), found
+    assert "newer jobq" in found
+    return True
+
+
 def _same(found: fmt.State, expected: fmt.State) -> bool:
     return (
         found.jobs == expected.jobs
@@ -174,6 +187,9 @@ def test_every_change_and_cut_of_a_journal_segment_loads_every_record_it_missed(
         else:
             hit = {i for i, (s, e) in enumerate(good.record_spans) if s <= at < e}
         found = _read(good.snapshot, segment)
+        if _refused_as_newer(found, segment):
+            cases += 1
+            continue
 
         assert not isinstance(found, str), f"{case}: {found}"
         assert _same(found.state, good.expected(lost_records=hit)), case
@@ -218,6 +234,9 @@ def test_every_change_and_cut_of_a_snapshot_loads_every_row_it_missed(
         else:
             hit = {i for start, end, i in good.row_spans if start <= at < end}
         found = _read(snapshot, good.segment)
+        if _refused_as_newer(found, snapshot):
+            cases += 1
+            continue
 
         assert not isinstance(found, str), f"{case}: {found}"
         # the intact rows, and every journal record replayed on top of them
@@ -271,6 +290,8 @@ def test_a_sample_of_damaged_files_opens_in_a_real_store_and_stays_whole(
         (directory / "jobs.json").write_bytes(snapshot)
         (directory / "jobs.json.journal-2").write_bytes(segment)
         read = _read(snapshot, segment)
+        if _refused_as_newer(read, data):
+            continue
         assert not isinstance(read, str), f"{which} {case}: {read}"
         expected = set(read.state.jobs)
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,10 @@ from typing import Any
 import pytest
 
 import jobq
+import jobq.testing
 from jobq._fileio import FileIO, OwnerLock
 from jobq.stores import JsonFileStore
+from jobq.stores._journal import encode_record
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 20  # seconds; a cap so that a broken test fails instead of hanging
@@ -230,6 +233,10 @@ def test_job_running_when_its_process_died_is_pending_with_one_more_failed_attem
     assert record.last_error is not None
     assert "process died" in record.last_error
     assert record.run_at <= time.time()  # due again now, not after a backoff
+    # its journal's "run" record said when the attempt that died started
+    assert record.started_at is not None
+    assert record.finished_at is not None
+    assert record.started_at < record.finished_at == record.errors[-1].at
     assert queue.run_pending() == 1
     assert attempts == [3]
 
@@ -385,12 +392,69 @@ def test_snapshot_carries_format_and_version(
     document = _document(path)
 
     assert document["format"] == "jobq"
-    assert document["version"] == 1
+    assert document["version"] == 2
+
+
+#: Jobs 1 and 2 as version 1 wrote them: no started_at, finished_at, timeout
+#: or meta members.
+V1_ROWS = [
+    '{"id":1,"state":"pending","key":"k","priority":3,"run_at":1800000000.0,'
+    '"created_at":1800000000.0,"max_attempts":5,"task":null,"attempts":0,'
+    '"last_error":null,"errors":[],"expires_at":null,"payload":"one","result":null}',
+    '{"id":2,"state":"dead","key":null,"priority":0,"run_at":1800000000.0,'
+    '"created_at":1800000000.0,"max_attempts":1,"task":"mail.send","attempts":1,'
+    '"last_error":"Fatal: no","errors":[["Fatal","no","",1800000001.0]],'
+    '"expires_at":null,"payload":{"args":[],"kwargs":{}},"result":null}',
+]
+V1_PUT = (
+    b'["put",{"id":3,"state":"pending","key":null,"priority":0,'
+    b'"run_at":1800000000.0,"created_at":1800000000.0,"max_attempts":5,'
+    b'"task":null,"attempts":0,"last_error":null,"errors":[],"expires_at":null,'
+    b'"payload":"three","result":null}]'
+)
+
+
+def _v1_files(path: Path) -> None:
+    """A snapshot (jobs 1 and 2) and a journal segment (job 3 added, then
+    job 1 claimed) as version 1 wrote them."""
+    head = '{"format": "jobq", "version": 1, "seq": 1, "next_id": 3, "jobs": [\n'
+    body = (head + ",\n".join(V1_ROWS) + "\n]").encode()
+    path.write_bytes(body + b', "crc32": %d}\n' % zlib.crc32(body))
+    segment = path.parent / f"{path.name}.journal-1"
+    records = encode_record(2, V1_PUT) + encode_record(3, b'["run",1]')
+    segment.write_bytes(b"JOBQ-JOURNAL 1\n" + records)
+
+
+def test_files_of_version_1_load_and_are_written_again_as_version_2(
+    make_queue: QueueFactory, path: Path
+) -> None:
+    _v1_files(path)
+    clock = jobq.testing.Clock()
+
+    queue = make_queue(clock=clock)
+    records = [queue.get(job_id) for job_id in (1, 2, 3)]
+
+    assert [(r.id, r.state, r.payload, r.attempts) for r in records if r] == [
+        (1, jobq.JobState.PENDING, "one", 1),  # it was running: its process died
+        (2, jobq.JobState.DEAD, {"args": [], "kwargs": {}}, 1),
+        (3, jobq.JobState.PENDING, "three", 0),
+    ]
+    assert [(r.started_at, r.finished_at, r.timeout, dict(r.meta))
+            for r in records if r] == [
+        (None, clock(), None, {}),  # version 1 did not say when it started
+        (None, None, None, {}),
+        (None, None, None, {}),
+    ]  # fmt: skip
+    queue.save()
+    assert _document(path)["version"] == 2
+    queue.close()
+    again = make_queue(clock=clock)
+    assert [again.get(job_id) for job_id in (1, 2, 3)] == records
 
 
 def _newer_file(path: Path) -> bytes:
     data = json.dumps(
-        {"format": "jobq", "version": 2, "next_id": 8, "count": 0, "jobs": []}
+        {"format": "jobq", "version": 3, "next_id": 8, "count": 0, "jobs": []}
     ).encode()
     path.write_bytes(data)
     return data
@@ -408,7 +472,7 @@ def test_file_of_a_newer_version_is_refused_and_left_untouched(
         "start": queue.start,
     }[call]
 
-    with pytest.raises(jobq.StoreError, match=r"newer jobq.*version 2"):
+    with pytest.raises(jobq.StoreError, match=r"newer jobq.*version 3"):
         action()
 
     queue.close()
@@ -782,6 +846,30 @@ def test_queue_keeps_running_through_a_write_fault_and_saves_everything_after(
     queue.save()
 
     assert {row["payload"] for row in _rows(path).values()} == {"kept"}
+
+
+def test_a_running_job_shows_its_start_in_a_snapshot_and_to_a_reader(
+    make_queue: QueueFactory, path: Path
+) -> None:
+    """The memory store keeps a running job's start beside its entry, not in
+    it: the owner's list, the snapshot's row and a reader still show it."""
+    queue = make_queue()
+    job = queue.enqueue("x")
+    start = time.time() + 1
+    assert len(queue.store.claim_many(start, 1)) == 1
+    [owned] = queue.store.list_jobs(jobq.JobState.RUNNING)
+
+    queue.save()  # the snapshot holds the run; the journal after it, nothing
+    reader = JsonFileStore(path, read_only=True)
+    try:
+        [read] = reader.list_jobs(jobq.JobState.RUNNING)
+        assert reader.get(job.id, start) == read
+    finally:
+        reader.close()
+
+    assert _rows(path)[job.id]["started_at"] == start
+    for record in (owned, read):
+        assert (record.started_at, record.finished_at) == (start, None)
 
 
 def test_a_reader_sees_the_success_of_a_job_once_run_pending_returns(

@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from old_schemas import postgres_v1
 from postgres_url import POSTGRES_URL
 from psycopg import sql
 
@@ -294,6 +295,35 @@ def test_names_that_need_quoting_work_everywhere(pg: PG, postgres_schema: str) -
     finally:
         pg.close()
         drop_schema(odd)
+
+
+def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
+    pg: PG, fresh_schema: str
+) -> None:
+    postgres_v1(URL, fresh_schema, pg.queue)
+
+    store = pg.opened(schema=fresh_schema, clock="queue")
+
+    records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
+    shown = [(r.state, r.payload, r.key, r.priority, r.task, r.attempts,
+              r.last_error, [e.type for e in r.errors])
+             for r in records if r is not None]  # fmt: skip
+    assert shown == [
+        (JobState.PENDING, "due", "k", 3, None, 0, None, []),
+        (JobState.PENDING, {"n": 1}, None, 0, "mail.send", 1, "ValueError: x",
+         ["ValueError"]),
+        (JobState.DEAD, "dead", None, 0, None, 1, "Fatal: no", ["Fatal"]),
+    ]  # fmt: skip
+    new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta))
+                  for r in records if r is not None]  # fmt: skip
+    assert new_fields == [(None, None, None, {})] * 3
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 2
+    first = store.claim(T0 + 5)
+    assert first is not None
+    assert (first.id, first.meta, first.timeout) == (1, None, None)
+    running = store.get(1, T0 + 5)
+    assert running is not None
+    assert (running.started_at, running.finished_at) == (T0 + 5, None)
 
 
 def test_a_newer_schema_version_is_refused(pg: PG, fresh_schema: str) -> None:

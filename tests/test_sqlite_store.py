@@ -25,12 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from old_schemas import sqlite_v1
 
 import jobq
 from jobq import JobState
 from jobq.stores import SqliteStore, store_from
 from jobq.stores.base import Claim, NewJob, Signal
 from jobq.stores.sqlite import statements as sqlite_statements
+from jobq.stores.sqlite.schema import GET_VERSION, SCHEMA_VERSION
 from jobq.types import AttemptError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -241,9 +243,9 @@ def test_a_missing_directory_is_a_store_error_naming_the_path(tmp_path: Path) ->
 def test_a_newer_schema_version_is_refused(open_store: OpenStore, path: Path) -> None:
     open_store().close()
     with raw(path) as conn:
-        conn.execute("UPDATE jobq_meta SET value = 2 WHERE name = 'schema_version'")
+        conn.execute("UPDATE jobq_meta SET value = 99 WHERE name = 'schema_version'")
 
-    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 2"):
+    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 99"):
         open_store()
 
 
@@ -260,7 +262,9 @@ def test_the_schema_is_created_once_and_kept_across_opens(
     assert record is not None
     assert record.payload == "kept"
     with raw(path) as conn:
-        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [(1,)]
+        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
 
 
 def test_migrate_creates_the_file_and_schema_and_leaves_nothing_open(
@@ -269,7 +273,7 @@ def test_migrate_creates_the_file_and_schema_and_leaves_nothing_open(
     store = SqliteStore(path)
     old = os.umask(0o022)
     try:
-        assert store.migrate() == 1
+        assert store.migrate() == SCHEMA_VERSION
     finally:
         os.umask(old)
 
@@ -278,8 +282,10 @@ def test_migrate_creates_the_file_and_schema_and_leaves_nothing_open(
     assert store._watcher is None
     with raw(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [(1,)]
-    assert store.migrate() == 1  # a second time only checks
+        assert conn.execute("SELECT value FROM jobq_meta").fetchall() == [
+            (SCHEMA_VERSION,)
+        ]
+    assert store.migrate() == SCHEMA_VERSION  # a second time only checks
     [job_id] = add(open_store(), new_job("after"))
     assert job_id == 1
 
@@ -289,9 +295,9 @@ def test_migrate_refuses_a_newer_schema_version(
 ) -> None:
     open_store().close()
     with raw(path) as conn:
-        conn.execute("UPDATE jobq_meta SET value = 2 WHERE name = 'schema_version'")
+        conn.execute("UPDATE jobq_meta SET value = 99 WHERE name = 'schema_version'")
 
-    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 2"):
+    with pytest.raises(jobq.StoreError, match=r"newer jobq \(schema version 99"):
         SqliteStore(path).migrate()
 
 
@@ -644,14 +650,14 @@ def test_claim_statements_use_the_partial_indexes(
             for name, params in [
                 ("ANY_DUE", (T0,)),
                 ("PROMOTE", (T0,)),
-                ("CLAIM", (T0 + 30, "h", 1, "n", 32)),
+                ("CLAIM", (T0, T0 + 30, "h", 1, "n", 32)),
                 ("NEXT_DUE", ()),
                 ("HELD_KEY", ("k",)),
                 ("EXPIRED", (T0,)),
                 ("ANY_EXPIRED", (T0,)),
                 ("EXPIRE_COMPLETED", (T0,)),
                 ("OLDEST_DEAD", (1,)),
-                ("BURY", (1, "ValueError", "[]", 1)),
+                ("BURY", (1, "ValueError", "[]", T0, 1)),
                 ("OWNERS", ("h",)),
                 ("DEAD_KEY", (1,)),
             ]
@@ -913,3 +919,47 @@ def test_a_change_waits_for_another_connections_write_lock(tmp_path: Path) -> No
             other.execute("ROLLBACK")
             other.close()
         assert queue.stats().pending == 1
+
+
+# -- migrating a schema of an earlier jobq ---------------------------------------------
+
+
+def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
+    path: Path, open_store: OpenStore
+) -> None:
+    sqlite_v1(path)
+
+    store = open_store()
+
+    records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
+    shown = [(r.state, r.payload, r.key, r.priority, r.task, r.attempts,
+              r.last_error, [e.type for e in r.errors])
+             for r in records if r is not None]  # fmt: skip
+    assert shown == [
+        (JobState.PENDING, "due", "k", 3, None, 0, None, []),
+        (JobState.PENDING, {"n": 1}, None, 0, "mail.send", 1, "ValueError: x",
+         ["ValueError"]),
+        (JobState.DEAD, "dead", None, 0, None, 1, "Fatal: no", ["Fatal"]),
+    ]  # fmt: skip
+    new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta))
+                  for r in records if r is not None]  # fmt: skip
+    assert new_fields == [(None, None, None, {})] * 3
+    with raw(path) as conn:
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,)
+    first = claim(store, T0 + 5)
+    assert (first.id, first.meta, first.timeout) == (1, None, None)
+    running = store.get(1, T0 + 5)
+    assert running is not None
+    assert (running.started_at, running.finished_at) == (T0 + 5, None)
+
+
+def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
+    sqlite_v1(path)
+
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 2
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
+
+    with raw(path) as conn:
+        assert conn.execute("SELECT count(*) FROM jobq_jobs").fetchone() == (3,)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(jobq_jobs)")}
+    assert {"started_at", "finished_at", "timeout", "meta"} <= columns

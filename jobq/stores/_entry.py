@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from jobq._json import decode
+from jobq._json import decode, decode_meta
 from jobq.stores.base import ERRORS_KEPT, describe_error
 from jobq.types import AttemptError, JobRecord, JobState
 
@@ -30,10 +30,12 @@ COMPLETED: Final = "completed"
 ErrorTuple = tuple[str, str, str, float]
 
 #: id, payload, key, priority, run_at, created_at, max_attempts, task, state,
-#: attempts, last_error, errors, result, expires_at (payload, result: JSON text).
+#: attempts, last_error, errors, result, expires_at, started_at, finished_at,
+#: timeout, meta (payload, result, meta: JSON text).
 Entry = tuple[
     int, str, str | None, int, float, float, int, str | None,
     str, int, str | None, tuple[ErrorTuple, ...], str | None, float | None,
+    float | None, float | None, float | None, str | None,
 ]  # fmt: skip
 
 ID: Final = 0
@@ -50,6 +52,10 @@ LAST_ERROR: Final = 10
 ERRORS: Final = 11
 RESULT: Final = 12
 EXPIRES_AT: Final = 13
+STARTED_AT: Final = 14
+FINISHED_AT: Final = 15
+TIMEOUT: Final = 16
+META: Final = 17
 
 _FIELDS = {
     "run_at": RUN_AT,
@@ -57,6 +63,8 @@ _FIELDS = {
     "attempts": ATTEMPTS,
     "result": RESULT,
     "expires_at": EXPIRES_AT,
+    "started_at": STARTED_AT,
+    "finished_at": FINISHED_AT,
 }
 
 
@@ -69,15 +77,24 @@ def new_entry(
     created_at: float,
     max_attempts: int,
     task: str | None,
+    timeout: float | None,
+    meta: str | None,
 ) -> Entry:
     """A pending job with no attempts yet."""
     return (job_id, payload, key, priority, run_at, created_at, max_attempts, task,
-            PENDING, 0, None, (), None, None)  # fmt: skip
+            PENDING, 0, None, (), None, None, None, None, timeout, meta)  # fmt: skip
+
+
+def started(entry: Entry, at: float | None) -> Entry:
+    """``entry`` with an attempt started ``at`` (``None``: none started) and
+    not finished: a running job as shown, or a released one (a slice, not
+    ``evolve``: it runs for each running job a snapshot writes)."""
+    return (*entry[:STARTED_AT], at, None, *entry[TIMEOUT:])
 
 
 def evolve(entry: Entry, **changes: Any) -> Entry:
-    """``entry`` with some of ``run_at``, ``state``, ``attempts``, ``result``
-    and ``expires_at`` changed."""
+    """``entry`` with some of ``run_at``, ``state``, ``attempts``, ``result``,
+    ``expires_at``, ``started_at`` and ``finished_at`` changed."""
     values = list(entry)
     for name, value in changes.items():
         values[_FIELDS[name]] = value
@@ -111,4 +128,8 @@ def record(entry: Entry, running: bool) -> JobRecord[Any]:
         task=entry[TASK],
         errors=tuple(AttemptError(*error) for error in entry[ERRORS]),
         max_attempts=entry[MAX_ATTEMPTS],
+        started_at=entry[STARTED_AT],
+        finished_at=entry[FINISHED_AT],
+        timeout=entry[TIMEOUT],
+        meta=decode_meta(entry[META]),
     )

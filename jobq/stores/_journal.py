@@ -26,8 +26,11 @@ from dataclasses import dataclass, field
 from jobq._fileio import FileIO
 from jobq.stores._jsonformat import NewerFormat
 
-FORMAT_VERSION = 1
+#: The version this code writes; it reads version 1 segments too (their
+#: records only lack what version 2 added, see ``_jsonformat``).
+FORMAT_VERSION = 2
 MAGIC = b"JOBQ-JOURNAL %d\n" % FORMAT_VERSION
+_MAGICS = (MAGIC, b"JOBQ-JOURNAL 1\n")  # all of one length
 _HEADER = struct.Struct("<IIQ")  # body length, crc32(seq + body), seq
 _MAX_BODY = 1 << 30
 _SEQ_TOP = _HEADER.size - 2  # where the sequence number's two highest bytes are
@@ -82,7 +85,7 @@ def scan(data: bytes) -> Scan:
     """
     result = Scan()
     position = len(MAGIC)
-    if not data.startswith(MAGIC):
+    if not data.startswith(_MAGICS):
         _refuse_newer(data)
         if MAGIC.startswith(data):  # a crash while creating the segment
             result.torn_at = 0

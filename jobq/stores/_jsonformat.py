@@ -3,7 +3,13 @@
 A job is one JSON object (a "row") in both: the snapshot lists rows, and a
 journal ``put`` record carries the row of a job as it now is, so replaying a
 record never depends on the records before it. Payload and result are
-spliced in as the JSON text the store holds, never decoded and encoded again.
+spliced in as the JSON text the store holds, never decoded and encoded again;
+``meta`` is a JSON string holding its JSON object text (a string, so that no
+member inside it can be mistaken for the row's own ``"payload"``).
+
+Version 2 added ``started_at``, ``finished_at``, ``timeout`` and ``meta`` to
+rows and the attempt's start to ``run`` records; version 1 files, which have
+none of them, load with those ``None``.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import json
 import re
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from jobq.stores._entry import (
@@ -23,23 +29,28 @@ from jobq.stores._entry import (
     DEAD,
     ERRORS,
     EXPIRES_AT,
+    FINISHED_AT,
     ID,
     KEY,
     LAST_ERROR,
     MAX_ATTEMPTS,
+    META,
     PAYLOAD,
     PENDING,
     PRIORITY,
     RESULT,
     RUN_AT,
     RUNNING,
+    STARTED_AT,
     STATE,
     TASK,
+    TIMEOUT,
     Entry,
+    started,
 )
 
 FORMAT = "jobq"
-VERSION = 1
+VERSION = 2
 
 #: What reading a malformed file raises (RecursionError: absurdly deep nesting).
 MALFORMED = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError)
@@ -70,20 +81,27 @@ def _text(value: str | None) -> str:
     return "null" if value is None else _string(value)
 
 
+def _number(value: float | None) -> str:
+    return "null" if value is None else repr(value)
+
+
 def row(entry: Entry, running: bool) -> str:
     """One job as a JSON object (hand-built: this runs once per change)."""
     errors = "[]"
     if entry[ERRORS]:
         errors = json.dumps(entry[ERRORS])
     state = RUNNING if running else entry[STATE]
-    expires = "null" if entry[EXPIRES_AT] is None else repr(entry[EXPIRES_AT])
     return (
         f'{{"id":{entry[ID]},"state":"{state}","key":{_text(entry[KEY])},'
         f'"priority":{entry[PRIORITY]},"run_at":{entry[RUN_AT]!r},'
         f'"created_at":{entry[CREATED_AT]!r},"max_attempts":{entry[MAX_ATTEMPTS]},'
         f'"task":{_text(entry[TASK])},"attempts":{entry[ATTEMPTS]},'
         f'"last_error":{_text(entry[LAST_ERROR])},"errors":{errors},'
-        f'"expires_at":{expires},"payload":{entry[PAYLOAD]},'
+        f'"expires_at":{_number(entry[EXPIRES_AT])},'
+        f'"started_at":{_number(entry[STARTED_AT])},'
+        f'"finished_at":{_number(entry[FINISHED_AT])},'
+        f'"timeout":{_number(entry[TIMEOUT])},"meta":{_text(entry[META])},'
+        f'"payload":{entry[PAYLOAD]},'
         f'"result":{"null" if entry[RESULT] is None else entry[RESULT]}}}'
     )
 
@@ -96,8 +114,8 @@ def checked_row(entry: Entry, running: bool) -> str:
     with this, the rows the damage missed are loaded again (see
     ``State.salvage_snapshot``), and a row the damage hit is never loaded,
     even where it still parses (a flipped byte inside a payload string).
-    Readers ignore members they do not know, so this is still version 1,
-    and files whose rows have no CRC still load.
+    Readers ignore members they do not know, so it came without a new
+    version, and files whose rows have no CRC still load.
     """
     rest = row(entry, running)[1:]
     return f'{{"crc32":{zlib.crc32(rest.encode())},{rest}'
@@ -111,21 +129,23 @@ def delete_record(job_id: int) -> bytes:
     return b'["del",%d]' % job_id
 
 
-def run_record(job_id: int) -> bytes:
-    return b'["run",%d]' % job_id
+def run_record(job_id: int, started_at: float) -> bytes:
+    return b'["run",%d,%s]' % (job_id, repr(started_at).encode())
 
 
 def serialize(
     live: Iterable[Entry],
     dead: Sequence[Entry],
-    running: set[int],
+    running: Mapping[int, float | None],
     next_id: int,
     seq: int,
 ) -> Iterator[bytes]:
     """A snapshot that, with the journal's records after ``seq`` replayed on
     top, is the whole queue: the ``live`` jobs, then the ``dead`` ones in
-    burial order. A job may appear twice (changed while the snapshot was
-    taken); the later row and then the journal decide.
+    burial order; the ``running`` ones (id -> their attempt's ``started_at``,
+    which their entries do not hold) as running since then. A job may appear
+    twice (changed while the snapshot was taken); the later row and then the
+    journal decide.
 
     It comes in chunks of ``CHUNK_ROWS`` jobs, so no single step holds the GIL
     for long, and ends with the CRC-32 of every byte before its ``"crc32"``
@@ -142,13 +162,22 @@ def serialize(
     separator = ""
     while part := list(itertools.islice(ordered, CHUNK_ROWS)):
         chunk = (
-            separator + ",\n".join(checked_row(e, e[ID] in running) for e in part)
+            separator + ",\n".join(_snapshot_row(e, running) for e in part)
         ).encode()
         separator = ",\n"
         crc = zlib.crc32(chunk, crc)
         yield chunk
     crc = zlib.crc32(b"\n]", crc)
     yield b"\n]%s%d}\n" % (_CHECKSUM, crc)
+
+
+def _snapshot_row(entry: Entry, running: Mapping[int, float | None]) -> str:
+    """A snapshot's row; a running job's with its claim's start, which the
+    memory store keeps beside its entry, not in it."""
+    job_id = entry[ID]
+    if job_id in running:
+        return checked_row(started(entry, running[job_id]), True)
+    return checked_row(entry, False)
 
 
 @dataclass
@@ -270,15 +299,15 @@ class State:
                     f"a journal record of kind {operation!r} was written by a "
                     "newer jobq: upgrade jobq"
                 )
-            if len(record) != 2 or type(record[1]) is not int:  # a bool is no id
+            if len(record) < 2 or type(record[1]) is not int:  # a bool is no id
                 raise ValueError(f"malformed journal record: {text[:80]!r}")
             job_id = record[1]
-            if operation == "del":
+            if operation == "del" and len(record) == 2:
                 self.jobs.pop(job_id, None)
                 self.running.discard(job_id)
                 self.dead.pop(job_id, None)
-            elif operation == "run":
-                self.running.add(job_id)
+            elif operation == "run" and len(record) <= 3:
+                self._run(job_id, record[2:])
             else:
                 raise ValueError(f"malformed journal record: {text[:80]!r}")
         self.seq = seq
@@ -294,6 +323,14 @@ class State:
             self.running.add(job_id)
         elif entry[STATE] == DEAD:
             self.dead[job_id] = None
+
+    def _run(self, job_id: int, start: list[object]) -> None:
+        """A ``run`` record: the job runs, since ``start`` (version 2:
+        ``[started_at]``; version 1 did not say)."""
+        self.running.add(job_id)
+        entry = self.jobs.get(job_id)
+        if start and entry is not None:
+            self.jobs[job_id] = started(entry, _float(start[0]))
 
     def entries(self) -> list[Entry]:
         """The jobs, dead ones last in burial order."""
@@ -404,9 +441,24 @@ def _entry(text_row: str) -> tuple[Entry, bool]:
         _optional_str(item["last_error"]),
         tuple((str(t), str(m), str(tb), float(at)) for t, m, tb, at in item["errors"]),
         None if result == "null" else result,
-        None if item["expires_at"] is None else float(item["expires_at"]),
+        _optional_float(item["expires_at"]),
+        _optional_float(item.get("started_at")),  # version 1 rows have none
+        _optional_float(item.get("finished_at")),
+        _optional_float(item.get("timeout")),
+        _optional_str(item.get("meta")),
     )
     return entry, state == RUNNING
+
+
+def _float(value: object) -> float:
+    """A time or duration from a file: a number (``float`` also takes text)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, not {value!r}")
+    return float(value)
+
+
+def _optional_float(value: object) -> float | None:
+    return None if value is None else _float(value)
 
 
 def _optional_str(value: object) -> str | None:

@@ -38,6 +38,20 @@ dead if that was its last attempt (``retries_after_crash``). A store whose
 claims live as long as its process does this when it is opened; one with
 leases, also in ``recover``.
 
+Attempt times: a store keeps, with each job, when its last attempt started
+and finished (``JobRecord.started_at``, ``finished_at``, on the store's
+``now``). A claim sets ``started_at`` to its ``now`` and ``finished_at`` to
+``None``, in the write that claims; the write that records the attempt's
+outcome sets ``finished_at`` to its ``now``: a kept success, a retry, a
+burial, and the failure that recovery records for a dead process's claim
+(the recovery's ``now``). A released claim never started, so both are
+``None`` again. Revive keeps them: they describe the last attempt.
+
+Job fields carried unchanged: ``timeout`` and ``meta`` (JSON object text of
+string headers; ``None`` means none) are stored as ``add`` receives them,
+handed back in each ``Claim`` and shown in each ``JobRecord`` (``meta``
+decoded), through retries, revive and restarts.
+
 Dead letters: each burial keeps the newest ``dead_letter_limit`` dead jobs
 (given to ``open``), dropping the oldest beyond it and logging each with
 ``log_dropped_dead``: nothing disappears silently.
@@ -65,7 +79,8 @@ class NewJob(NamedTuple):
 
     ``run_at`` may be earlier than the ``now`` of ``add`` (jobs prepared
     before they are written, at a commit): such a job is due at once, and
-    keeps that ``run_at``.
+    keeps that ``run_at``. ``timeout`` (seconds) and ``meta`` (a JSON object
+    of string headers, as text; ``None``: none) are stored as given.
     """
 
     payload: str  # JSON text
@@ -74,13 +89,17 @@ class NewJob(NamedTuple):
     priority: int
     max_attempts: int
     task: str | None = None
+    timeout: float | None = None
+    meta: str | None = None  # JSON object text
 
 
 class Claim(NamedTuple):
     """A running job, fenced by ``token``: only the current claim may end it.
 
     ``attempt`` is the number of this attempt (failed attempts so far + 1),
-    ``run_at`` when the job was due (for how long it waited).
+    ``run_at`` when the job was due (for how long it waited); ``timeout`` and
+    ``meta`` as the job was added with them (defaults, so that a store
+    that builds claims positionally without them keeps working).
 
     (Named tuples here, not dataclasses: these are built once per job on the
     hot path, and a tuple is built several times faster.)
@@ -94,6 +113,8 @@ class Claim(NamedTuple):
     key: str | None
     task: str | None
     run_at: float
+    timeout: float | None = None
+    meta: str | None = None  # JSON object text
 
 
 class Done(NamedTuple):
@@ -230,7 +251,8 @@ class Store(Protocol):
     ) -> list[Enqueued]:
         """Add jobs in one write, all or none; their ids, in order.
 
-        Each new job is pending with no attempts and ``created_at`` = ``now``.
+        Each new job is pending with no attempts, ``created_at`` = ``now``,
+        no ``started_at`` or ``finished_at``, and its ``timeout`` and ``meta``.
         Ids are positive (below 2**63) and only grow: an id is never given
         again, even after its job is gone or the store was reopened.
 
@@ -246,14 +268,16 @@ class Store(Protocol):
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         """Take up to ``limit`` due jobs (``run_at <= now``) in one write, in
         run order (highest priority, earliest due, lowest id), marking each
-        running under a token no earlier claim of that job had; an empty list
-        if none is due."""
+        running under a token no earlier claim of that job had, with
+        ``started_at`` = ``now`` and ``finished_at`` = ``None`` (see the
+        module); an empty list if none is due."""
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]:
         """Record successes in one write: remove each job, or keep it
-        ``completed`` with its ``result`` until ``keep_until``; frees its key.
+        ``completed`` with its ``result`` until ``keep_until`` and
+        ``finished_at`` = ``now``; frees its key.
         Whether each was recorded (``False`` for a claim no longer current).
         Wakes ``join`` callers (``Signal.job_settled``: they look themselves
         whether anything is left)."""
@@ -264,12 +288,14 @@ class Store(Protocol):
         ``retry_at`` is ``None`` (freeing its key and keeping the dead-letter
         cap, and waking ``join`` callers). ``attempts`` grows by one,
         ``last_error`` (``describe_error``) and ``errors`` (the newest
-        ``ERRORS_KEPT``, oldest first: ``add_error``) take the error.
+        ``ERRORS_KEPT``, oldest first: ``add_error``) take the error, and
+        ``finished_at`` = ``now``.
         Whether each was recorded (``False`` for a claim no longer current)."""
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         """Give back claims whose jobs did not start: pending again as they
-        were (same ``run_at``), no attempt counted, waking workers (workers
+        were (same ``run_at``), no attempt counted, ``started_at`` and
+        ``finished_at`` ``None``, waking workers (workers
         that claimed several jobs at once, stopping before they ran them
         all). Claims no longer current are skipped."""
 
@@ -298,7 +324,8 @@ class Store(Protocol):
 
     def revive(self, job_id: int, now: float) -> bool:
         """Make a dead job pending now (``run_at`` = ``now``) with no
-        attempts, keeping its ``last_error`` and ``errors`` and taking its key
+        attempts, keeping its ``last_error``, ``errors``, ``started_at`` and
+        ``finished_at`` and taking its key
         back; waking workers. ``False`` if it is not dead or its key is held
         by another pending or running job."""
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from jobq._json import decode
+from jobq._json import decode, decode_meta
 from jobq.stores.base import Claim, Done, Failure
 from jobq.types import AttemptError, JobRecord, JobState
 
@@ -53,9 +53,11 @@ def record_from_row(
 ) -> JobRecord[Any]:
     """A job as the database stores select it: (id, state, payload, attempts,
     run_at, created_at, last_error, key, priority, result, task, errors,
-    max_attempts, ...), with ``errors`` already parsed."""
+    max_attempts, started_at, finished_at, timeout, meta, ...), with
+    ``errors`` already parsed."""
     (job_id, state, payload, attempts, run_at, created_at, last_error, key, priority,
-     result, task, _, max_attempts) = row[:13]  # fmt: skip
+     result, task, _, max_attempts, started_at, finished_at, timeout,
+     meta) = row[:17]  # fmt: skip
     return JobRecord(
         id=job_id,
         payload=decode(payload),
@@ -72,6 +74,10 @@ def record_from_row(
             AttemptError(str(t), str(m), str(tb), float(at)) for t, m, tb, at in errors
         ),
         max_attempts=max_attempts,
+        started_at=started_at,
+        finished_at=finished_at,
+        timeout=timeout,
+        meta=decode_meta(meta),
     )
 
 

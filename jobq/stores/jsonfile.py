@@ -256,8 +256,8 @@ class JsonFileStore(OneJobCalls):
     def removed(self, job_id: int) -> None:
         self._record(fmt.delete_record(job_id))
 
-    def claimed(self, job_id: int) -> None:
-        self._record(fmt.run_record(job_id))
+    def claimed(self, job_id: int, started_at: float) -> None:
+        self._record(fmt.run_record(job_id, started_at))
 
     def _record(self, body: bytes) -> None:
         self._seq += 1

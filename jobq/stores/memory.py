@@ -7,10 +7,13 @@ Cancelled jobs are left where they are and skipped when they surface, so
 nothing scans the queue.
 
 Stored jobs (see ``_entry``) are never changed in place: each change stores a new one,
-and which jobs run is kept beside them in ``_claims`` (id -> token). That lets
-the JSON store take a consistent snapshot by copying references under the lock
-and serialize it after releasing the lock, and it keeps a claim cheap: taking
-a job touches no entry at all.
+and which jobs run is kept beside them in ``_claims`` (id -> token and the
+attempt's start). That lets the JSON store take a consistent snapshot by
+copying references under the lock and serialize it after releasing the lock,
+and it keeps a claim cheap: taking a job touches no entry at all. A running
+job's entry still holds its previous attempt's times; what shows it (``get``,
+``list_jobs``, ``view``) puts the claim's start in, and the outcome's new
+entry records it.
 """
 
 from __future__ import annotations
@@ -33,18 +36,22 @@ from jobq.stores._entry import (
     KEY,
     LAST_ERROR,
     MAX_ATTEMPTS,
+    META,
     PAYLOAD,
     PENDING,
     PRIORITY,
     RUN_AT,
     RUNNING,
+    STARTED_AT,
     STATE,
     TASK,
+    TIMEOUT,
     Entry,
     evolve,
     failed,
     new_entry,
     record,
+    started,
 )
 from jobq.stores.base import (
     Claim,
@@ -131,8 +138,8 @@ class ChangeRecorder(Protocol):
     def removed(self, job_id: int) -> None:
         """This job is gone."""
 
-    def claimed(self, job_id: int) -> None:
-        """This pending job now runs."""
+    def claimed(self, job_id: int, started_at: float) -> None:
+        """This pending job now runs, since ``started_at``."""
 
 
 class MemoryStore(OneJobCalls):
@@ -164,14 +171,15 @@ class MemoryStore(OneJobCalls):
         self._signal = Signal()  # the parent's lock may be held by a thread now gone
         self._lock = self._signal.lock
         for job_id in self._claims:
-            entry = self._jobs[job_id]
+            entry = self._jobs[job_id] = started(self._jobs[job_id], None)
             self._pending += 1
             self._due.push((-entry[PRIORITY], entry[RUN_AT], job_id))
         self._claims.clear()
 
     def _clear(self) -> None:
         self._jobs = _JobTable()
-        self._claims: dict[int, int] = {}  # running job id -> its claim's token
+        # running job id -> its claim's token and its attempt's started_at
+        self._claims: dict[int, tuple[int, float | None]] = {}
         self._due = DueJobs()
         self._delayed: list[tuple[float, int]] = []  # (run_at, id)
         self._keys: dict[str, int] = {}
@@ -199,34 +207,29 @@ class MemoryStore(OneJobCalls):
         self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
     ) -> list[Enqueued]:
         results: list[Enqueued] = []
+        recorder = self._recorder
         with self._lock:
             if max_pending is not None:
                 check_room(self._pending, self._new_jobs(jobs), max_pending)
             due = 0
             keys = self._keys
             for new in jobs:
-                key = new.key
+                # Unpacked: reading a named tuple's fields costs more.
+                payload, run_at, key, priority, max_attempts, task, timeout, meta = new
                 if key is not None and key in keys:
                     results.append(Enqueued(keys[key], True))
                     continue
                 job_id = self._next_id
                 self._next_id = job_id + 1
-                entry = new_entry(
-                    job_id,
-                    new.payload,
-                    key,
-                    new.priority,
-                    new.run_at,
-                    now,
-                    new.max_attempts,
-                    new.task,
-                )
+                entry = new_entry(job_id, payload, key, priority, run_at, now,
+                                  max_attempts, task, timeout, meta)  # fmt: skip
                 self._jobs[job_id] = entry
                 if key is not None:
                     keys[key] = job_id
                 self._pending += 1
                 due += self._schedule(entry, now)
-                self._changed(entry)
+                if recorder is not None:  # _changed, without its call
+                    recorder.stored(entry)
                 results.append(Enqueued(job_id, False))
             if due:
                 self._signal.jobs_added_locked(due)
@@ -241,6 +244,7 @@ class MemoryStore(OneJobCalls):
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         claims: list[Claim] = []
+        recorder = self._recorder
         with self._lock:
             delayed, due = self._delayed, self._due
             while delayed and delayed[0][0] <= now:
@@ -248,19 +252,20 @@ class MemoryStore(OneJobCalls):
                 entry = self._pending_entry(run_at, job_id)
                 if entry is not None:
                     due.push((-entry[PRIORITY], run_at, job_id))
-            while due and len(claims) < limit:
+            while len(claims) < limit and due:  # len first: due.__bool__ is a call
                 _, run_at, job_id = due.pop()
                 entry = self._pending_entry(run_at, job_id)
                 if entry is None:
                     continue  # cancelled or rescheduled since it was pushed
                 token = next(self._tokens)
-                self._claims[job_id] = token
+                self._claims[job_id] = (token, now)
                 self._pending -= 1
-                self._claimed(job_id, token)
+                if recorder is not None:
+                    recorder.claimed(job_id, now)
                 attempt = entry[ATTEMPTS] + 1
                 claim = Claim(job_id, token, entry[PAYLOAD], attempt,
                               entry[MAX_ATTEMPTS], entry[KEY], entry[TASK],
-                              run_at)  # fmt: skip
+                              run_at, entry[TIMEOUT], entry[META])  # fmt: skip
                 claims.append(claim)
         return claims
 
@@ -270,25 +275,32 @@ class MemoryStore(OneJobCalls):
         with self._lock:
             if self._completed:
                 self._expire_completed(now)
-            ended = [
-                self._finish_locked(claim, result, keep_until) for claim, result in done
-            ]
+            # A loop: on Python 3.11 a comprehension is a call of a closure,
+            # a cost a single job's finish would pay.
+            ended: list[bool] = []
+            for claim, result in done:
+                ok = self._finish_locked(claim, result, keep_until, now)
+                ended.append(ok)
             if self._signal.joiners and any(ended):
                 self._signal.job_settled_locked()
         return ended
 
     def _finish_locked(
-        self, claim: Claim, result: str | None, keep_until: float | None
+        self, claim: Claim, result: str | None, keep_until: float | None, now: float
     ) -> bool:
-        entry = self._end_claim(claim)
-        if entry is None:
+        ended = self._end_claim(claim)
+        if ended is None:
             return False
-        self._release_key(entry)
+        entry, start = ended
+        if entry[KEY] is not None:  # the usual job has none: no call
+            self._release_key(entry)
         if keep_until is None:
             del self._jobs[entry[ID]]
-            self._changed(entry[ID])
+            if self._recorder is not None:  # _changed, without its call
+                self._recorder.removed(entry[ID])
         else:
-            entry = evolve(entry, state=COMPLETED, result=result, expires_at=keep_until)
+            entry = evolve(entry, state=COMPLETED, result=result, expires_at=keep_until,
+                           started_at=start, finished_at=now)  # fmt: skip
             self._jobs[entry[ID]] = entry
             self._completed.append((keep_until, entry[ID]))
             self._changed(entry)
@@ -298,9 +310,10 @@ class MemoryStore(OneJobCalls):
         with self._lock:
             released = 0
             for claim in claims:
-                entry = self._end_claim(claim)
-                if entry is None:
+                ended = self._end_claim(claim)
+                if ended is None:
                     continue
+                entry = self._jobs[claim.id] = started(ended[0], None)
                 self._pending += 1
                 self._schedule(entry, now)
                 self._changed(entry)  # the JSON store: no longer running
@@ -313,15 +326,18 @@ class MemoryStore(OneJobCalls):
         with self._lock:
             due = buried = 0
             for claim, error, retry_at in failures:
-                entry = self._end_claim(claim)
-                recorded.append(entry is not None)
-                if entry is None:
+                ended = self._end_claim(claim)
+                recorded.append(ended is not None)
+                if ended is None:
                     continue
+                entry, start = ended
                 if retry_at is None:
-                    self._bury(failed(entry, error, state=DEAD))
+                    self._bury(failed(entry, error, state=DEAD, started_at=start,
+                                      finished_at=now))  # fmt: skip
                     buried += 1
                     continue
-                entry = failed(entry, error, run_at=retry_at)
+                entry = failed(entry, error, run_at=retry_at, started_at=start,
+                               finished_at=now)  # fmt: skip
                 self._jobs[entry[ID]] = entry
                 self._pending += 1
                 due += self._schedule(entry, now)
@@ -348,7 +364,10 @@ class MemoryStore(OneJobCalls):
                 entry[EXPIRES_AT] is not None and entry[EXPIRES_AT] <= now
             ):
                 return None
-            return record(entry, job_id in self._claims)
+            held = self._claims.get(job_id)
+            if held is None:
+                return record(entry, False)
+            return record(started(entry, held[1]), True)
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
@@ -358,12 +377,15 @@ class MemoryStore(OneJobCalls):
                 ids = list(itertools.islice(self._dead, limit))
                 return [record(self._jobs[i], False) for i in ids]
             running = state == RUNNING
+            claims = self._claims
             entries = [
                 e
                 for e in self._jobs.values()
-                if (e[ID] in self._claims) == running
+                if (e[ID] in claims) == running
                 and e[STATE] == (PENDING if running else state)
             ]
+            if running:
+                entries = [started(e, claims[e[ID]][1]) for e in entries]
         entries.sort(key=lambda e: (e[RUN_AT], -e[PRIORITY], e[ID]))
         return [record(entry, running) for entry in entries[:limit]]
 
@@ -434,12 +456,14 @@ class MemoryStore(OneJobCalls):
         """The queue's clock (see ``Signal.clock``)."""
         return self._signal.clock
 
-    def view(self) -> tuple[list[int], list[Entry], set[int], int]:
+    def view(self) -> tuple[list[int], list[Entry], dict[int, float | None], int]:
         """With ``lock`` held: the numbers of the blocks of jobs (to copy one
         at a time with ``copy_block``), the dead entries in burial order, the
-        ids of running jobs, and the next id to give."""
+        running jobs' ids with their attempts' ``started_at`` (their entries
+        hold the previous attempt's), and the next id to give."""
         dead = [self._jobs[job_id] for job_id in self._dead]
-        return self._jobs.block_numbers(), dead, set(self._claims), self._next_id
+        running = {job_id: held[1] for job_id, held in self._claims.items()}
+        return self._jobs.block_numbers(), dead, running, self._next_id
 
     def copy_block(self, number: int) -> tuple[Entry, ...]:
         """The entries of one block of ``view``, as they are now (take
@@ -456,12 +480,6 @@ class MemoryStore(OneJobCalls):
                 recorder.removed(change)
             else:
                 recorder.stored(change)
-
-    def _claimed(self, job_id: int, token: int) -> None:
-        """A job was claimed (it runs under ``token``) or, with token 0,
-        released (the change that ends the claim is recorded after it)."""
-        if token and self._recorder is not None:
-            self._recorder.claimed(job_id)
 
     # -- helpers (call with the lock held) -------------------------------------
 
@@ -488,13 +506,14 @@ class MemoryStore(OneJobCalls):
             return None
         return entry
 
-    def _end_claim(self, claim: Claim) -> Entry | None:
-        """The claimed entry, its claim ended; ``None`` if the token is stale."""
-        if self._claims.get(claim.id) != claim.token:
+    def _end_claim(self, claim: Claim) -> tuple[Entry, float | None] | None:
+        """The claimed entry and its attempt's ``started_at``, the claim
+        ended; ``None`` if the token is stale."""
+        held = self._claims.get(claim.id)
+        if held is None or held[0] != claim.token:
             return None
         del self._claims[claim.id]
-        self._claimed(claim.id, 0)
-        return self._jobs[claim.id]
+        return self._jobs[claim.id], held[1]
 
     def _release_key(self, entry: Entry) -> None:
         if entry[KEY] is not None and self._keys.get(entry[KEY]) == entry[ID]:
@@ -547,14 +566,18 @@ class MemoryStore(OneJobCalls):
         error = process_died(now)
         self._next_id = max(next_id, *(e[ID] + 1 for e in entries), 1)
         died = set(running) if recover else set()
-        self._claims = dict.fromkeys(set(running) - died, 0)  # tokens start at 1
+        # A reader's claims: tokens start at 1, so none of this process ends them.
+        self._claims = dict.fromkeys(set(running) - died, (0, None))
         buried: list[int] = []
         for entry in entries:
+            if entry[ID] in self._claims:  # its entry holds the start
+                self._claims[entry[ID]] = (0, entry[STARTED_AT])
             if entry[ID] in died:
                 if retries_after_crash(entry[ATTEMPTS], entry[MAX_ATTEMPTS]):
-                    entry = failed(entry, error, state=PENDING, run_at=now)
+                    entry = failed(entry, error, state=PENDING, run_at=now,
+                                   finished_at=now)  # fmt: skip
                 else:
-                    entry = failed(entry, error, state=DEAD)
+                    entry = failed(entry, error, state=DEAD, finished_at=now)
                     buried.append(entry[ID])
                 self._changed(entry)
             elif entry[STATE] == DEAD:

@@ -35,7 +35,7 @@ import pytest
 
 import jobq
 from jobq import AttemptError, Enqueued, Fatal, Job, JobState, Retry, Stats
-from jobq.stores.base import Claim, Done, Failure, Store, missing_members
+from jobq.stores.base import Claim, Done, Failure, NewJob, Store, missing_members
 from jobq.testing.clock import T0, Clock
 
 __all__ = ["StoreContractTests"]
@@ -182,6 +182,17 @@ class StoreContractTests:
     def clock(self) -> Clock:
         """A wall clock the test moves by hand (``make_queue(clock=clock)``)."""
         return Clock()
+
+    def expire_claims(self) -> None:
+        """Make the leases of the claims at this test's place run out, as if
+        their process had died long ago; the crash tests call it after moving
+        the queue's clock an hour ahead.
+
+        Nothing to do for a store whose claims end with their process (a new
+        store over the place recovers them when it opens) or whose leases
+        follow the queue's clock; a store whose leases follow a clock of its
+        own (a database server's) overrides it.
+        """
 
     def skip_unless_persistent(self) -> None:
         if not self.persistent:
@@ -1603,6 +1614,173 @@ class StoreContractTests:
         queue.run_pending()
         assert store.next_due() == T0 + 60
 
+    # -- the last attempt's times, timeout and meta ----------------------------------
+
+    def test_a_job_that_never_ran_has_no_attempt_times_no_timeout_and_no_meta(
+        self, make_queue: MakeQueue
+    ) -> None:
+        queue = make_queue(succeed)
+        job = queue.enqueue("x")
+
+        record = queue.get(job)
+
+        assert record is not None
+        assert (record.started_at, record.finished_at) == (None, None)
+        assert (record.timeout, dict(record.meta)) == (None, {})
+
+    def test_a_claim_starts_the_attempt_at_its_now_and_it_is_not_finished(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        job = queue.enqueue("x")
+        clock.advance(5)
+
+        assert claim_one(queue.store, clock()) is not None
+
+        record = queue.get(job)
+        assert record is not None
+        assert record.state is JobState.RUNNING
+        assert (record.started_at, record.finished_at) == (T0 + 5, None)
+
+    def test_a_kept_success_keeps_when_its_attempt_started_and_finished(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(
+            lambda job: clock.advance(2), keep_completed=60, clock=clock
+        )
+        job = queue.enqueue("x")
+
+        queue.run_pending()
+
+        record = queue.get(job)
+        assert record is not None
+        assert record.state is JobState.COMPLETED
+        assert (record.started_at, record.finished_at) == (T0, T0 + 2)
+
+    def test_a_failed_attempt_finishes_and_the_retry_starts_anew(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        def fail_slowly(job: Job[Any]) -> None:
+            clock.advance(2)
+            raise ValueError("again")
+
+        queue = make_queue(fail_slowly, base_delay=10, jitter=False, clock=clock)
+        job = queue.enqueue("x")
+        queue.run_pending()
+        failed = queue.get(job)
+        assert failed is not None
+        assert (failed.state, failed.run_at) == (JobState.PENDING, T0 + 12)
+        assert (failed.started_at, failed.finished_at) == (T0, T0 + 2)
+
+        clock.advance(10)
+        assert claim_one(queue.store, clock()) is not None
+
+        running = queue.get(job)
+        assert running is not None
+        assert (running.started_at, running.finished_at) == (T0 + 12, None)
+
+    def test_a_dead_job_keeps_its_last_attempt_times_through_revive(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        def die_slowly(job: Job[Any]) -> None:
+            clock.advance(3)
+            raise Fatal("no such address")
+
+        queue = make_queue(die_slowly, clock=clock)
+        job = bury(queue, "x")
+        [dead] = queue.dead_jobs()
+        assert (dead.started_at, dead.finished_at) == (T0, T0 + 3)
+
+        clock.advance(60)
+        assert queue.retry_dead(job) is True
+
+        revived = queue.get(job)
+        assert revived is not None
+        assert (revived.state, revived.attempts) == (JobState.PENDING, 0)
+        assert (revived.started_at, revived.finished_at) == (T0, T0 + 3)
+
+    def test_a_released_claim_has_no_attempt_times(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        job = queue.enqueue("x")
+        claim = claim_one(queue.store, clock())
+        assert claim is not None
+
+        queue.store.release([claim], clock())
+
+        record = queue.get(job)
+        assert record is not None
+        assert record.state is JobState.PENDING
+        assert (record.started_at, record.finished_at) == (None, None)
+
+    def test_the_claim_of_a_dead_process_finishes_when_it_is_recovered(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        self.skip_unless_persistent()
+        queue = make_queue(succeed, clock=clock)
+        job = queue.enqueue("x")
+        assert claim_one(queue.store, clock()) is not None
+        queue.close()  # the claim stays, as when its process is killed
+        clock.advance(3600)
+        self.expire_claims()
+
+        again = make_queue(succeed, clock=clock)
+        again.stats()  # opens the store: it may recover the claim there
+        again.store.recover(clock())
+
+        record = again.get(job)
+        assert record is not None
+        assert (record.state, record.attempts) == (JobState.PENDING, 1)
+        assert [error.type for error in record.errors] == ["ProcessDied"]
+        assert (record.started_at, record.finished_at) == (T0, T0 + 3600)
+
+    def test_meta_and_timeout_stay_with_a_job_through_retries_burial_and_revive(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        meta = {"traceparent": "00-4bf92f35-00f067aa-01", "queue": "zoë's"}
+        handler = Recorder(ValueError("once"), Fatal("then give up"))
+        queue = make_queue(handler, base_delay=0, keep_completed=60, clock=clock)
+        [new] = queue.prepare(["x"], meta=meta)
+        timed = NewJob(new.payload, new.run_at, new.key, new.priority,
+                       new.max_attempts, timeout=2.5, meta=new.meta)  # fmt: skip
+        [job] = queue.add([timed])  # no public timeout= yet
+
+        assert queue.run_pending() == 2
+
+        assert [(c.meta, c.timeout) for c in handler.calls] == [(meta, 2.5)] * 2
+        [dead] = queue.dead_jobs()
+        assert (dead.meta, dead.timeout) == (meta, 2.5)
+        assert queue.retry_dead(job) is True
+        revived = queue.get(job)
+        assert revived is not None
+        assert (revived.meta, revived.timeout) == (meta, 2.5)
+        claim = claim_one(queue.store, clock())
+        assert claim is not None
+        assert (claim.meta, claim.timeout) == (new.meta, 2.5)
+        assert finish_one(queue.store, claim, None, clock() + 60, clock()) is True
+        completed = queue.get(job)
+        assert completed is not None
+        assert completed.state is JobState.COMPLETED
+        assert (completed.meta, completed.timeout) == (meta, 2.5)
+
+    def test_no_meta_and_an_empty_meta_are_stored_alike_and_shown_empty(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        handler = Recorder()
+        queue = make_queue(handler, keep_completed=60, clock=clock)
+        jobs = [queue.enqueue(1), queue.enqueue(2, meta={})]
+        store = queue.store
+
+        claims = store.claim_many(clock(), 2)
+        assert [c.meta for c in claims] == [None, None]
+        store.release(claims, clock())
+        queue.run_pending()
+
+        assert [dict(call.meta) for call in handler.calls] == [{}, {}]
+        records = [queue.get(job) for job in jobs]
+        assert [dict(r.meta) for r in records if r is not None] == [{}, {}]
+
     # -- a restart: a second store over the same place (persistent stores) -------------
 
     def test_a_pending_job_is_the_same_after_a_restart(
@@ -1610,8 +1788,12 @@ class StoreContractTests:
     ) -> None:
         self.skip_unless_persistent()
         queue = make_queue(succeed, clock=clock)
-        job = queue.enqueue({"to": "zoë"}, delay=5, key="k", priority=2)
+        job = queue.enqueue(
+            {"to": "zoë"}, delay=5, key="k", priority=2, meta={"trace": "zoë"}
+        )
         before = queue.get(job)
+        assert before is not None
+        assert before.meta == {"trace": "zoë"}
         queue.close()
 
         again = make_queue(succeed, clock=clock)
@@ -1653,7 +1835,7 @@ class StoreContractTests:
     ) -> None:
         self.skip_unless_persistent()
         queue = make_queue(die, clock=clock)
-        first = bury(queue, "first", key="k")
+        first = bury(queue, "first", key="k", meta={"a": "1", "b": "2"})
         second = bury(queue, "second")
         queue.retry_dead(first)
         queue.run_pending()

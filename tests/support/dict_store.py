@@ -14,6 +14,7 @@ import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from jobq import AttemptError, Enqueued, JobRecord, JobState
@@ -46,12 +47,16 @@ class Row:
     priority: int
     max_attempts: int
     task: str | None
+    timeout: float | None
+    meta: str | None  # JSON object text
     state: JobState = JobState.PENDING
     attempts: int = 0
     last_error: str | None = None
     errors: tuple[AttemptError, ...] = ()
     result: str | None = None
     keep_until: float | None = None  # completed: gone from then on
+    started_at: float | None = None  # the last attempt's
+    finished_at: float | None = None
     token: int = 0  # running: the current claim's
     buried: int = 0  # dead: burial order
 
@@ -93,7 +98,7 @@ class DictStore:
             died = [r for r in self.shelf.rows.values() if r.state is JobState.RUNNING]
             for row in died:  # claimed by a process that is gone
                 retry = retries_after_crash(row.attempts, row.max_attempts)
-                self._failed(row, process_died(now), now if retry else None)
+                self._failed(row, process_died(now), now if retry else None, now)
             log_recovered(row.id for row in died)
             if died:
                 self.signal.jobs_added_locked(len(died))
@@ -139,6 +144,7 @@ class DictStore:
             claims = []
             for row in due[:limit]:
                 row.state, row.token = JobState.RUNNING, next(self.shelf.tokens)
+                row.started_at, row.finished_at = now, None
                 attempt = row.attempts + 1
                 claims.append(
                     Claim(
@@ -150,6 +156,8 @@ class DictStore:
                         row.key,
                         row.task,
                         row.run_at,
+                        row.timeout,
+                        row.meta,
                     )
                 )
             return claims
@@ -171,6 +179,7 @@ class DictStore:
                 else:
                     row.state, row.result = JobState.COMPLETED, result
                     row.keep_until, row.token = keep_until, 0
+                    row.finished_at = now
             if any(recorded):
                 self.signal.job_settled_locked()
             return recorded
@@ -182,7 +191,7 @@ class DictStore:
                 row = self._claimed(claim)
                 recorded.append(row is not None)
                 if row is not None:
-                    self._failed(row, error, retry_at)
+                    self._failed(row, error, retry_at, now)
                     if retry_at is not None and retry_at <= now:
                         self.signal.jobs_added_locked()
             return recorded
@@ -193,6 +202,7 @@ class DictStore:
                 row = self._claimed(claim)
                 if row is not None:
                     row.state, row.token = JobState.PENDING, 0
+                    row.started_at = None  # it never started
                     self.signal.jobs_added_locked()
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
@@ -293,10 +303,13 @@ class DictStore:
             return None
         return row
 
-    def _failed(self, row: Row, error: AttemptError, retry_at: float | None) -> None:
-        """A failed attempt: pending again at ``retry_at``, or dead (keeping
-        the newest ``dead_letter_limit`` dead jobs)."""
+    def _failed(
+        self, row: Row, error: AttemptError, retry_at: float | None, now: float
+    ) -> None:
+        """A failed attempt, recorded ``now``: pending again at ``retry_at``,
+        or dead (keeping the newest ``dead_letter_limit`` dead jobs)."""
         row.attempts += 1
+        row.finished_at = now
         row.last_error = describe_error(error)
         row.errors = add_error(row.errors, error)
         row.token = 0
@@ -329,4 +342,8 @@ class DictStore:
             task=row.task,
             errors=row.errors,
             max_attempts=row.max_attempts,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            timeout=row.timeout,
+            meta=MappingProxyType(json.loads(row.meta or "{}")),
         )

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobq.stores.postgres")
 
 #: The schema this code writes; a database with a newer one is refused.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # -- schema (version 1) -------------------------------------------------------------
 # ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
@@ -122,8 +122,19 @@ SCHEMA_V1 = (
         FOR EACH STATEMENT EXECUTE FUNCTION {count_jobs}()""",
 )
 
+# -- version 2: the last attempt's times, and what a job carries unchanged ---------
+# Nullable columns without a default: adding them rewrites no row.
+
+SCHEMA_V2 = (
+    """ALTER TABLE {jobs}
+        ADD COLUMN started_at double precision,  -- the last attempt's
+        ADD COLUMN finished_at double precision,
+        ADD COLUMN timeout double precision,     -- seconds
+        ADD COLUMN meta text                     -- JSON object of str -> str""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: SCHEMA_V1}
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: SCHEMA_V1, 2: SCHEMA_V2}
 
 # -- looking at the schema, and changing it ----------------------------------------
 

@@ -21,12 +21,12 @@ NOW = f"coalesce(%(now)s::float8, {DB_NOW})"
 
 ADD = """WITH added AS (
         INSERT INTO {jobs} AS j (queue, state, payload, key, priority, run_at,
-                                  created_at, max_attempts, task)
+                                  created_at, max_attempts, task, timeout, meta)
         VALUES (%(q)s,
                 CASE WHEN %(run_in)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
                 %(payload)s::json, %(key)s::text, %(priority)s::bigint,
                 {now} + %(run_in)s::float8, {now}, %(max_attempts)s::integer,
-                %(task)s::text)
+                %(task)s::text, %(timeout)s::float8, %(meta)s::text)
         ON CONFLICT (queue, key)
             WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')
             DO NOTHING
@@ -67,10 +67,11 @@ CLAIM = """WITH due AS MATERIALIZED (
         WHERE id IN (SELECT id FROM due) AND id NOT IN (SELECT id FROM pick)
     ), {lazy_commit}
     UPDATE {jobs} AS j SET state = 'running', token = %(token)s,
+        started_at = {now}, finished_at = NULL,
         lease_until = {db_now} + %(lease)s, owner = %(owner)s
     FROM pick, lazy WHERE j.id = pick.id
     RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task,
-        -j.priority, j.run_at"""
+        -j.priority, j.run_at, j.timeout, j.meta"""
 
 # Ending claims: ``ids`` and ``tokens`` (and ``results``) are arrays, one
 # item per claim; the ids whose claim was current come back.
@@ -92,13 +93,13 @@ COMPLETE = """WITH expired AS (
             LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
     ), {lazy_commit}
     UPDATE {jobs} AS j SET state = 'completed', result = c.result::json,
-        expires_at = {now} + %(keep_for)s::float8
+        expires_at = {now} + %(keep_for)s::float8, finished_at = {now}
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::text[])
         AS c(id, token, result), lazy
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'
     RETURNING j.id"""
-RELEASE = """UPDATE {jobs} AS j SET state = 'ready'
+RELEASE = """UPDATE {jobs} AS j SET state = 'ready', started_at = NULL
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'"""
@@ -115,6 +116,7 @@ FAIL = """WITH failed AS (
             buried = CASE WHEN %(retry_in)s::float8 IS NULL
                           THEN nextval(%(burials)s::regclass) END,
             attempts = attempts + 1,
+            finished_at = {now},
             last_error = %(last_error)s::text,
             errors = CASE WHEN jsonb_array_length(errors) >= %(kept)s::integer
                           THEN errors - 0 ELSE errors END
@@ -152,8 +154,9 @@ EXPIRED = """SELECT id, token, attempts, max_attempts FROM {jobs}
     ORDER BY id FOR UPDATE SKIP LOCKED"""
 
 RECORD = """SELECT id, state, payload::text, attempts, run_at, created_at, last_error,
-    key, priority, result::text, task, errors, max_attempts,
-    expires_at IS NOT NULL AND expires_at <= {now} FROM {jobs}"""
+    key, priority, result::text, task, errors, max_attempts, started_at,
+    finished_at, timeout, meta, expires_at IS NOT NULL AND expires_at <= {now}
+    FROM {jobs}"""
 GET = RECORD + " WHERE id = %(id)s AND queue = %(q)s"
 LIST_DEAD = (
     RECORD + " WHERE queue = %(q)s AND state = 'dead' ORDER BY buried LIMIT %(limit)s"

@@ -426,6 +426,8 @@ class PostgresStore(OneJobCalls):
             "priority": job.priority,
             "max_attempts": job.max_attempts,
             "task": job.task,
+            "timeout": job.timeout,
+            "meta": job.meta,
         }
 
     def _insert_checked(
@@ -544,10 +546,16 @@ class PostgresStore(OneJobCalls):
             ).fetchall()
         # RETURNING keeps no order (on a small table the plan scans the rows
         # as they lie): sort into run order, ties by id (first added first).
-        rows.sort(key=lambda row: (*row[6:], row[0]))
+        rows.sort(key=lambda row: (*row[6:8], row[0]))
         return [
-            Claim(job_id, token, payload, attempts + 1, max_attempts, key, task, run_at)
-            for job_id, payload, attempts, max_attempts, key, task, _, run_at in rows
+            Claim(
+                job_id, token, payload, attempts + 1, max_attempts, key, task,
+                run_at, timeout, meta,
+            )
+            for (
+                job_id, payload, attempts, max_attempts, key, task, _, run_at,
+                timeout, meta,
+            ) in rows
         ]
 
     def finish_many(

@@ -1,6 +1,6 @@
 """The SQLite store's schema: its tables, indexes and triggers, its version,
-and ``migrate_schema``, which makes a file ready (WAL mode, then the schema created
-or its version checked).
+and ``migrate_schema``, which makes a file ready (WAL mode, then the schema created,
+or migrated from an older version, or its version checked).
 
 Tables carry a ``jobq_`` prefix so that the queue can live in a database the
 application also uses. States: scheduled and ready (both "pending"), running,
@@ -11,16 +11,19 @@ the jobs.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 
 from jobq.errors import StoreError
 from jobq.stores.sqlite.connections import Database, primary_code
 
-#: The schema this code writes; a file with a newer one is refused.
-SCHEMA_VERSION = 1
+logger = logging.getLogger("jobq.stores.sqlite")
 
-SCHEMA = (
+#: The schema this code writes; a file with a newer one is refused.
+SCHEMA_VERSION = 2
+
+SCHEMA_V1 = (
     """CREATE TABLE jobq_meta (
         name TEXT PRIMARY KEY,
         value INTEGER NOT NULL
@@ -78,9 +81,21 @@ SCHEMA = (
     END""",
 )
 
+# Version 2: the last attempt's times, and what a job carries unchanged.
+SCHEMA_V2 = (
+    "ALTER TABLE jobq_jobs ADD COLUMN started_at REAL",  # the last attempt's
+    "ALTER TABLE jobq_jobs ADD COLUMN finished_at REAL",
+    "ALTER TABLE jobq_jobs ADD COLUMN timeout REAL",  # seconds
+    "ALTER TABLE jobq_jobs ADD COLUMN meta TEXT",  # JSON object of str -> str
+)
+
+#: Statements that bring a schema from the version before the key to the key.
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: SCHEMA_V1, 2: SCHEMA_V2}
+
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"
 GET_VERSION = "SELECT value FROM jobq_meta WHERE name = 'schema_version'"
-SET_VERSION = "INSERT INTO jobq_meta (name, value) VALUES ('schema_version', ?)"
+SET_VERSION = """INSERT INTO jobq_meta (name, value) VALUES ('schema_version', ?)
+    ON CONFLICT (name) DO UPDATE SET value = excluded.value"""
 USE_WAL = "PRAGMA journal_mode = WAL"
 
 #: Seconds between tries to switch a new file to WAL while another process does.
@@ -89,19 +104,28 @@ WAL_RETRY = 0.01
 
 def migrate_schema(db: Database, conn: sqlite3.Connection) -> int:
     """Make the file ready for this jobq: switch it to WAL, then create the
-    schema (a new file) or check its version, in one transaction. Returns the
-    version; a newer one, or none that is valid, raises ``StoreError``."""
+    schema (a new file) or bring an older one to ``SCHEMA_VERSION``, in one
+    transaction (IMMEDIATE: processes doing it at once take turns, and the
+    later ones find it done). Returns the version; a newer one, or none that
+    is valid, raises ``StoreError``."""
     try:
         _use_wal(db, conn)
     except sqlite3.Error as exc:
         raise db.error(exc) from exc
     with db.transaction(conn):
-        if conn.execute(HAS_META).fetchone() is None:
-            for statement in SCHEMA:
-                conn.execute(statement)
+        found = _version(db, conn)
+        if found < SCHEMA_VERSION:
+            for step in range(found + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step]:
+                    conn.execute(statement)
             conn.execute(SET_VERSION, (SCHEMA_VERSION,))
-        else:
-            _check_version(db, conn)
+    if 0 < found < SCHEMA_VERSION:
+        logger.info(
+            "migrated the jobq schema of %s from version %d to %d",
+            db.path,
+            found,
+            SCHEMA_VERSION,
+        )
     return SCHEMA_VERSION
 
 
@@ -128,7 +152,11 @@ def _use_wal(db: Database, conn: sqlite3.Connection) -> None:
     conn.execute(USE_WAL)  # still busy: raise that
 
 
-def _check_version(db: Database, conn: sqlite3.Connection) -> None:
+def _version(db: Database, conn: sqlite3.Connection) -> int:
+    """The file's schema version (0: no schema yet); ``StoreError`` for one
+    that is not valid or is newer than this jobq knows."""
+    if conn.execute(HAS_META).fetchone() is None:
+        return 0
     row = conn.execute(GET_VERSION).fetchone()
     version = row[0] if row else None
     if not isinstance(version, int) or version < 1:
@@ -138,3 +166,4 @@ def _check_version(db: Database, conn: sqlite3.Connection) -> None:
             f"{db.path} was written by a newer jobq (schema version {version}; "
             f"this jobq knows up to {SCHEMA_VERSION}): upgrade jobq"
         )
+    return version

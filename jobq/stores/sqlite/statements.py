@@ -14,8 +14,9 @@ from jobq.types import JobState
 HELD_KEY = """SELECT id FROM jobq_jobs
     WHERE key = ? AND state IN ('scheduled', 'ready', 'running')"""
 INSERT = """INSERT INTO jobq_jobs
-    (state, payload, key, priority, run_at, created_at, max_attempts, task)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"""
+    (state, payload, key, priority, run_at, created_at, max_attempts, task,
+     timeout, meta)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"""
 
 # Cheap read first, so idle workers never take the write lock for nothing.
 ANY_DUE = """SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'ready')
@@ -24,25 +25,28 @@ PROMOTE = (
     "UPDATE jobq_jobs SET state = 'ready' WHERE state = 'scheduled' AND run_at <= ?"
 )
 CLAIM = """UPDATE jobq_jobs SET state = 'running', token = token + 1,
+        started_at = ?, finished_at = NULL,
         lease_until = ?, owner_host = ?, owner_pid = ?, owner_nonce = ?
     WHERE id IN (SELECT id FROM jobq_jobs WHERE state = 'ready'
                  ORDER BY priority DESC, run_at, id LIMIT ?)
     RETURNING id, token, payload, attempts, max_attempts, key, task,
-        -priority, run_at"""
-RELEASE = """UPDATE jobq_jobs SET state = 'ready'
+        -priority, run_at, timeout, meta"""
+RELEASE = """UPDATE jobq_jobs SET state = 'ready', started_at = NULL
     WHERE id = ? AND state = 'running' AND token = ?"""
 
 EXPIRE_COMPLETED = "DELETE FROM jobq_jobs WHERE state = 'completed' AND expires_at <= ?"
 DELETE_CLAIMED = (
     "DELETE FROM jobq_jobs WHERE id = ? AND state = 'running' AND token = ?"
 )
-COMPLETE = """UPDATE jobq_jobs SET state = 'completed', result = ?, expires_at = ?
+COMPLETE = """UPDATE jobq_jobs SET state = 'completed', result = ?, expires_at = ?,
+        finished_at = ?
     WHERE id = ? AND state = 'running' AND token = ?"""
 CLAIMED = """SELECT attempts, errors FROM jobq_jobs
     WHERE id = ? AND state = 'running' AND token = ?"""
 RETRY = """UPDATE jobq_jobs SET state = ?, run_at = ?, attempts = ?, last_error = ?,
-    errors = ? WHERE id = ?"""
+    errors = ?, finished_at = ? WHERE id = ?"""
 BURY = """UPDATE jobq_jobs SET state = 'dead', attempts = ?, last_error = ?, errors = ?,
+        finished_at = ?,
         buried = (SELECT coalesce(max(buried), 0) + 1 FROM jobq_jobs
                   WHERE state = 'dead')
     WHERE id = ?"""
@@ -85,7 +89,8 @@ OWNED = """SELECT id, attempts, max_attempts, errors FROM jobq_jobs
     WHERE state = 'running' AND owner_host = ? AND owner_pid = ? AND owner_nonce = ?"""
 
 RECORD = """SELECT id, state, payload, attempts, run_at, created_at, last_error, key,
-    priority, result, task, errors, max_attempts, expires_at FROM jobq_jobs"""
+    priority, result, task, errors, max_attempts, started_at, finished_at,
+    timeout, meta, expires_at FROM jobq_jobs"""
 GET = RECORD + " WHERE id = ?"
 LIST_DEAD = RECORD + " WHERE state = 'dead' ORDER BY buried LIMIT ?"
 LIST_PENDING = (

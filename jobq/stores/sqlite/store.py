@@ -166,12 +166,15 @@ def _load_errors(text: str) -> tuple[AttemptError, ...]:
     )
 
 
-def _finish_one(conn: sqlite3.Connection, done: Done, keep_until: float | None) -> bool:
-    """Delete the job, or keep it completed; whether its claim was current."""
+def _finish_one(
+    conn: sqlite3.Connection, done: Done, keep_until: float | None, now: float
+) -> bool:
+    """Delete the job, or keep it completed (finished ``now``); whether its
+    claim was current."""
     claim = done.claim
     if keep_until is None:
         return bool(conn.execute(DELETE_CLAIMED, (claim.id, claim.token)).rowcount)
-    values = (done.result, keep_until, claim.id, claim.token)
+    values = (done.result, keep_until, now, claim.id, claim.token)
     return bool(conn.execute(COMPLETE, values).rowcount)
 
 
@@ -370,7 +373,7 @@ class SqliteStore(OneJobCalls):
                 is_due = new.run_at <= now
                 state = "ready" if is_due else "scheduled"
                 row = (state, new.payload, new.key, new.priority, new.run_at, now,
-                       new.max_attempts, new.task)  # fmt: skip
+                       new.max_attempts, new.task, new.timeout, new.meta)  # fmt: skip
                 (job_id,) = conn.execute(INSERT, row).fetchone()
                 results.append(Enqueued(job_id, False))
                 if is_due:
@@ -395,13 +398,18 @@ class SqliteStore(OneJobCalls):
         owner = self._owner
         with self._write() as conn:
             conn.execute(PROMOTE, (now,))
-            rows = conn.execute(
-                CLAIM, (now + self._lease, owner.host, owner.pid, owner.nonce, limit)
-            ).fetchall()
-        rows.sort(key=lambda row: (*row[7:], row[0]))  # RETURNING keeps no order
+            lease = (now + self._lease, owner.host, owner.pid, owner.nonce)
+            rows = conn.execute(CLAIM, (now, *lease, limit)).fetchall()
+        rows.sort(key=lambda row: (*row[7:9], row[0]))  # RETURNING keeps no order
         return [
-            Claim(job_id, token, payload, tried + 1, max_attempts, key, task, due)
-            for job_id, token, payload, tried, max_attempts, key, task, _, due in rows
+            Claim(
+                job_id, token, payload, tried + 1, max_attempts, key, task, due,
+                timeout, meta,
+            )
+            for (
+                job_id, token, payload, tried, max_attempts, key, task, _, due,
+                timeout, meta,
+            ) in rows
         ]
 
     def finish_many(
@@ -409,7 +417,7 @@ class SqliteStore(OneJobCalls):
     ) -> list[bool]:
         with self._write() as conn:
             conn.execute(EXPIRE_COMPLETED, (now,))
-            ended = [_finish_one(conn, d, keep_until) for d in done]
+            ended = [_finish_one(conn, d, keep_until, now) for d in done]
             settled = any(ended) and self._settled(conn)
         if settled:
             self._job_settled()
@@ -567,7 +575,8 @@ class SqliteStore(OneJobCalls):
         retry_at: float | None,
         now: float,
     ) -> list[tuple[int, str | None]]:
-        """Store one more failed attempt: pending again at ``retry_at``, or dead.
+        """Store one more failed attempt, finished ``now``: pending again at
+        ``retry_at``, or dead.
 
         Returns the dead jobs the dead-letter limit dropped, to log after commit.
         """
@@ -575,9 +584,10 @@ class SqliteStore(OneJobCalls):
         last = describe_error(error)
         if retry_at is not None:
             state = "ready" if retry_at <= now else "scheduled"
-            conn.execute(RETRY, (state, retry_at, attempts + 1, last, kept, job_id))
+            values = (state, retry_at, attempts + 1, last, kept, now, job_id)
+            conn.execute(RETRY, values)
             return []
-        conn.execute(BURY, (attempts + 1, last, kept, job_id))
+        conn.execute(BURY, (attempts + 1, last, kept, now, job_id))
         (dead,) = conn.execute(DEAD_COUNT).fetchone()
         excess = dead - self._dead_letter_limit
         if excess <= 0:
