@@ -35,18 +35,24 @@ from jobq.stores import JsonFileStore
 
 target = sys.argv[1]
 store = None if target == "memory" else JsonFileStore(target, save_interval=3600)
-started, gate = threading.Event(), threading.Event()
+started, gate, quick_ran = threading.Event(), threading.Event(), threading.Event()
+ran = []
 
 def handler(job):
     if job.payload == "slow":
         started.set()
         gate.wait()
         print("finished slow", flush=True)
+    else:
+        ran.append(job.id)
+        if len(ran) == 3:
+            quick_ran.set()
 
 queue = jobq.JobQueue(handler, store=store).start(workers=2)
 quick = [queue.enqueue(f"quick {n}").id for n in range(3)]
 later = queue.enqueue("later", delay=3600).id
-slow = queue.enqueue("slow").id  # claimed last: the quick ones were due first
+quick_ran.wait()  # else a stop may give back a quick one not started yet
+slow = queue.enqueue("slow").id
 started.wait()
 ids = {"quick": quick, "later": later, "slow": slow}
 print(json.dumps({**ids, "at": time.monotonic()}), flush=True)
