@@ -66,6 +66,9 @@ class ThreadLimit:
         self.claim: Claim | None = None  # set while inside a limited handler
         self.started = 0.0  # monotonic
         self.deadline = math.inf  # monotonic
+        #: When the watchdog must look at this thread next (monotonic): the
+        #: deadline, then the end of the grace; ``inf`` outside a handler.
+        self.due = math.inf
         self.fired_at: float | None = None  # when JobTimeout was raised
         self.abandoned = False
         self.ran: list[Outcome] = []
@@ -73,11 +76,12 @@ class ThreadLimit:
     def call(self, claim: Claim, function: Callable[[], T]) -> T:
         """``function()``, the handler of ``claim``, under its time limit."""
         assert claim.timeout is not None  # noqa: S101 - the runner checks it
-        with self.lock:
-            self.claim = claim
-            self.started = time.monotonic()
-            self.deadline = self.started + claim.timeout
-            self.fired_at = None
+        # No lock to arm: the watchdog reads the rest only once ``claim`` is
+        # set, which comes last (one store each, atomic).
+        self.fired_at = None
+        self.started = time.monotonic()
+        self.deadline = self.due = self.started + claim.timeout
+        self.claim = claim
         self._limits.armed(self.deadline)
         try:
             return function()
@@ -92,7 +96,7 @@ class ThreadLimit:
             if self.claim is None:
                 return
             self.claim = None
-            self.deadline = math.inf
+            self.deadline = self.due = math.inf
             if self.fired_at is not None:
                 _raise_in(self.thread.ident or 0, None)  # not raised yet: never
 
@@ -117,6 +121,7 @@ class ThreadLimit:
                 return self.deadline
             _raise_in(self.thread.ident or 0, JobTimeout)
             self.fired_at = now
+            self.due = now + self._limits.grace
         logger.info(
             "job %d (attempt %d) ran past its time limit of %g s: raised "
             "JobTimeout in %s",
@@ -139,6 +144,7 @@ class ThreadLimit:
             ):
                 return False
             self.abandoned = True
+            self.due = math.inf
             record(self, claim)
         return True
 
@@ -146,15 +152,21 @@ class ThreadLimit:
 class TimeLimits:
     """The ``ThreadLimit`` of every worker thread of one pool, for its
     watchdog. ``wake`` wakes the watchdog when an attempt's deadline comes
-    before the time it means to look again (``next_look``)."""
+    before the time it means to look again (``next_look``).
+
+    No lock per job: a worker arms its own limit, then reads ``next_look``.
+    While the watchdog looks, ``next_look`` is ``-inf`` (nobody wakes it);
+    once it has published the next one it reads every thread's ``due``
+    again (``earliest``), which sees any limit armed meanwhile: that worker
+    read ``-inf`` after arming, so before the publication."""
 
     def __init__(self, grace: float, wake: Callable[[], None]) -> None:
         self.grace = grace
         self._wake = wake
         self._lock = threading.Lock()
         self._threads: set[ThreadLimit] = set()
-        #: When the watchdog looks next (monotonic); read without a lock by
-        #: workers arming a limit: a stale value only wakes it once more.
+        #: When the watchdog looks next (monotonic), read without a lock by
+        #: workers arming a limit; ``-inf`` while it looks.
         self.next_look = math.inf
 
     def enter(self) -> ThreadLimit:
@@ -167,6 +179,12 @@ class TimeLimits:
     def leave(self, limit: ThreadLimit) -> None:
         with self._lock:
             self._threads.discard(limit)
+
+    def earliest(self) -> float:
+        """The earliest ``due`` of any thread (monotonic; ``inf``: none)."""
+        with self._lock:
+            threads = list(self._threads)
+        return min((limit.due for limit in threads), default=math.inf)
 
     def armed(self, deadline: float) -> None:
         if deadline < self.next_look:

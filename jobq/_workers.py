@@ -100,7 +100,7 @@ class WorkerPool:
         self._given_up: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._watchdog: threading.Thread | None = None
         self._watchdog_wake = threading.Condition(signal.lock)
-        self._rewatch = False  # a limit was armed while the watchdog looked
+        self._rewatch = False  # a limit falls due before the watchdog looks
         #: Notified whenever a thread leaves the pool (``stop`` waits on it).
         self._left = threading.Condition(signal.lock)
         self._limits = TimeLimits(timeout_grace, self._wake_watchdog)
@@ -255,10 +255,14 @@ class WorkerPool:
                     self._watchdog = None
                     return
                 limits.next_look = min(periodic, look)
-                if not self._rewatch and limits.next_look > time.monotonic():
+                if (
+                    not self._rewatch
+                    and limits.next_look > time.monotonic()
+                    and limits.earliest() >= limits.next_look  # none armed since
+                ):
                     self._watchdog_wake.wait(_remaining(limits.next_look))
                 self._rewatch = False
-                limits.next_look = math.inf  # looking: every new limit rewatches
+                limits.next_look = -math.inf  # looking (see TimeLimits)
             try:
                 look = self._enforce_limits()
                 if time.monotonic() >= periodic:
