@@ -12,6 +12,7 @@ import logging
 from jobq.errors import (
     Fatal,
     JobqError,
+    JobTimeout,
     QueueClosed,
     QueueFull,
     Retry,
@@ -35,6 +36,7 @@ __all__ = [
     "JobQueue",
     "JobRecord",
     "JobState",
+    "JobTimeout",
     "JobqError",
     "Middleware",
     "QueueClosed",

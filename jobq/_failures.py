@@ -7,8 +7,10 @@ without what made it most of a retry's cost (see ``_format_exception``).
 
 from __future__ import annotations
 
+import dataclasses
 import linecache
 import traceback
+from types import FrameType
 
 from jobq._rules import storable
 from jobq.errors import Fatal, Retry
@@ -41,6 +43,16 @@ def describe_failure(exc: BaseException, at: float) -> AttemptError:
         storable(_cut(message, "head")),
         storable(_cut(trace, "tail")),
         at,
+    )
+
+
+def with_stack(error: AttemptError, frame: FrameType) -> AttemptError:
+    """``error`` whose traceback is the stack of a thread still running at
+    ``frame`` (a handler abandoned at its time limit): where it is stuck."""
+    stack = "".join(traceback.format_stack(frame))
+    text = f"Stack of the abandoned thread (most recent call last):\n{stack}"
+    return dataclasses.replace(
+        error, traceback=storable(_cut(text + error.traceback, "tail"))
     )
 
 

@@ -15,6 +15,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobq._time import to_seconds
+
 #: Priorities and job ids are 64-bit signed integers in every store.
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -50,6 +52,21 @@ def check_priority(value: object) -> int:
 def check_max_attempts(value: object) -> int:
     """How many attempts a job gets: 1 to ``MAX_ATTEMPTS_LIMIT``."""
     return check_int(value, "max_attempts", 1, MAX_ATTEMPTS_LIMIT)
+
+
+def check_timeout(value: object, name: str = "timeout") -> float | None:
+    """A time limit in seconds: ``None`` (no limit), or a number or
+    ``timedelta`` that is finite and above 0; ``TypeError`` or ``ValueError``
+    naming ``name`` otherwise."""
+    if value is None:
+        return None
+    seconds = to_seconds(value, name)
+    if seconds <= 0:
+        raise ValueError(
+            f"{name} must be a number of seconds above 0 (or None for no limit), "
+            f"not {value!r}"
+        )
+    return seconds
 
 
 def check_text(value: str, name: str) -> str:

@@ -21,21 +21,25 @@ can kill the caller.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-from jobq._failures import describe_failure
+from jobq._failures import describe_failure, with_stack
 from jobq._json import decode, decode_meta, encode
 from jobq._time import to_seconds
-from jobq.errors import Fatal, Retry
+from jobq.errors import Fatal, JobTimeout, Retry
 from jobq.events import Event, EventKind, Subscribers
 from jobq.middleware import Middleware, wrap
 from jobq.retry import RetryPolicy
 from jobq.stores.base import Claim, Done, Failure, Store
 from jobq.tasks import task_arguments, unknown_task
 from jobq.types import NO_META, Job
+
+if TYPE_CHECKING:
+    from jobq._limits import ThreadLimit
 
 logger = logging.getLogger("jobq")
 
@@ -168,26 +172,33 @@ class Runner:
 
     # -- the attempt -------------------------------------------------------------
 
-    def run_one(self, claim: Claim) -> Outcome:
+    def run_one(self, claim: Claim, limit: ThreadLimit | None = None) -> Outcome:
         """One attempt of ``claim``'s job; the outcome is recorded with
-        ``record`` (alone or with others).
+        ``record`` (alone or with others). ``limit``: the worker thread's,
+        which enforces the job's ``timeout`` (``None``: no limit, as in
+        ``run_pending``).
 
         Without middleware and subscribers it is the bare call (the hot path
         of every job: no ``Job`` for a task, no clock); else ``_observed``.
         """
         if self.middleware or self.subscribers.callbacks:
-            return self._observed(claim)
+            return self._observed(claim, limit)
         running = id(claim)  # the claim is alive until it is deleted below
         self.active[running] = (claim, time.monotonic())
         try:
-            value = self._invoke(claim, None)
+            if limit is None or claim.timeout is None:
+                value = self._invoke(claim, None)
+            else:
+                value = limit.call(claim, lambda: self._invoke(claim, None))
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
+            if limit is not None:
+                exc = limit.settle(claim, exc)
             return self._failed(claim, exc, None, 0.0)
         finally:
-            del self.active[running]
+            self.active.pop(running, None)  # gone if its thread was abandoned
         return Done(claim, self._stored_result(claim, value))
 
-    def _observed(self, claim: Claim) -> Outcome:
+    def _observed(self, claim: Claim, limit: ThreadLimit | None) -> Outcome:
         """``run_one`` with the ``Job`` built for the middleware and events,
         ``started`` published, and the attempt's times kept for the events
         that ``record`` publishes."""
@@ -199,13 +210,33 @@ class Runner:
             job = job_of(claim)
             if self.subscribers.callbacks:
                 self._started(claim, job, started_at)
-            value = wrap(self.middleware, job, lambda: self._invoke(claim, job))()
+            call = wrap(self.middleware, job, lambda: self._invoke(claim, job))
+            if limit is None or claim.timeout is None:
+                value = call()
+            else:
+                value = limit.call(claim, call)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
+            if limit is not None:
+                exc = limit.settle(claim, exc)
             return self._failed(claim, exc, job, started_at)
         finally:
-            del self.active[running]
+            self.active.pop(running, None)
         done = Done(claim, self._stored_result(claim, value))
         return Succeeded(done, value, job, started_at, self.clock())
+
+    def abandoned(self, claim: Claim, exc: JobTimeout, thread: int | None) -> Failed:
+        """The failed attempt recorded for a handler abandoned at its time
+        limit (by the watchdog, while the handler still runs): its error
+        shows where the thread ``thread`` was stuck."""
+        running = self.active.pop(id(claim), None)
+        ran_for = 0.0 if running is None else time.monotonic() - running[1]
+        job = job_of(claim) if self.subscribers.callbacks else None
+        failed = self._failed(claim, exc, job, self.clock() - ran_for)
+        frame = None if thread is None else sys._current_frames().get(thread)
+        if frame is None:
+            return failed
+        error = with_stack(failed.failure.error, frame)
+        return failed._replace(failure=failed.failure._replace(error=error))
 
     def _invoke(self, claim: Claim, job: Job[Any] | None) -> Any:
         """Call the job's task with its arguments, or the handler with the job.

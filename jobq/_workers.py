@@ -13,6 +13,11 @@ worker's recent handlers ran in ``BATCH_SECONDS``; any worker takes the
 next of them, and a worker records the outcomes of the jobs it ran in a row
 together. A stop gives the jobs not started back.
 
+A job with a ``timeout`` runs under a time limit (see ``jobq._limits``):
+the watchdog raises ``JobTimeout`` in a handler past its limit, and after
+the grace abandons a thread still inside it, records its attempt as failed
+and starts another thread in its place, so the pool keeps its size.
+
 The threads are daemon threads. A ``concurrent.futures`` pool joins its threads
 at interpreter exit, so one handler that never returns would hang the exit; the
 queue instead stops its workers itself from an ``atexit`` hook, with a bounded
@@ -22,12 +27,16 @@ wait for running handlers (see ``jobq.queue``).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher
+from jobq._limits import ThreadLimit, TimeLimits
 from jobq._runner import Outcome, Runner
+from jobq.errors import JobTimeout
 from jobq.stores.base import Claim, Signal, Store
 
 logger = logging.getLogger("jobq")
@@ -38,10 +47,11 @@ BATCH_SECONDS = 0.002
 
 
 def _remaining(deadline: float | None) -> float | None:
-    """Seconds left until the monotonic ``deadline`` (``None``: no limit), for
-    ``Thread.join``: at least 0, and at most ``threading.TIMEOUT_MAX`` (about
-    292 years), beyond which ``join`` raises ``OverflowError``."""
-    if deadline is None:
+    """Seconds left until the monotonic ``deadline`` (``None`` or infinite: no
+    limit), for ``Thread.join`` and ``Condition.wait``: at least 0, and at
+    most ``threading.TIMEOUT_MAX`` (about 292 years), beyond which they raise
+    ``OverflowError``."""
+    if deadline is None or deadline == math.inf:
         return None
     return min(max(deadline - time.monotonic(), 0.0), threading.TIMEOUT_MAX)
 
@@ -62,7 +72,11 @@ class BatchSize:
 
 
 class WorkerPool:
-    """Up to ``workers`` threads of one queue, each running one job at a time."""
+    """Up to ``workers`` threads of one queue, each running one job at a time.
+
+    ``abandoned`` counts the threads given up at a time limit (their handler
+    did not return ``timeout_grace`` seconds after ``JobTimeout``).
+    """
 
     def __init__(
         self,
@@ -71,6 +85,7 @@ class WorkerPool:
         signal: Signal,
         clock: Callable[[], float],
         warn_running_after: float | None = None,
+        timeout_grace: float = 5.0,
     ) -> None:
         self._runner = runner
         self._store = store
@@ -81,8 +96,14 @@ class WorkerPool:
         self._stopping = True
         self._started = 0
         self.workers = 0
+        self.abandoned = 0
+        self._given_up: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._watchdog: threading.Thread | None = None
         self._watchdog_wake = threading.Condition(signal.lock)
+        self._rewatch = False  # a limit falls due before the watchdog looks
+        #: Notified whenever a thread leaves the pool (``stop`` waits on it).
+        self._left = threading.Condition(signal.lock)
+        self._limits = TimeLimits(timeout_grace, self._wake_watchdog)
         self._dispatcher = Dispatcher(
             store, runner, signal, clock, lambda: self._stopping,
             durable=store.keeps_results,
@@ -100,31 +121,39 @@ class WorkerPool:
 
     def start(self, workers: int) -> None:
         """Start threads until ``workers`` run; threads still finishing a job
-        from before a ``stop`` count towards that number."""
+        from before a ``stop`` count towards that number (abandoned ones do
+        not)."""
         with self._signal.lock:
             self._stopping = False
             self.workers = workers
             for _ in range(workers - len(self._threads)):
-                self._started += 1
-                thread = threading.Thread(
-                    target=self._work, name=f"jobq-worker-{self._started}", daemon=True
-                )
-                self._threads.add(thread)
-                thread.start()
-            interval = self._watch_interval()
-            if interval is not None and self._watchdog is None:
+                self._start_worker()
+            if self._watchdog is None:
                 self._watchdog = threading.Thread(
-                    target=self._watch, args=(interval,), name="jobq-watchdog",
-                    daemon=True,
-                )  # fmt: skip
+                    target=self._watch, name="jobq-watchdog", daemon=True
+                )
                 self._watchdog.start()
+
+    def _start_worker(self) -> None:
+        """One more worker thread (lock held)."""
+        self._started += 1
+        thread = threading.Thread(
+            target=self._work, name=f"jobq-worker-{self._started}", daemon=True
+        )
+        self._threads.add(thread)
+        try:
+            thread.start()
+        except BaseException:
+            self._threads.discard(thread)
+            raise
 
     def stop(self, timeout: float | None) -> bool:
         """Take no new jobs; wait up to ``timeout`` for running ones.
 
         Returns whether every thread ended. A thread still inside a handler
-        records its job's outcome when the handler returns, then ends. Never
-        called from a worker thread (the queue refuses ``stop`` from a handler).
+        records its job's outcome when the handler returns, then ends; one
+        abandoned at its time limit is not waited for. Never called from a
+        worker thread (the queue refuses ``stop`` from a handler).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._signal.lock:
@@ -132,41 +161,74 @@ class WorkerPool:
             self._signal.work.notify_all()
             self._watchdog_wake.notify_all()
             threads = list(self._threads)
-        for thread in threads:
-            thread.join(_remaining(deadline))
-        with self._signal.lock:
+            while self._threads:
+                wait = _remaining(deadline)
+                if wait == 0:
+                    break
+                self._left.wait(wait)
             ended = not self._threads
             # The watchdog leaves once no handler runs: wake it to see that
             # and wait for it, so a store closed after stop() is no longer in use.
             self._watchdog_wake.notify_all()
             watchdog = self._watchdog
+        for thread in threads:  # those that left are ending: see them end
+            if thread not in self._given_up:
+                thread.join(_remaining(deadline))
         if ended and watchdog is not None and not self._runner.active:
             watchdog.join(_remaining(deadline))
         return ended
 
     def _work(self) -> None:
+        limit = self._limits.enter()
+        try:
+            self._run_jobs(limit)
+        finally:
+            self._limits.leave(limit)
+            with self._signal.lock:  # also if the loop failed unexpectedly
+                self._threads.discard(threading.current_thread())
+                self._left.notify_all()
+
+    def _run_jobs(self, limit: ThreadLimit) -> None:
+        """Take a job, run it, hand its outcome in, until the pool stops or
+        this thread was abandoned at a time limit."""
         runner, dispatcher = self._runner, self._dispatcher
         size = BatchSize(self._store.claim_batch)
-        ran: list[Outcome] = []  # outcomes not recorded yet
         while True:
             if (
                 self._stopping
-                or len(ran) >= size.limit  # a persistent store's: after each job
+                or len(limit.ran) >= size.limit  # a persistent store's: after each job
                 or (claim := dispatcher.ready()) is None
             ):
-                claim = dispatcher.next(ran, size.next())
-                ran = []
+                claim = dispatcher.next(limit.ran, size.next())
+                limit.ran = []
             if claim is None:  # stopping
                 runner.release(dispatcher.take_ready())
                 if self._leave():
                     return
                 continue
             started = time.monotonic()
-            ran.append(runner.run_one(claim))
+            outcome = runner.run_one(claim, limit)
+            if limit.abandoned:
+                self._returned_late(outcome, time.monotonic() - started)
+                return
+            limit.ran.append(outcome)
             size.ran(time.monotonic() - started)
 
+    def _returned_late(self, outcome: Outcome, seconds: float) -> None:
+        """The handler of an abandoned thread returned after all: its attempt
+        was recorded as timed out, so the store refuses this outcome (the
+        claim's token is stale; logged), and the thread ends."""
+        claim = outcome.claim
+        logger.info(
+            "job %d: the handler abandoned at its time limit returned after "
+            "%.1f s; its outcome goes to the store, which refuses it, and %s ends",
+            claim.id, seconds, threading.current_thread().name,
+        )  # fmt: skip
+        self._runner.record([outcome])
+
     def _watch_interval(self) -> float | None:
-        """How often the watchdog looks; ``None`` if it has nothing to do."""
+        """How often the watchdog renews, recovers and warns; ``None`` if it
+        has none of that to do (it still enforces time limits)."""
         intervals = []
         if self._store.lease_seconds is not None:
             intervals.append(self._store.lease_seconds / 3)
@@ -174,33 +236,101 @@ class WorkerPool:
             intervals.append(min(self._warn_running_after / 2, MAX_IDLE_WAIT * 10))
         return min(intervals, default=None)
 
-    def _watch(self, interval: float) -> None:
-        """Renew the leases of running jobs, recover the expired claims of
-        others, and warn about handlers running longer than they should.
+    def _watch(self) -> None:
+        """Enforce time limits; renew the leases of running jobs, recover
+        the expired claims of others, and warn about handlers running longer
+        than they should.
 
         Runs while the pool runs, and after a ``stop`` as long as a handler
         still runs here, so its job is never started a second time elsewhere.
         """
+        interval = self._watch_interval()
+        periodic = math.inf if interval is None else time.monotonic() + interval
+        limits = self._limits
+        look = math.inf  # when the next time limit falls due
         warned: set[tuple[int, int]] = set()  # (job id, token) already reported
         while True:
             with self._signal.lock:
                 if self._stopping and not self._runner.active:
                     self._watchdog = None
                     return
-                self._watchdog_wake.wait(interval)
+                limits.next_look = min(periodic, look)
+                if (
+                    not self._rewatch
+                    and limits.next_look > time.monotonic()
+                    and limits.earliest() >= limits.next_look  # none armed since
+                ):
+                    self._watchdog_wake.wait(_remaining(limits.next_look))
+                self._rewatch = False
+                limits.next_look = -math.inf  # looking (see TimeLimits)
             try:
-                running = list(self._runner.active.copy().values())
-                if self._store.lease_seconds is not None:
-                    now = self._clock()
-                    held = self._runner.held_claims()
-                    if held:
-                        self._store.renew(held, now)
-                    if not self._stopping:
-                        self._store.recover(now)
-                if self._warn_running_after is not None:
-                    warned = self._warn_slow(running, warned)
+                look = self._enforce_limits()
+                if time.monotonic() >= periodic:
+                    assert interval is not None  # noqa: S101 - inf otherwise
+                    periodic = time.monotonic() + interval
+                    warned = self._periodic(warned)
             except Exception:
                 logger.exception("the watchdog failed; trying again shortly")
+                look = time.monotonic() + MAX_IDLE_WAIT
+
+    def _periodic(self, warned: set[tuple[int, int]]) -> set[tuple[int, int]]:
+        """Renew the leases of held claims, recover expired ones, warn about
+        slow handlers; the claims warned about, for the next time."""
+        running = list(self._runner.active.copy().values())
+        if self._store.lease_seconds is not None:
+            now = self._clock()
+            held = self._runner.held_claims()
+            if held:
+                self._store.renew(held, now)
+            if not self._stopping:
+                self._store.recover(now)
+        if self._warn_running_after is not None:
+            warned = self._warn_slow(running, warned)
+        return warned
+
+    def _enforce_limits(self) -> float:
+        """Raise ``JobTimeout`` in handlers past their limit, abandon those
+        past their grace too; when to look again (monotonic, ``inf``: no
+        limited handler runs)."""
+        now = time.monotonic()
+        overdue, look = self._limits.look(now)
+        for limit in overdue:
+            if self._limits.abandon(limit, now, self._record_abandoned):
+                self._replace(limit.thread)
+        return look
+
+    def _record_abandoned(self, limit: ThreadLimit, claim: Claim) -> None:
+        """Record an abandoned handler's attempt as a failed ``JobTimeout``,
+        with the outcomes its thread had not handed in (its lock held: the
+        thread cannot return into jobq meanwhile). Recording forgets the
+        claim, so its lease is no longer renewed."""
+        exc = JobTimeout(
+            f"job {claim.id} ran past its time limit of {claim.timeout:g} s and "
+            f"did not return within the {self._limits.grace:g} s grace: its "
+            f"thread {limit.thread.name} was abandoned"
+        )
+        failed = self._runner.abandoned(claim, exc, limit.thread.ident)
+        with self._signal.lock:  # counted before anyone sees the attempt
+            self.abandoned += 1
+        self._runner.record([*limit.ran, failed])
+        limit.ran = []
+
+    def _replace(self, thread: threading.Thread) -> None:
+        """Count ``thread`` out of the pool and start another in its place,
+        unless the pool is stopping."""
+        with self._signal.lock:
+            self._threads.discard(thread)
+            self._given_up.add(thread)
+            self._left.notify_all()
+            if not self._stopping:
+                self._start_worker()
+
+    def _wake_watchdog(self) -> None:
+        """A handler's limit falls due before the watchdog means to look:
+        make it look again (now, or after the look it is in)."""
+        with self._signal.lock:
+            self._rewatch = True
+            self._watchdog_wake.notify_all()
 
     def _warn_slow(
         self, running: list[tuple[Claim, float]], warned: set[tuple[int, int]]
@@ -230,4 +360,5 @@ class WorkerPool:
             if not self._stopping:
                 return False
             self._threads.discard(threading.current_thread())
+            self._left.notify_all()
             return True

@@ -35,6 +35,24 @@ class StoreError(JobqError):
     """The store could not do what was asked (a write failed, a file is unusable)."""
 
 
+class JobTimeout(JobqError):
+    """Raised inside a handler's thread when its job's time limit passes.
+
+    It arrives at the handler's next Python bytecode (not inside C code such
+    as a ``time.sleep`` or a socket read). A handler may catch it to clean
+    up: what it returns or raises within ``timeout_grace`` is its outcome;
+    after that the attempt is recorded as a failed ``JobTimeout`` anyway and
+    the thread is abandoned (see the README, "Time limits").
+    """
+
+    #: What it says when raised in a handler's thread, which can only be
+    #: given the class; the failed attempt names the job and its limit.
+    DEFAULT = "the job ran past its time limit"
+
+    def __init__(self, message: str = DEFAULT) -> None:
+        super().__init__(message)
+
+
 class Retry(Exception):
     """Raised by a handler: this attempt failed, try again.
 

@@ -26,6 +26,7 @@ from jobq._rules import (
     check_key,
     check_meta,
     check_priority,
+    check_timeout,
     checked_clock,
     stored_id,
 )
@@ -101,6 +102,12 @@ class JobQueue(Generic[P]):
     is logged for each handler running longer than ``warn_running_after``
     seconds (``None``: never).
 
+    ``timeout`` (``None``: no limit) is the default time limit of its jobs,
+    overridden per task and per job and stored with each job: at the limit
+    ``JobTimeout`` is raised in the handler's thread, and a handler still
+    running ``timeout_grace`` seconds later is abandoned (its attempt
+    failed, a new worker thread in its place; see the README, "Time limits").
+
     ``immediate=True`` is a test mode: each ``enqueue`` then runs the jobs
     that are due in the calling thread before it returns, as ``run_pending``
     does (no worker threads needed). A failed attempt stays pending for its
@@ -131,6 +138,8 @@ class JobQueue(Generic[P]):
         max_pending: int | None = None,
         max_payload_bytes: int | None = MAX_PAYLOAD_BYTES,
         warn_running_after: Delay | None = 600.0,
+        timeout: Delay | None = None,
+        timeout_grace: Delay = 5.0,
         immediate: bool = False,
         middleware: Iterable[Middleware] | None = None,
         resolve_task: TaskResolver | None = None,
@@ -165,6 +174,8 @@ class JobQueue(Generic[P]):
             if warn_running_after is None
             else to_seconds(warn_running_after, "warn_running_after")
         )
+        self.timeout = check_timeout(timeout)
+        self.timeout_grace = to_seconds(timeout_grace, "timeout_grace")
         self._closed = False
         self._build_runtime()
         reset_after_fork(self)
@@ -190,6 +201,7 @@ class JobQueue(Generic[P]):
             self._signal,
             self._clock,
             self._warn_running_after,
+            self.timeout_grace,
         )
         self._opened = False
         #: Threads inside this queue's ``run_pending`` (see ``_in_handler``).
@@ -269,7 +281,9 @@ class JobQueue(Generic[P]):
 
         Idempotent. The store stays open: ``enqueue`` still works and
         ``start`` starts again. A handler still running after ``timeout``
-        keeps its job ``running`` until it returns.
+        keeps its job ``running`` until it returns; one under a time limit
+        is waited for only until its thread is abandoned (its limit plus
+        ``timeout_grace``).
 
         After ``close()`` it returns at once: the handlers ``close`` left
         running are not waited for again. From inside a handler of this queue
@@ -340,6 +354,7 @@ class JobQueue(Generic[P]):
         key: str | None = None,
         priority: int = 0,
         meta: Mapping[str, str] | None = None,
+        timeout: Delay | None = None,
         connection: Any = None,
     ) -> Enqueued:
         """Add a job; while a job with ``key`` is pending or running, return
@@ -347,14 +362,17 @@ class JobQueue(Generic[P]):
 
         ``meta``: string headers stored with the job and shown to its
         handler and middleware as ``job.meta`` (a trace context, say), at
-        most 64 entries in 8 KiB of JSON. ``connection``: a database
+        most 64 entries in 8 KiB of JSON. ``timeout``: this job's time limit
+        (seconds or ``timedelta``), instead of its task's or the queue's
+        (``None``: theirs). ``connection``: a database
         connection of the caller's (a psycopg 3 connection, for the
         PostgreSQL store): the job is written in its current transaction, so
         it exists if, and only if, that commits.
         """
         jobs = self.prepare(
-            [payload], delay=delay, at=at, key=key, priority=priority, meta=meta
-        )
+            [payload], delay=delay, at=at, key=key, priority=priority, meta=meta,
+            timeout=timeout,
+        )  # fmt: skip
         return self.add(jobs, connection=connection)[0]
 
     def enqueue_many(
@@ -366,14 +384,16 @@ class JobQueue(Generic[P]):
         key: str | None = None,
         priority: int = 0,
         meta: Mapping[str, str] | None = None,
+        timeout: Delay | None = None,
         connection: Any = None,
     ) -> list[Enqueued]:
         """Add many jobs with the same options in one write; all or nothing.
 
-        ``meta``, ``connection``: as for ``enqueue``."""
+        ``meta``, ``timeout``, ``connection``: as for ``enqueue``."""
         jobs = self.prepare(
-            payloads, delay=delay, at=at, key=key, priority=priority, meta=meta
-        )
+            payloads, delay=delay, at=at, key=key, priority=priority, meta=meta,
+            timeout=timeout,
+        )  # fmt: skip
         return self.add(jobs, connection=connection)
 
     def prepare(
@@ -385,6 +405,7 @@ class JobQueue(Generic[P]):
         key: str | None = None,
         priority: int = 0,
         meta: Mapping[str, str] | None = None,
+        timeout: Delay | None = None,
         task: str | None = None,
         max_attempts: int | None = None,
         what: str = "payload",
@@ -397,6 +418,8 @@ class JobQueue(Generic[P]):
         nothing is written: an integration that writes later (after a commit)
         still refuses bad input where it was given. ``task`` and
         ``max_attempts`` make them jobs of a named task (``Task.enqueue``).
+        ``timeout``: the job's or its task's, else the queue's; stored with
+        each job, so every process that runs it applies the same limit.
         """
         now = self._clock()
         run_at = _run_at(now, delay, at)
@@ -406,13 +429,13 @@ class JobQueue(Generic[P]):
         meta_text = None if meta is None else check_meta(meta)
         if max_attempts is None:
             max_attempts = self.policy.max_attempts
-        timeout = None  # stored, not yet enforced: no caller can set it yet
+        limit = self.timeout if timeout is None else check_timeout(timeout)
         # A loop: on Python 3.11 a comprehension is a call of a closure over
         # every name it reads, a cost each single enqueue would pay.
         jobs: list[NewJob] = []
         for payload in payloads:
             new = NewJob(self._encode(payload, what), run_at, key, priority,
-                         max_attempts, task, timeout, meta_text)  # fmt: skip
+                         max_attempts, task, limit, meta_text)  # fmt: skip
             jobs.append(new)
         return jobs
 
@@ -542,6 +565,7 @@ class JobQueue(Generic[P]):
         name: str | None = None,
         max_attempts: int | None = None,
         priority: int = 0,
+        timeout: Delay | None = None,
     ) -> Task[TaskParams, R]: ...
 
     @overload
@@ -553,6 +577,7 @@ class JobQueue(Generic[P]):
         name: str | None = None,
         max_attempts: int | None = None,
         priority: int = 0,
+        timeout: Delay | None = None,
     ) -> Callable[[Callable[TaskParams, R]], Task[TaskParams, R]]: ...
 
     def task(
@@ -563,15 +588,18 @@ class JobQueue(Generic[P]):
         name: str | None = None,
         max_attempts: int | None = None,
         priority: int = 0,
+        timeout: Delay | None = None,
     ) -> Task[TaskParams, R] | Callable[..., Task[TaskParams, R]]:
         """Register a module-level function as a named task of this queue:
-        ``@queue.task`` or ``@queue.task(name=..., max_attempts=..., priority=...)``.
+        ``@queue.task`` or ``@queue.task(name=..., max_attempts=...,
+        priority=..., timeout=...)``.
 
         The task is found by ``name``, by default ``module.qualname``; a
         function in ``__main__``, a nested function or a lambda needs an
         explicit ``name`` (``ValueError`` otherwise), and a name another
         function holds in this queue raises ``ValueError``. ``max_attempts``
-        (default: the queue's) and ``priority`` are the defaults of its jobs.
+        (default: the queue's), ``priority`` and ``timeout`` (default: the
+        queue's, at each enqueue) are the defaults of its jobs.
         See ``jobq.Task``.
         """
 
@@ -583,6 +611,7 @@ class JobQueue(Generic[P]):
                 name=name,
                 max_attempts=max_attempts,
                 priority=priority,
+                timeout=timeout,
             )
 
         return decorate if func is None else decorate(func)
@@ -595,7 +624,8 @@ class JobQueue(Generic[P]):
     # -- looking and managing -------------------------------------------------
 
     def stats(self) -> Stats:
-        """The queue as stored, plus ``completed`` and ``retried`` of this object."""
+        """The queue as stored, plus ``completed``, ``retried`` and
+        ``abandoned`` (worker threads given up at a time limit) of this object."""
         self._ensure_open()
         stored = self.store.stats()
         counters = self._runner.counters
@@ -605,6 +635,7 @@ class JobQueue(Generic[P]):
             stored.dead,
             counters.completed,
             counters.retried,
+            self._pool.abandoned,
         )
 
     def get(self, job: JobRef) -> JobRecord[P] | None:

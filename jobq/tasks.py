@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from jobq._rules import check_key, check_max_attempts, check_meta, check_priority
+from jobq._rules import (
+    check_key,
+    check_max_attempts,
+    check_meta,
+    check_priority,
+    check_timeout,
+)
 from jobq._time import to_epoch, to_seconds
 from jobq.errors import Fatal
 from jobq.types import Enqueued
@@ -60,11 +66,12 @@ class Task(Generic[P, R]):
     Built by ``@queue.task``; calling it runs the function here and now, as
     a plain call. ``enqueue(*args, **kwargs)`` adds a job that calls it with
     those arguments on a worker; ``using(...)`` returns a copy with options
-    for those jobs (delay, due time, key, priority, meta). A ``Task`` never changes:
-    ``using`` returns a new one.
+    for those jobs (delay, due time, key, priority, meta, timeout). A
+    ``Task`` never changes: ``using`` returns a new one.
 
-    Attributes: ``name``, ``func``, ``queue``, ``max_attempts`` and
-    ``priority`` (the defaults of its jobs); ``__wrapped__`` is ``func``.
+    Attributes: ``name``, ``func``, ``queue``, ``max_attempts``,
+    ``priority`` and ``timeout`` (the defaults of its jobs; a ``timeout`` of
+    ``None`` means the queue's); ``__wrapped__`` is ``func``.
     """
 
     name: str
@@ -72,6 +79,7 @@ class Task(Generic[P, R]):
     queue: JobQueue[Any]
     max_attempts: int
     priority: int
+    timeout: float | None
     __wrapped__: Callable[P, R]
     __name__: str
     _options: _Options
@@ -85,6 +93,7 @@ class Task(Generic[P, R]):
         name: str,
         max_attempts: int,
         priority: int,
+        timeout: float | None = None,
         _options: _Options | None = None,
         _signature: inspect.Signature | None = None,
     ) -> None:
@@ -94,6 +103,7 @@ class Task(Generic[P, R]):
         assign(self, "name", name)
         assign(self, "max_attempts", max_attempts)
         assign(self, "priority", priority)
+        assign(self, "timeout", timeout)
         assign(self, "_options", _options or _Options())
         assign(self, "_signature", _signature)
         assign(self, "__wrapped__", func)
@@ -126,6 +136,7 @@ class Task(Generic[P, R]):
             key=options.key,
             priority=self.priority if options.priority is None else options.priority,
             meta=options.meta,
+            timeout=self.timeout if options.timeout is None else options.timeout,
             task=self.name,
             max_attempts=self.max_attempts,
             what=f"the arguments of task {self.name!r}",
@@ -140,6 +151,7 @@ class Task(Generic[P, R]):
         key: str | None = None,
         priority: int | None = None,
         meta: Mapping[str, str] | None = None,
+        timeout: Delay | None = None,
         connection: Any = None,
     ) -> Task[P, R]:
         """A copy of this task whose ``enqueue`` uses these options.
@@ -159,6 +171,7 @@ class Task(Generic[P, R]):
             new_delay, new_at = 0.0, to_epoch(at)
         check_key(key)
         check_meta(meta)
+        limit = check_timeout(timeout)
         if connection is not None and not self.queue.store.transactional_add:
             raise TypeError(
                 f"{type(self.queue.store).__name__} cannot add jobs in the "
@@ -170,6 +183,7 @@ class Task(Generic[P, R]):
             key=old.key if key is None else key,
             priority=old.priority if priority is None else check_priority(priority),
             meta=old.meta if meta is None else MappingProxyType(dict(meta)),
+            timeout=old.timeout if limit is None else limit,
             connection=old.connection if connection is None else connection,
         )
         return Task(
@@ -178,6 +192,7 @@ class Task(Generic[P, R]):
             name=self.name,
             max_attempts=self.max_attempts,
             priority=self.priority,
+            timeout=self.timeout,
             _options=new,
             _signature=self._signature,
         )
@@ -205,6 +220,7 @@ class _Options:
     key: str | None = None
     priority: int | None = None  # None: the task's own
     meta: Mapping[str, str] | None = None
+    timeout: float | None = None  # None: the task's own
     connection: Any = None
 
     def describe(self) -> str:
@@ -219,6 +235,8 @@ class _Options:
             parts.append(f"priority={self.priority!r}")
         if self.meta is not None:
             parts.append(f"meta={dict(self.meta)!r}")
+        if self.timeout is not None:
+            parts.append(f"timeout={self.timeout!r}")
         if self.connection is not None:
             parts.append("connection=...")
         return ", ".join(parts)
@@ -232,6 +250,7 @@ def register(
     name: str | None,
     max_attempts: int | None,
     priority: int,
+    timeout: object = None,
 ) -> Task[P, R]:
     """Check ``func`` and the options, then register a ``Task`` in ``registry``.
 
@@ -261,6 +280,7 @@ def register(
         name=found,
         max_attempts=max_attempts,
         priority=check_priority(priority),
+        timeout=check_timeout(timeout),
         _signature=signature,
     )
     with _registering:

@@ -41,8 +41,8 @@ class Job(Generic[P]):
     first try; ``task`` is the name of a named task's job (its payload is
     then ``{"args": [...], "kwargs": {...}}``), ``None`` for a plain job.
     ``meta`` holds the string headers given at enqueue (read-only, empty if
-    none), the same for every attempt; ``timeout`` is the job's stored
-    timeout in seconds, or ``None``."""
+    none), the same for every attempt; ``timeout`` is the job's time limit
+    in seconds, or ``None`` (see the README, "Time limits")."""
 
     id: int
     payload: P
@@ -98,10 +98,12 @@ class JobRecord(Generic[P]):
 @dataclass(frozen=True, slots=True)
 class Stats:
     """``pending`` (delayed included), ``running`` and ``dead`` as stored, across
-    processes; ``completed`` and ``retried`` counted by this queue object."""
+    processes; ``completed``, ``retried`` and ``abandoned`` (worker threads
+    given up at a time limit) counted by this queue object."""
 
     pending: int
     running: int
     dead: int
     completed: int
     retried: int
+    abandoned: int = 0

@@ -130,9 +130,23 @@ def test_stats_as_text_and_json(
     as_json = run(capsys, "stats", "--json", *target.args)
 
     assert text.code == 0
-    assert text.out.split() == ["pending", "2", "running", "0", "dead", "1"]
+    assert text.out.split() == [
+        "pending",
+        "2",
+        "running",
+        "0",
+        "dead",
+        "1",
+        "abandoned",
+        "0",
+    ]
     assert as_json.code == 0
-    assert json.loads(as_json.out) == {"pending": 2, "running": 0, "dead": 1}
+    assert json.loads(as_json.out) == {
+        "pending": 2,
+        "running": 0,
+        "dead": 1,
+        "abandoned": 0,
+    }
 
 
 def test_dead_lists_an_aligned_table_oldest_first(
@@ -406,7 +420,7 @@ def test_purge_dead_refuses_without_yes(
     assert "3 dead jobs" in refused.err
     assert "--yes" in refused.err
     counts = json.loads(run(capsys, "stats", "--json", *target.args).out)
-    assert counts == {"pending": 1, "running": 0, "dead": 3}
+    assert counts == {"pending": 1, "running": 0, "dead": 3, "abandoned": 0}
 
 
 def test_purge_dead_with_yes_deletes_every_dead_job(
@@ -419,7 +433,7 @@ def test_purge_dead_with_yes_deletes_every_dead_job(
     assert result.code == 0
     assert json.loads(result.out) == {"deleted": 3}
     counts = json.loads(run(capsys, "stats", "--json", *target.args).out)
-    assert counts == {"pending": 1, "running": 0, "dead": 0}
+    assert counts == {"pending": 1, "running": 0, "dead": 0, "abandoned": 0}
     assert (
         run(capsys, "purge-dead", "--yes", *target.args).out == "deleted 0 dead jobs\n"
     )
@@ -668,7 +682,12 @@ def test_reading_while_an_owner_runs_and_changing_is_refused(
     looked = run(capsys, "stats", "--json", *json_target.args)
     changed = run(capsys, "retry", str(job), *json_target.args)
 
-    assert json.loads(looked.out) == {"pending": 1, "running": 0, "dead": 1}
+    assert json.loads(looked.out) == {
+        "pending": 1,
+        "running": 0,
+        "dead": 1,
+        "abandoned": 0,
+    }
     assert changed.code == 1
     assert str(os.getpid()) in changed.err  # names the owner
     assert "owns" in changed.err
@@ -716,7 +735,12 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
         "store": f"the SQLite file {path}",
         "schema_version": 2,
     }
-    assert json.loads(looked.out) == {"pending": 0, "running": 0, "dead": 0}
+    assert json.loads(looked.out) == {
+        "pending": 0,
+        "running": 0,
+        "dead": 0,
+        "abandoned": 0,
+    }
 
 
 def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_2(
@@ -731,7 +755,12 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_2(
 
     assert migrated.code == 0, migrated.err
     assert migrated.out == f"the SQLite file {path}: jobq schema at version 2\n"
-    assert json.loads(looked.out) == {"pending": 2, "running": 0, "dead": 1}
+    assert json.loads(looked.out) == {
+        "pending": 2,
+        "running": 0,
+        "dead": 1,
+        "abandoned": 0,
+    }
 
 
 def test_migrate_brings_a_postgres_schema_of_version_1_to_version_2(
@@ -756,7 +785,12 @@ def test_migrate_brings_a_postgres_schema_of_version_1_to_version_2(
 
     assert migrated.code == 0, migrated.err
     assert json.loads(migrated.out)["schema_version"] == 2
-    assert json.loads(looked.out) == {"pending": 2, "running": 0, "dead": 1}
+    assert json.loads(looked.out) == {
+        "pending": 2,
+        "running": 0,
+        "dead": 1,
+        "abandoned": 0,
+    }
 
 
 def test_migrate_refuses_a_sqlite_file_of_a_newer_jobq(
@@ -799,7 +833,12 @@ def test_migrate_creates_a_postgres_schema(
     assert created.code == 0, created.err
     assert json.loads(created.out)["schema_version"] >= 1
     assert schema in json.loads(created.out)["store"]
-    assert json.loads(looked.out) == {"pending": 0, "running": 0, "dead": 0}
+    assert json.loads(looked.out) == {
+        "pending": 0,
+        "running": 0,
+        "dead": 0,
+        "abandoned": 0,
+    }
 
 
 @pytest.mark.parametrize("memory", [False, True])
@@ -942,7 +981,12 @@ def test_worker_runs_jobs_and_exits_0_on_a_signal(
     assert not any(raw in err for raw in RAW)
     assert "\\x1b[31mred" in err
     counts = run(capsys, "stats", "--json", "--store", worker_store)
-    assert json.loads(counts.out) == {"pending": 0, "running": 0, "dead": 1}
+    assert json.loads(counts.out) == {
+        "pending": 0,
+        "running": 0,
+        "dead": 1,
+        "abandoned": 0,
+    }
 
 
 def test_worker_waits_for_a_running_job_no_longer_than_its_shutdown_timeout(

@@ -297,7 +297,12 @@ def test_flask_jobq_stats(cli_app: Flask) -> None:
     result = invoke(cli_app, "stats", "--json")
 
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"pending": 0, "running": 0, "dead": 1}
+    assert json.loads(result.output) == {
+        "pending": 0,
+        "running": 0,
+        "dead": 1,
+        "abandoned": 0,
+    }
 
 
 def test_flask_jobq_dead_lists_the_dead_letter(cli_app: Flask) -> None:

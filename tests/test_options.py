@@ -38,6 +38,8 @@ SAMPLES: dict[str, Any] = {
     "MAX_PENDING": 100,
     "MAX_PAYLOAD_BYTES": 4096,
     "WARN_RUNNING_AFTER": None,
+    "TIMEOUT": dt.timedelta(seconds=30),
+    "TIMEOUT_GRACE": 2,
     "IMMEDIATE": True,
     "MIDDLEWARE": ["middlewares.passthrough"],
 }
@@ -68,6 +70,8 @@ def reached(queue: jobq.JobQueue[Any], own_middleware: int = 0) -> dict[str, Any
         "dead_letter_limit": queue.dead_letter_limit,
         "max_pending": queue.max_pending,
         "max_payload_bytes": queue.max_payload_bytes,
+        "timeout": queue.timeout,
+        "timeout_grace": queue.timeout_grace,
         "immediate": queue.immediate,
         "middleware": queue.middleware[own_middleware:],
     }
@@ -81,6 +85,8 @@ SHOWN = {
     "dead_letter_limit": 10,
     "max_pending": 100,
     "max_payload_bytes": 4096,
+    "timeout": 30.0,
+    "timeout_grace": 2.0,
     "immediate": True,
     "middleware": (passthrough,),
 }

@@ -3,7 +3,7 @@ workers, migrate its store's schema.
 
 ::
 
-    jobq stats      [--json]                 pending, running and dead counts
+    jobq stats      [--json]                 pending, running, dead, abandoned
     jobq dead       [--json]                 the dead-letter list, oldest first
     jobq show ID    [--json]                 one job with every attempt's error
     jobq retry ID   [--json]                 make a dead job pending again

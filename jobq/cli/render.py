@@ -128,8 +128,14 @@ def to_json(value: Any) -> str:
 
 
 def stats(counts: Stats, *, as_json: bool = False) -> str:
-    """Pending (delayed included), running and dead jobs."""
-    shown = {"pending": counts.pending, "running": counts.running, "dead": counts.dead}
+    """Pending (delayed included), running and dead jobs, and the worker
+    threads this process's queue abandoned at a time limit."""
+    shown = {
+        "pending": counts.pending,
+        "running": counts.running,
+        "dead": counts.dead,
+        "abandoned": counts.abandoned,
+    }
     if as_json:
         return to_json(shown)
     return _fields([(name, str(count)) for name, count in shown.items()])

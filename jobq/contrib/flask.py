@@ -41,6 +41,7 @@ the commands of ``jobq.cli`` over the app's queue: the same operations
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import functools
 import logging
 import math
@@ -105,6 +106,7 @@ class _TaskSpec:
     name: str
     max_attempts: int | None
     priority: int
+    timeout: float | dt.timedelta | None = None
 
 
 @dataclass
@@ -204,6 +206,7 @@ class JobQ:
         name: str | None = None,
         max_attempts: int | None = None,
         priority: int = 0,
+        timeout: float | dt.timedelta | None = None,
     ) -> AppTask[P, R]: ...
 
     @overload
@@ -215,6 +218,7 @@ class JobQ:
         name: str | None = None,
         max_attempts: int | None = None,
         priority: int = 0,
+        timeout: float | dt.timedelta | None = None,
     ) -> Callable[[Callable[P, R]], AppTask[P, R]]: ...
 
     def task(
@@ -225,14 +229,15 @@ class JobQ:
         name: str | None = None,
         max_attempts: int | None = None,
         priority: int = 0,
+        timeout: float | dt.timedelta | None = None,
     ) -> AppTask[P, R] | Callable[[Callable[P, R]], AppTask[P, R]]:
         """``@jobs.task`` or ``@jobs.task(name=..., max_attempts=...,
-        priority=...)``: ``@queue.task`` on every app's queue (see
+        priority=..., timeout=...)``: ``@queue.task`` on every app's queue (see
         ``JobQueue.task``); the function runs inside the app context."""
 
         def decorate(function: Callable[P, R]) -> AppTask[P, R]:
             spec = _TaskSpec(
-                function, task_name(function, name), max_attempts, priority
+                function, task_name(function, name), max_attempts, priority, timeout
             )
             with self._registry.lock:
                 if any(s.name == spec.name for s in self._registry.tasks):
@@ -331,6 +336,7 @@ def _register(app: Flask, state: JobQState, spec: _TaskSpec) -> None:
         name=spec.name,
         max_attempts=spec.max_attempts,
         priority=spec.priority,
+        timeout=spec.timeout,
     )
 
 

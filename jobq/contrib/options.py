@@ -182,6 +182,20 @@ JOBQUEUE_OPTIONS: tuple[Option, ...] = (
         "log a WARNING for a handler running longer (None: never)",
     ),
     Option(
+        "TIMEOUT",
+        "timeout",
+        OPTIONAL_SECONDS,
+        None,
+        "the default time limit of a job's attempt (None: no limit)",
+    ),
+    Option(
+        "TIMEOUT_GRACE",
+        "timeout_grace",
+        SECONDS,
+        5.0,
+        "seconds a handler has after JobTimeout before its thread is abandoned",
+    ),
+    Option(
         "IMMEDIATE",
         "immediate",
         BOOL,
