@@ -35,6 +35,12 @@ class StoreError(JobqError):
     """The store could not do what was asked (a write failed, a file is unusable)."""
 
 
+class ProcessDied(JobqError):
+    """Never raised: the type recorded for an attempt whose process died (or
+    stopped renewing its lease) while it ran, so that a recorded error's
+    type always names a real class (``jobq.errors.ProcessDied``)."""
+
+
 class Retry(Exception):
     """Raised by a handler: this attempt failed, try again.
 

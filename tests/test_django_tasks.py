@@ -247,7 +247,9 @@ def test_a_stored_path_that_is_not_a_task_is_refused() -> None:
         assert job is not None
         assert job.state == JobState.DEAD
         assert job.attempts == 1  # dead at once
-        assert job.errors[-1].type == NotADjangoTask.__name__
+        assert job.errors[-1].type == (
+            "jobq.contrib.django._tasks_backend.NotADjangoTask"
+        )
         with pytest.raises(TaskResultDoesNotExist):
             _backend().get_result(str(job_id))
         assert queue.delete_dead(job_id)

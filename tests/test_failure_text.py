@@ -85,7 +85,12 @@ def test_the_stored_traceback_reads_as_python_prints_it(raiser: object) -> None:
     error = describe_failure(caught.value, 0.0)
 
     assert error.traceback == python_prints(caught.value)
-    assert error.type == type(caught.value).__name__
+    kind = type(caught.value)
+    assert error.type == (
+        kind.__name__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
 
 
 def test_a_syntax_error_keeps_the_mark_under_its_position() -> None:

@@ -67,7 +67,7 @@ PENDING, RUNNING, DEAD, COMPLETED = (
 )
 
 #: How ``last_error`` begins for a job whose process died.
-DIED = "ProcessDied: "
+DIED = "jobq.errors.ProcessDied: "
 #: The fake clock's start, in epoch seconds: far behind the wall clock.
 T0 = 1_000_000.0
 #: Backoff with whole seconds, so every due time is exact in any store.

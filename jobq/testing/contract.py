@@ -1732,7 +1732,7 @@ class StoreContractTests:
         record = again.get(job)
         assert record is not None
         assert (record.state, record.attempts) == (JobState.PENDING, 1)
-        assert [error.type for error in record.errors] == ["ProcessDied"]
+        assert [error.type for error in record.errors] == ["jobq.errors.ProcessDied"]
         assert (record.started_at, record.finished_at) == (T0, T0 + 3600)
 
     def test_meta_and_timeout_stay_with_a_job_through_retries_burial_and_revive(
