@@ -8,10 +8,12 @@ is Django's own ``django.tasks``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +21,11 @@ from django.core import mail
 from django.db import transaction
 from django.utils import timezone
 
-from jobq.contrib.django import get_queue
-from jobq.contrib.django.tasks import JobqBackend, NotADjangoTask
+import jobq.contrib.django as contrib
+from jobq.contrib.django import DjangoJobQueue, get_queue
+from jobq.contrib.django.tasks import JobqBackend, NotADjangoTask, ReturnValueNotJSON
+from jobq.errors import ProcessDied
+from jobq.stores import SqliteStore, Store
 from jobq.types import JobState
 
 try:
@@ -39,6 +44,28 @@ def _backend() -> Any:
 
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
+
+#: The stores that keep results for other processes (get_result).
+PERSISTENT = ["json", "sqlite", "postgres"]
+
+
+def _project_queue(store: Store, monkeypatch: pytest.MonkeyPatch) -> DjangoJobQueue:
+    """The project's queue (``settings.JOBQ`` but its store) on ``store``."""
+    queue = DjangoJobQueue(
+        store=store, max_attempts=3, base_delay=0.1, keep_completed=3600
+    )
+    monkeypatch.setattr(contrib, "_queue", queue)
+    return queue
+
+
+@pytest.fixture
+def on_store(
+    make_store: Callable[..., Store], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[DjangoJobQueue]:
+    """The project's queue on a store of the test's ``store_kind``."""
+    queue = _project_queue(make_store(), monkeypatch)
+    yield queue
+    queue.close(timeout=5)
 
 
 @pytest.fixture(autouse=True)
@@ -247,9 +274,7 @@ def test_a_stored_path_that_is_not_a_task_is_refused() -> None:
         assert job is not None
         assert job.state == JobState.DEAD
         assert job.attempts == 1  # dead at once
-        assert job.errors[-1].type == (
-            "jobq.contrib.django._tasks_backend.NotADjangoTask"
-        )
+        assert job.errors[-1].type == "jobq.contrib.django.tasks.NotADjangoTask"
         with pytest.raises(TaskResultDoesNotExist):
             _backend().get_result(str(job_id))
         assert queue.delete_dead(job_id)
@@ -310,3 +335,154 @@ def test_a_rolled_back_transaction_enqueues_nothing(signals: list[Any]) -> None:
     assert results[0].id == ""
     assert signals == []
     assert get_queue().stats().pending == before
+
+
+# -- the fields of a result, as the reference backends fill them --------------
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_a_result_says_when_its_task_started_and_finished(
+    on_store: DjangoJobQueue, signals: list[Any]
+) -> None:
+    from djapp.dtasks import record
+
+    running: list[Any] = []
+
+    def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        running.append(task_result)
+
+    result = record.enqueue("timed")
+    assert (result.started_at, result.last_attempted_at, result.finished_at) == (
+        None,
+        None,
+        None,
+    )
+    task_started.connect(receive)
+    try:
+        assert on_store.run_pending() == 1
+    finally:
+        task_started.disconnect(receive)
+    fetched = record.get_result(result.id)
+    assert fetched.status == TaskResultStatus.SUCCESSFUL
+    assert fetched.started_at is not None
+    assert fetched.finished_at is not None
+    assert fetched.enqueued_at <= fetched.started_at <= fetched.finished_at
+    assert fetched.last_attempted_at == fetched.started_at
+    (started,) = running
+    assert started.status == TaskResultStatus.RUNNING
+    assert (started.started_at, started.last_attempted_at) == (
+        fetched.started_at,
+        fetched.started_at,
+    )
+    assert started.finished_at is None
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_a_retried_task_shows_its_last_attempt_and_finishes_when_it_fails(
+    on_store: DjangoJobQueue,
+) -> None:
+    from djapp.dtasks import fail
+
+    result = fail.enqueue("again")
+    assert on_store.run_pending() == 1
+    waiting = fail.get_result(result.id)
+    assert waiting.status == TaskResultStatus.READY  # its retry is due later
+    assert waiting.last_attempted_at is not None
+    assert waiting.started_at == waiting.last_attempted_at
+    assert waiting.finished_at is None
+    _run_until_finished(result)
+    assert result.status == TaskResultStatus.FAILED
+    assert result.last_attempted_at is not None
+    assert result.finished_at is not None
+    assert waiting.last_attempted_at < result.last_attempted_at <= result.finished_at
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_the_enqueued_result_equals_the_fetched_one_field_by_field(
+    on_store: DjangoJobQueue,
+) -> None:
+    from djapp.dtasks import email_priority
+
+    due = timezone.now() - dt.timedelta(minutes=5)
+    task = email_priority.using(priority=7, run_after=due)
+    result = task.enqueue(["c@example.com"], subject="Same", message="Fields")
+    assert result == _backend().get_result(result.id)
+
+    assert on_store.run_pending() == 1
+    result.refresh()
+    fetched = _backend().get_result(result.id)
+    for field in dataclasses.fields(fetched):
+        assert getattr(result, field.name) == getattr(fetched, field.name), field.name
+    assert result == fetched
+    assert fetched.return_value == 1
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_get_result_rebuilds_the_task_as_it_was_enqueued(
+    on_store: DjangoJobQueue,
+) -> None:
+    from djapp.dtasks import record
+
+    later = timezone.now() + dt.timedelta(hours=1)
+    task = record.using(queue_name="emails", run_after=later, priority=-3)
+    result = task.enqueue("as enqueued")
+    fetched = record.get_result(result.id)
+    assert fetched.task == task
+    assert (fetched.task.queue_name, fetched.task.run_after) == ("emails", later)
+    assert (fetched.task.priority, fetched.task.backend) == (-3, "default")
+
+    other = record.using(backend="secondary").enqueue("by the other alias")
+    fetched = _backend().get_result(other.id)
+    assert (fetched.task.backend, fetched.backend) == ("secondary", "secondary")
+    assert fetched == other
+    assert on_store.cancel(int(result.id))
+    assert on_store.cancel(int(other.id))
+
+
+def test_an_error_of_the_project_resolves_to_its_class() -> None:
+    from djapp.dtasks import Declined, decline
+
+    result = decline.enqueue("no")
+    _run_until_finished(result)
+    assert [error.exception_class for error in result.errors] == [Declined] * 3
+    record = get_queue().get(int(result.id))
+    assert record is not None
+    assert record.errors[-1].type == "djapp.dtasks.Declined"
+    assert get_queue().delete_dead(int(result.id))
+
+
+def test_a_return_value_that_is_not_json_fails_at_once_as_a_type_error() -> None:
+    from djapp.dtasks import not_json
+
+    result = not_json.enqueue()
+    assert get_queue().run_pending() == 1
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 1  # running it again would repeat what it did
+    (error,) = result.errors
+    assert error.exception_class is ReturnValueNotJSON
+    assert issubclass(error.exception_class, TypeError)
+    assert "not JSON" in error.traceback
+    assert get_queue().delete_dead(int(result.id))
+
+
+def test_a_job_whose_process_died_fails_with_a_class_of_jobq(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from djapp.dtasks import record
+
+    store = SqliteStore(tmp_path / "jobs.db", lease_seconds=10)
+    queue = _project_queue(store, monkeypatch)
+    try:
+        result = record.using(priority=1).enqueue("killed")
+        for attempt in range(1, 4):  # MAX_ATTEMPTS: each attempt's process dies
+            now = time.time() + 3600 * attempt  # past the last recovery
+            assert [c.id for c in store.claim_many(now, 1)] == [int(result.id)]
+            assert store.recover(now + 10) == 1
+        result.refresh()
+        assert result.status == TaskResultStatus.FAILED
+        assert [e.exception_class for e in result.errors] == [ProcessDied] * 3
+        assert result.errors[0].exception_class_path == "jobq.errors.ProcessDied"
+        assert result.finished_at is not None
+    finally:
+        queue.close(timeout=5)

@@ -13,13 +13,15 @@ import builtins
 import contextlib
 import datetime as dt
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from jobq import errors
 from jobq.errors import Fatal
 from jobq.events import Event, EventKind
 from jobq.tasks import task_arguments
@@ -54,11 +56,17 @@ else:
         from django_tasks.signals import task_enqueued, task_finished, task_started
         from django_tasks.utils import normalize_json
 
-__all__ = ["JobqBackend", "NotADjangoTask"]
+__all__ = ["JobqBackend", "NotADjangoTask", "ReturnValueNotJSON"]
 
 #: ``TaskResult.worker_ids`` holds one entry per attempt; jobq does not record
 #: which worker ran an attempt, so every entry is this.
 WORKER_ID = "jobq"
+
+#: The job's ``meta`` keys that keep what rebuilds the enqueued ``Task``
+#: (jobq keeps its priority itself).
+QUEUE_NAME = "django.queue_name"
+RUN_AFTER = "django.run_after"
+BACKEND = "django.backend"
 
 STATUSES = {
     JobState.PENDING: TaskResultStatus.READY,
@@ -71,6 +79,16 @@ STATUSES = {
 class NotADjangoTask(Fatal):
     """Recorded for a job whose stored import path does not lead to a Django
     ``Task``: it is refused (never called) and dead at once."""
+
+    __module__ = "jobq.contrib.django.tasks"  # where it is public
+
+
+class ReturnValueNotJSON(Fatal, TypeError):
+    """Recorded for a task that returned a value JSON cannot hold: a
+    ``TypeError``, as the reference backends record it, and dead at once
+    (running the task again would repeat what it did)."""
+
+    __module__ = "jobq.contrib.django.tasks"
 
 
 class JobqBackend(BaseTaskBackend):
@@ -95,13 +113,7 @@ class JobqBackend(BaseTaskBackend):
 
         self.validate_task(task)
         _check_resolvable(task)
-        delay: float | dt.timedelta = 0.0
-        at: dt.datetime | None = None
-        run_after: object = task.run_after
-        if isinstance(run_after, dt.timedelta):  # Django 6.1 allows one
-            delay = run_after
-        elif isinstance(run_after, dt.datetime):
-            at = run_after
+        queue = get_queue()
         result: TaskResult[Any, Any] = TaskResult(
             task=task,
             id="",  # the job's id, once it is written (see written below)
@@ -118,16 +130,21 @@ class JobqBackend(BaseTaskBackend):
         )
 
         def written(added: list[Enqueued]) -> None:
+            # The stored creation time, so that get_result() shows the same.
+            record = queue.get(added[0].id)
+            enqueued_at = timezone.now() if record is None else _when(record.created_at)
             object.__setattr__(result, "id", str(added[0].id))
-            object.__setattr__(result, "enqueued_at", timezone.now())
+            object.__setattr__(result, "enqueued_at", enqueued_at)
             task_enqueued.send(type(self), task_result=result)
 
-        queue = get_queue()
+        meta = {QUEUE_NAME: task.queue_name, BACKEND: self.alias}
+        if task.run_after is not None:
+            meta[RUN_AFTER] = task.run_after.isoformat()
         jobs = queue.prepare(
             [{"args": result.args, "kwargs": result.kwargs}],
-            delay=delay,
-            at=at,
+            at=task.run_after,
             priority=task.priority,
+            meta=meta,
             task=task.module_path,
             what=f"the arguments of task {task.module_path!r}",
         )
@@ -146,7 +163,7 @@ class JobqBackend(BaseTaskBackend):
             task = _import_task(record.task)
         except NotADjangoTask:
             raise TaskResultDoesNotExist(result_id) from None
-        return _to_result(task, record, self.alias)
+        return _to_result(task, record)
 
 
 def _check_resolvable(task: Task[Any, Any]) -> None:
@@ -176,23 +193,50 @@ def _import_task(path: str) -> Task[Any, Any]:
     return found
 
 
+def _stored_task(
+    task: Task[Any, Any], priority: int, meta: Mapping[str, str]
+) -> Task[Any, Any]:
+    """``task`` as it was enqueued: its priority, queue name, ``run_after``
+    and backend alias, kept with the job. If the settings changed since (a
+    queue or backend no longer configured), the task as it is now."""
+    run_after = meta.get(RUN_AFTER)
+    with contextlib.suppress(InvalidTask, ImproperlyConfigured, ValueError):
+        return task.using(
+            priority=priority,
+            queue_name=meta.get(QUEUE_NAME),
+            run_after=None if run_after is None else dt.datetime.fromisoformat(run_after),
+            backend=meta.get(BACKEND),
+        )
+    return task
+
+
 def _when(epoch: float) -> dt.datetime:
     """Epoch seconds as Django shows times: aware in UTC with ``USE_TZ``."""
     moment = dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
     return moment if settings.USE_TZ else timezone.make_naive(moment)
 
 
+def _maybe_when(epoch: float | None) -> dt.datetime | None:
+    return None if epoch is None else _when(epoch)
+
+
 def _exception_path(error: AttemptError) -> str:
-    """The exception's ``module.Class`` for ``TaskError``: jobq stores the
-    class name, and the traceback's last line names its module."""
-    if isinstance(getattr(builtins, error.type, None), type):
-        return f"builtins.{error.type}"
+    """The import path of the exception's class, for ``TaskError``: jobq
+    records it (bare for a builtin). A record of an older jobq holds only
+    the class's name: a builtin, one of ``jobq.errors``, or the module its
+    traceback's last line names; else ``Exception``."""
+    name = error.type
+    if "." in name:
+        return name
+    if isinstance(getattr(builtins, name, None), type):
+        return f"builtins.{name}"
+    if isinstance(getattr(errors, name, None), type):
+        return f"jobq.errors.{name}"
     lines = error.traceback.rstrip().splitlines()
-    last = lines[-1] if lines else ""
-    named = last.split(":", 1)[0].strip()
-    if named.endswith("." + error.type) and " " not in named:
+    named = (lines[-1] if lines else "").split(":", 1)[0].strip()
+    if named.endswith("." + name) and " " not in named:
         return named
-    return error.type
+    return "builtins.Exception"
 
 
 def _task_error(error: AttemptError) -> TaskError:
@@ -201,36 +245,28 @@ def _task_error(error: AttemptError) -> TaskError:
     )
 
 
-def _to_result(
-    task: Task[Any, Any], record: JobRecord[Any], alias: str
-) -> TaskResult[Any, Any]:
-    """A stored job as a ``TaskResult``. jobq keeps no start or finish time
-    of an attempt: only ``enqueued_at`` is set, and ``finished_at`` of a
-    FAILED result (its last error's time)."""
-    if task.priority != record.priority:
-        # If the settings changed since, show the task as it is now.
-        with contextlib.suppress(InvalidTask):
-            task = task.using(priority=record.priority)
+def _to_result(task: Task[Any, Any], record: JobRecord[Any]) -> TaskResult[Any, Any]:
+    """A stored job as a ``TaskResult``. jobq keeps the times of the last
+    attempt: ``started_at`` and ``last_attempted_at`` are when it started,
+    ``finished_at`` when the job finished (SUCCESSFUL or FAILED)."""
+    task = _stored_task(task, record.priority, record.meta)
     status = STATUSES[record.state]
     args, kwargs = task_arguments(record.payload)
     # Failed attempts, plus the one running or the one that succeeded.
     started = record.state in (JobState.RUNNING, JobState.COMPLETED)
     attempts = record.attempts + int(started)
+    finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)
     result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(record.id),
         status=status,
         enqueued_at=_when(record.created_at),
-        started_at=None,
-        finished_at=(
-            _when(record.errors[-1].at)
-            if status == TaskResultStatus.FAILED and record.errors
-            else None
-        ),
-        last_attempted_at=None,
+        started_at=_maybe_when(record.started_at),
+        finished_at=_maybe_when(record.finished_at) if finished else None,
+        last_attempted_at=_maybe_when(record.started_at),
         args=args,
         kwargs=kwargs,
-        backend=alias,
+        backend=task.backend,
         errors=[_task_error(e) for e in record.errors],
         worker_ids=[WORKER_ID] * attempts,
     )
@@ -256,25 +292,14 @@ def run(job: Job[Any]) -> Any:
 
     assert job.task is not None  # noqa: S101 - only task jobs come here
     task = _import_task(job.task)
-    args, kwargs = task_arguments(job.payload)
-    backend = task.get_backend()
     record = get_queue().get(job.id)
-    now = timezone.now()
-    result: TaskResult[Any, Any] = TaskResult(
-        task=task,
-        id=str(job.id),
-        status=TaskResultStatus.RUNNING,
-        enqueued_at=None if record is None else _when(record.created_at),
-        started_at=now if job.attempt == 1 else None,
-        finished_at=None,
-        last_attempted_at=now,
-        args=args,
-        kwargs=kwargs,
-        backend=backend.alias,
-        errors=[] if record is None else [_task_error(e) for e in record.errors],
-        worker_ids=[WORKER_ID] * job.attempt,
-    )
-    task_started.send(type(backend), task_result=result)
+    if record is not None and record.state == JobState.RUNNING:
+        result = _to_result(task, record)
+    else:  # gone meanwhile (cancelled, its claim recovered): as the job says
+        result = _running_result(task, job)
+    task = result.task
+    args, kwargs = result.args, result.kwargs
+    task_started.send(type(task.get_backend()), task_result=result)
     call_args: list[Any] = list(args)
     if task.takes_context:
         call_args.insert(0, TaskContext(task_result=result))
@@ -284,8 +309,31 @@ def run(job: Job[Any]) -> Any:
         value = task.call(*call_args, **kwargs)
     try:
         return normalize_json(value)
-    except TypeError as exc:
-        raise Fatal(f"the task returned a value that is not JSON: {exc}") from exc
+    except (TypeError, ValueError) as exc:
+        raise ReturnValueNotJSON(
+            f"the task returned a value that is not JSON: {exc}"
+        ) from exc
+
+
+def _running_result(task: Task[Any, Any], job: Job[Any]) -> TaskResult[Any, Any]:
+    """A RUNNING result from the ``Job`` alone (its record is not there)."""
+    task = _stored_task(task, task.priority, job.meta)
+    args, kwargs = task_arguments(job.payload)
+    now = timezone.now()
+    return TaskResult(
+        task=task,
+        id=str(job.id),
+        status=TaskResultStatus.RUNNING,
+        enqueued_at=None,
+        started_at=now,
+        finished_at=None,
+        last_attempted_at=now,
+        args=args,
+        kwargs=kwargs,
+        backend=task.backend,
+        errors=[],
+        worker_ids=[WORKER_ID] * job.attempt,
+    )
 
 
 def finished(event: Event) -> None:
@@ -303,33 +351,31 @@ def finished(event: Event) -> None:
         task = _import_task(event.task)
     except NotADjangoTask:
         return  # refused: it never started, so it never finishes
-    backend = task.get_backend()
     record = queue.get(event.job_id)
     if record is not None:
-        result = _to_result(task, record, backend.alias)
+        result = _to_result(task, record)
     else:  # a success whose job was not kept (no KEEP_COMPLETED)
-        result = _finished_result(task, event, backend.alias)
-    task_finished.send(type(backend), task_result=result)
+        result = _finished_result(task, event)
+    task_finished.send(type(result.task.get_backend()), task_result=result)
 
 
-def _finished_result(
-    task: Task[Any, Any], event: Event, alias: str
-) -> TaskResult[Any, Any]:
+def _finished_result(task: Task[Any, Any], event: Event) -> TaskResult[Any, Any]:
     """A SUCCESSFUL result from the event alone (the store kept nothing)."""
     assert event.job is not None  # noqa: S101 - finished() checked
+    task = _stored_task(task, task.priority, event.job.meta)
     args, kwargs = task_arguments(event.job.payload)
-    ended = _when(event.at)
+    started = _when(event.at - (event.duration or 0.0))
     result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(event.job_id),
         status=TaskResultStatus.SUCCESSFUL,
         enqueued_at=None,
-        started_at=None,
-        finished_at=ended,
-        last_attempted_at=None,
+        started_at=started,
+        finished_at=_when(event.at),
+        last_attempted_at=started,
         args=args,
         kwargs=kwargs,
-        backend=alias,
+        backend=task.backend,
         errors=[],
         worker_ids=[WORKER_ID] * event.attempt,
     )

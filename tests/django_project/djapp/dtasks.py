@@ -67,6 +67,20 @@ def pair(a: int, b: int) -> tuple[int, int]:
     return (a, b)  # JSON has no tuples: the result is a list
 
 
+class Declined(Exception):
+    """An exception of the project's own, recorded by its import path."""
+
+
+@task
+def decline(reason: str) -> None:
+    raise Declined(reason)
+
+
+@task
+def not_json() -> object:
+    return object()
+
+
 def plain_function(*args: Any) -> str:
     """Not a Task: a stored job naming it is refused."""
     seen.append("plain_function ran")

@@ -48,7 +48,9 @@ TASKS = {
     "default": {
         "BACKEND": "jobq.contrib.django.tasks.JobqBackend",
         "QUEUES": ["default", "emails"],
-    }
+    },
+    # A second alias of the same backend: a result names the one it came by.
+    "secondary": {"BACKEND": "jobq.contrib.django.tasks.JobqBackend"},
 }
 
 # Django 6.1 warns without MAILERS (ignored by Django 5.2); the test runner
