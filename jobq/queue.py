@@ -421,11 +421,20 @@ class JobQueue(Generic[P]):
             for payload in payloads
         ]
 
-    def add(self, jobs: Sequence[NewJob], *, connection: Any = None) -> list[Enqueued]:
+    def add(
+        self,
+        jobs: Sequence[NewJob],
+        *,
+        connection: Any = None,
+        then: Callable[[list[Enqueued]], object] | None = None,
+    ) -> list[Enqueued]:
         """Write jobs made by ``prepare``, in one write; the second half of
         ``enqueue``. Publishes ``enqueued`` for each new job, and runs the due
         jobs at once in immediate mode.
 
+        ``then``, if given, is called with the written jobs right after the
+        write, before the events and before immediate mode runs them (an
+        integration announces its jobs there: Django's ``task_enqueued``).
         Integrations that write at another moment override it (Django's
         queue writes at the commit of the current transaction).
         """
@@ -445,6 +454,8 @@ class JobQueue(Generic[P]):
         else:
             add: Callable[..., list[Enqueued]] = self.store.add
             added = add(jobs, now, max_pending=self.max_pending, connection=connection)
+        if then is not None:
+            then(added)
         if self._subscribers.callbacks:
             for job, enqueued in zip(jobs, added, strict=True):
                 if not enqueued.duplicate:

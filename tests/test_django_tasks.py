@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,18 +26,25 @@ import jobq.contrib.django as contrib
 from jobq.contrib.django import DjangoJobQueue, get_queue
 from jobq.contrib.django.tasks import JobqBackend, NotADjangoTask, ReturnValueNotJSON
 from jobq.errors import ProcessDied
+from jobq.events import Event, EventKind
 from jobq.stores import SqliteStore, Store
 from jobq.types import JobState
 
 try:
     from django.tasks import TaskResultStatus, task_backends
+    from django.tasks.backends.immediate import ImmediateBackend
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+
+    TASKS_LOGGER = "django.tasks"
 except ImportError:
     from django_tasks import TaskResultStatus, task_backends
+    from django_tasks.backends.immediate import ImmediateBackend
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist
     from django_tasks.signals import task_enqueued, task_finished, task_started
+
+    TASKS_LOGGER = "django_tasks"
 
 
 def _backend() -> Any:
@@ -49,11 +57,12 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
 PERSISTENT = ["json", "sqlite", "postgres"]
 
 
-def _project_queue(store: Store, monkeypatch: pytest.MonkeyPatch) -> DjangoJobQueue:
+def _project_queue(
+    store: Store, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> DjangoJobQueue:
     """The project's queue (``settings.JOBQ`` but its store) on ``store``."""
-    queue = DjangoJobQueue(
-        store=store, max_attempts=3, base_delay=0.1, keep_completed=3600
-    )
+    options = {"max_attempts": 3, "base_delay": 0.1, "keep_completed": 3600, **options}
+    queue = DjangoJobQueue(store=store, **options)
     monkeypatch.setattr(contrib, "_queue", queue)
     return queue
 
@@ -486,3 +495,125 @@ def test_a_job_whose_process_died_fails_with_a_class_of_jobq(
         assert result.finished_at is not None
     finally:
         queue.close(timeout=5)
+
+
+# -- immediate mode and the order of the signals --------------------------------
+
+
+@pytest.fixture
+def sent() -> Iterator[list[tuple[type, str]]]:
+    """(sender, signal) for each Tasks signal sent, whichever the backend."""
+    seen: list[tuple[type, str]] = []
+    receivers = {
+        signal: (lambda name: lambda sender, **kwargs: seen.append((sender, name)))(
+            name
+        )
+        for signal, name in (
+            (task_enqueued, "enqueued"),
+            (task_started, "started"),
+            (task_finished, "finished"),
+        )
+    }
+    for signal, receive in receivers.items():
+        signal.connect(receive)
+    yield seen
+    for signal, receive in receivers.items():
+        signal.disconnect(receive)
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("record", ["same"]),
+        ("pair", [1, 2]),
+        ("fail", ["boom"]),
+        ("exit_now", [3]),
+        ("not_json", []),
+    ],
+)
+def test_immediate_mode_returns_what_djangos_immediate_backend_returns(
+    make_store: Callable[..., Store],
+    monkeypatch: pytest.MonkeyPatch,
+    sent: list[tuple[type, str]],
+    name: str,
+    args: list[Any],
+) -> None:
+    from djapp import dtasks
+
+    task = getattr(dtasks, name)
+    _project_queue(make_store(), monkeypatch, immediate=True, keep_completed=0)
+    reference = ImmediateBackend("default", {}).enqueue(task, args, {})
+    mine = task.enqueue(*args)
+
+    assert mine.is_finished
+    assert (mine.status, mine.task, mine.args, mine.kwargs) == (
+        reference.status,
+        reference.task,
+        reference.args,
+        reference.kwargs,
+    )
+    assert (mine.attempts, mine.backend) == (reference.attempts, reference.backend)
+    if reference.status == TaskResultStatus.SUCCESSFUL:
+        assert mine.return_value == reference.return_value
+    assert len(mine.errors) == len(reference.errors)
+    for error, expected in zip(mine.errors, reference.errors, strict=True):
+        assert issubclass(error.exception_class, expected.exception_class)
+    for result in (mine, reference):
+        assert result.enqueued_at is not None
+        assert result.started_at is not None
+        assert result.finished_at is not None
+        assert result.enqueued_at <= result.started_at <= result.finished_at
+        assert result.last_attempted_at == result.started_at
+    order = ["enqueued", "started", "finished"]
+    assert sent == [(ImmediateBackend, s) for s in order] + [
+        (JobqBackend, s) for s in order
+    ]
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_task_enqueued_comes_before_task_started_on_a_worker_thread(
+    on_store: DjangoJobQueue, signals: list[Any]
+) -> None:
+    from djapp.dtasks import record
+
+    claimed, started = threading.Event(), threading.Event()
+
+    def on_event(event: Event) -> None:
+        if event.kind is EventKind.STARTED:
+            claimed.set()
+
+    def slow_announcement(sender: Any, **kwargs: Any) -> None:
+        assert claimed.wait(10)  # a worker holds the job, not announced yet
+        assert not started.wait(0.2)  # and it waits for the announcement
+
+    def on_started(sender: Any, **kwargs: Any) -> None:
+        started.set()
+
+    on_store.subscribe(on_event)
+    task_enqueued.connect(slow_announcement)
+    task_started.connect(on_started)
+    try:
+        on_store.start(1)
+        result = record.enqueue("raced")
+        assert on_store.join(timeout=10)
+    finally:
+        task_enqueued.disconnect(slow_announcement)
+        task_started.disconnect(on_started)
+    mine = [name for name, rid, _ in signals if rid == result.id]
+    assert mine == ["enqueued", "started", "finished"]
+
+
+def test_a_failed_task_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from djapp.dtasks import fail
+
+    with caplog.at_level(logging.INFO, logger=TASKS_LOGGER):
+        result = fail.enqueue("logged")
+        _run_until_finished(result)
+    (failed,) = [r for r in caplog.records if "state=FAILED" in r.getMessage()]
+    assert failed.exc_info is not None
+    assert isinstance(failed.exc_info[1], ValueError)
+    assert "logged" in str(failed.exc_info[1])
+    assert get_queue().delete_dead(int(result.id))

@@ -13,6 +13,9 @@ import builtins
 import contextlib
 import datetime as dt
 import inspect
+import secrets
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +27,7 @@ from django.utils.module_loading import import_string
 from jobq import errors
 from jobq.errors import Fatal
 from jobq.events import Event, EventKind
+from jobq.queue import JobQueue
 from jobq.tasks import task_arguments
 from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState
 
@@ -67,6 +71,35 @@ WORKER_ID = "jobq"
 QUEUE_NAME = "django.queue_name"
 RUN_AFTER = "django.run_after"
 BACKEND = "django.backend"
+#: The ``meta`` key of the token that pairs a job with its ``task_enqueued``.
+ANNOUNCEMENT = "django.announcement"
+
+#: The announcements (``task_enqueued``) this process has yet to send, by
+#: token: a worker of this process that claims such a job waits for it, so
+#: that ``task_started`` never comes first. Each entry lives as long as its
+#: enqueue can still write the job (a rolled-back one is simply forgotten).
+_unannounced: weakref.WeakValueDictionary[str, threading.Event] = (
+    weakref.WeakValueDictionary()
+)
+#: How long a worker waits for an announcement (the enqueuing thread is
+#: between the store's write and ``task_enqueued``) before it goes on.
+ANNOUNCEMENT_WAIT = 10.0
+
+#: What each failed attempt of this process raised, by job id, until its
+#: outcome is recorded: ``task_finished`` of a FAILED task is sent inside a
+#: handler of it, as the reference backends send it (Django logs it with
+#: its traceback).
+_raised: dict[int, BaseException] = {}
+
+
+class _LastFinished(threading.local):
+    """The result of the last ``task_finished`` sent in this thread: what an
+    immediate-mode ``enqueue`` returns once its task ran."""
+
+    result: TaskResult[Any, Any] | None = None
+
+
+_last_finished = _LastFinished()
 
 STATUSES = {
     JobState.PENDING: TaskResultStatus.READY,
@@ -129,15 +162,25 @@ class JobqBackend(BaseTaskBackend):
             worker_ids=[],
         )
 
-        def written(added: list[Enqueued]) -> None:
-            # The stored creation time, so that get_result() shows the same.
-            record = queue.get(added[0].id)
-            enqueued_at = timezone.now() if record is None else _when(record.created_at)
-            object.__setattr__(result, "id", str(added[0].id))
-            object.__setattr__(result, "enqueued_at", enqueued_at)
-            task_enqueued.send(type(self), task_result=result)
+        token = secrets.token_hex(8)
+        announced = threading.Event()
+        _unannounced[token] = announced
 
-        meta = {QUEUE_NAME: task.queue_name, BACKEND: self.alias}
+        def written(added: list[Enqueued]) -> None:
+            """Right after the write, before any worker starts the job."""
+            try:
+                # The stored creation time, so that get_result() shows the same.
+                record = queue.get(added[0].id)
+                enqueued_at = (
+                    timezone.now() if record is None else _when(record.created_at)
+                )
+                object.__setattr__(result, "id", str(added[0].id))
+                object.__setattr__(result, "enqueued_at", enqueued_at)
+                task_enqueued.send(type(self), task_result=result)
+            finally:
+                announced.set()
+
+        meta = {QUEUE_NAME: task.queue_name, BACKEND: self.alias, ANNOUNCEMENT: token}
         if task.run_after is not None:
             meta[RUN_AFTER] = task.run_after.isoformat()
         jobs = queue.prepare(
@@ -146,9 +189,17 @@ class JobqBackend(BaseTaskBackend):
             priority=task.priority,
             meta=meta,
             task=task.module_path,
+            # Immediate mode stands in for Django's ImmediateBackend: one attempt.
+            max_attempts=1 if queue.immediate else None,
             what=f"the arguments of task {task.module_path!r}",
         )
-        queue.add(jobs, then=written)
+        if not queue.immediate:
+            queue.add(jobs, then=written)
+            return result
+        _last_finished.result = None
+        with contextlib.suppress(SystemExit):  # recorded: a FAILED result
+            queue.add(jobs, then=written)
+        _show_immediate_outcome(result, queue)
         return result
 
     def get_result(self, result_id: str) -> TaskResult[Any, Any]:
@@ -164,6 +215,32 @@ class JobqBackend(BaseTaskBackend):
         except NotADjangoTask:
             raise TaskResultDoesNotExist(result_id) from None
         return _to_result(task, record)
+
+
+def _show_immediate_outcome(result: TaskResult[Any, Any], queue: JobQueue[Any]) -> None:
+    """Fill ``result`` with the outcome of the attempt immediate mode ran, as
+    ``ImmediateBackend`` returns it (unless the job waits: for its
+    ``run_after``, or for the commit of the current transaction)."""
+    if not result.id:
+        return
+    last = _last_finished.result
+    if last is not None and last.id == result.id:
+        outcome = last
+    else:
+        record = queue.get(int(result.id))
+        if record is None or record.state is JobState.PENDING:
+            return
+        outcome = _to_result(result.task, record)
+    for name in (
+        "status",
+        "started_at",
+        "finished_at",
+        "last_attempted_at",
+        "errors",
+        "worker_ids",
+        "_return_value",
+    ):
+        object.__setattr__(result, name, getattr(outcome, name))
 
 
 def _check_resolvable(task: Task[Any, Any]) -> None:
@@ -292,21 +369,33 @@ def run(job: Job[Any]) -> Any:
 
     assert job.task is not None  # noqa: S101 - only task jobs come here
     task = _import_task(job.task)
+    announcement = _unannounced.get(job.meta.get(ANNOUNCEMENT, ""))
+    if announcement is not None:  # enqueued here: task_enqueued comes first
+        announcement.wait(ANNOUNCEMENT_WAIT)
     record = get_queue().get(job.id)
     if record is not None and record.state == JobState.RUNNING:
         result = _to_result(task, record)
     else:  # gone meanwhile (cancelled, its claim recovered): as the job says
         result = _running_result(task, job)
+    task_started.send(type(result.task.get_backend()), task_result=result)
+    try:
+        return _call(result)
+    except BaseException as exc:
+        _raised[job.id] = exc  # for task_finished, if this was the last attempt
+        raise
+
+
+def _call(result: TaskResult[Any, Any]) -> Any:
+    """Call the task of ``result`` with its arguments (and context); its
+    return value as JSON values."""
     task = result.task
-    args, kwargs = result.args, result.kwargs
-    task_started.send(type(task.get_backend()), task_result=result)
-    call_args: list[Any] = list(args)
+    call_args: list[Any] = list(result.args)
     if task.takes_context:
         call_args.insert(0, TaskContext(task_result=result))
     if inspect.iscoroutinefunction(task.func):
-        value = asyncio.run(task.func(*call_args, **kwargs))
+        value = asyncio.run(task.func(*call_args, **result.kwargs))
     else:
-        value = task.call(*call_args, **kwargs)
+        value = task.call(*call_args, **result.kwargs)
     try:
         return normalize_json(value)
     except (TypeError, ValueError) as exc:
@@ -340,7 +429,10 @@ def finished(event: Event) -> None:
     """The queue's subscriber: ``task_finished`` once a Django task's job
     succeeded or is dead (the store holds that outcome now), with its
     ``TaskResult`` as ``get_result`` would show it."""
-    if event.kind not in (EventKind.SUCCEEDED, EventKind.DEAD) or event.job is None:
+    if event.kind not in (EventKind.SUCCEEDED, EventKind.RETRYING, EventKind.DEAD):
+        return
+    raised = _raised.pop(event.job_id, None)
+    if event.kind is EventKind.RETRYING or event.job is None:
         return
     from jobq.contrib.django import get_queue
 
@@ -356,7 +448,15 @@ def finished(event: Event) -> None:
         result = _to_result(task, record)
     else:  # a success whose job was not kept (no KEEP_COMPLETED)
         result = _finished_result(task, event)
-    task_finished.send(type(result.task.get_backend()), task_result=result)
+    _last_finished.result = result
+    sender = type(result.task.get_backend())
+    if raised is None:
+        task_finished.send(sender, task_result=result)
+        return
+    try:  # sent inside a handler of what the task raised, as Django does
+        raise raised
+    except BaseException:  # noqa: BLE001 - told, then dropped
+        task_finished.send(sender, task_result=result)
 
 
 def _finished_result(task: Task[Any, Any], event: Event) -> TaskResult[Any, Any]:

@@ -81,6 +81,11 @@ def not_json() -> object:
     return object()
 
 
+@task
+def exit_now(code: int) -> None:
+    raise SystemExit(code)
+
+
 def plain_function(*args: Any) -> str:
     """Not a Task: a stored job naming it is refused."""
     seen.append("plain_function ran")
