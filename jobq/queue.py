@@ -769,7 +769,8 @@ def _timeout(timeout: object) -> float | None:
 
 
 def _run_at(now: float, delay: object, at: object) -> float:
-    """When a job added ``now`` with ``delay`` or ``at`` is due."""
+    """When a job added ``now`` with ``delay`` or ``at`` is due: a past
+    ``at`` is kept (due now, and earlier than the jobs due after it)."""
     if at is None and type(delay) is int and delay == 0:
         return now  # the common case, first
     seconds = to_seconds(delay, "delay")
@@ -777,7 +778,7 @@ def _run_at(now: float, delay: object, at: object) -> float:
         return now + seconds
     if seconds:
         raise ValueError("pass delay or at, not both")
-    return max(to_epoch(at), now)
+    return to_epoch(at)
 
 
 def _optional_limit(value: int | None, name: str) -> int | None:

@@ -617,3 +617,24 @@ def test_a_failed_task_is_logged_with_its_traceback(
     assert isinstance(failed.exc_info[1], ValueError)
     assert "logged" in str(failed.exc_info[1])
     assert get_queue().delete_dead(int(result.id))
+
+
+# -- due times -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_overdue_tasks_run_in_the_order_they_fell_due(
+    on_store: DjangoJobQueue,
+) -> None:
+    from djapp import dtasks
+    from djapp.dtasks import record
+
+    now = timezone.now()
+    for late in (10, 30, 20):
+        run_after = now - dt.timedelta(seconds=late)
+        result = record.using(run_after=run_after).enqueue(f"{late} s late")
+        job = on_store.get(int(result.id))
+        assert job is not None
+        assert job.run_at == pytest.approx(run_after.timestamp(), abs=1.0)
+    assert on_store.run_pending() == 3
+    assert dtasks.seen == ["30 s late", "20 s late", "10 s late"]
