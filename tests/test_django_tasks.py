@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from django.core import mail
+from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from django.utils import timezone
 
@@ -268,24 +269,33 @@ def test_a_stored_path_that_is_not_a_task_is_refused() -> None:
     from djapp import dtasks
 
     queue = get_queue()
-    ids = [
-        queue.add(queue.prepare([{"args": [], "kwargs": {}}], task=path))[0].id
-        for path in (
-            "djapp.dtasks.plain_function",
-            "os.getcwd",
-            "djapp.nowhere.thing",
-        )
-    ]
-    assert queue.run_pending() == 3
+    why = {
+        "djapp.dtasks.plain_function": "is not a Django Task",
+        "os.getcwd": "is not a Django Task",
+        "djapp.nowhere.thing": "cannot be imported (ModuleNotFoundError: No "
+        "module named 'djapp.nowhere')",
+        "djapp.dtasks.missing": "cannot be imported (ImportError: Module "
+        '"djapp.dtasks" does not define a "missing" attribute/class)',
+    }
+    ids = {
+        path: queue.add(queue.prepare([{"args": [], "kwargs": {}}], task=path))[0].id
+        for path in why
+    }
+    assert queue.run_pending() == 4
     assert dtasks.seen == []  # nothing ran
-    for job_id in ids:
+    for path, job_id in ids.items():
         job = queue.get(job_id)
         assert job is not None
         assert job.state == JobState.DEAD
         assert job.attempts == 1  # dead at once
-        assert job.errors[-1].type == "jobq.contrib.django.tasks.NotADjangoTask"
-        with pytest.raises(TaskResultDoesNotExist):
+        (error,) = job.errors
+        assert error.type == "jobq.contrib.django.tasks.NotADjangoTask"
+        assert error.message.startswith(f"{path!r} {why[path]}")
+        # The job exists; its task does not (as the reference backends say).
+        with pytest.raises(SuspiciousOperation, match=f"job {job_id} does not point"):
             _backend().get_result(str(job_id))
+        if "cannot be imported" in why[path]:  # the import's own traceback
+            assert "The above exception was the direct cause" in error.traceback
         assert queue.delete_dead(job_id)
 
 

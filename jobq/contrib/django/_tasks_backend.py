@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -212,8 +212,11 @@ class JobqBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id)
         try:
             task = _import_task(record.task)
-        except NotADjangoTask:
-            raise TaskResultDoesNotExist(result_id) from None
+        except NotADjangoTask as refused:
+            # As the reference backends: the job exists, its task does not.
+            raise SuspiciousOperation(
+                f"job {result_id} does not point to a Django Task: {refused}"
+            ) from None
         return _to_result(task, record)
 
 
@@ -263,8 +266,10 @@ def _import_task(path: str) -> Task[Any, Any]:
     (stored data never decides what runs, design.md section 5)."""
     try:
         found = import_string(path)
-    except ImportError as exc:
-        raise NotADjangoTask(f"{path!r} cannot be imported: {exc}") from None
+    except ImportError as exc:  # its traceback, chained, says where
+        raise NotADjangoTask(
+            f"{path!r} cannot be imported ({type(exc).__name__}: {exc}); refused"
+        ) from exc
     if not isinstance(found, Task):
         raise NotADjangoTask(f"{path!r} is not a Django Task; refused")
     return found
