@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core import mail
+from django.core import checks, mail
 from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
+from django.test import override_settings
 from django.utils import timezone
 
 import jobq.contrib.django as contrib
@@ -648,3 +649,20 @@ def test_overdue_tasks_run_in_the_order_they_fell_due(
         assert job.run_at == pytest.approx(run_after.timestamp(), abs=1.0)
     assert on_store.run_pending() == 3
     assert dtasks.seen == ["30 s late", "20 s late", "10 s late"]
+
+
+# -- system checks ---------------------------------------------------------------
+
+
+def test_the_backend_reports_a_project_without_the_jobq_app() -> None:
+    assert list(_backend().check()) == []
+    assert [m for m in checks.run_checks() if m.id == "jobq.E006"] == []
+    from django.conf import settings
+
+    apps = [app for app in settings.INSTALLED_APPS if app != "jobq.contrib.django"]
+    with override_settings(INSTALLED_APPS=apps):
+        (message,) = _backend().check()
+        assert (message.id, message.level) == ("jobq.E006", checks.ERROR)
+        assert "'jobq.contrib.django'" in (message.hint or "")
+        found = [m.id for m in checks.run_checks() if m.id.startswith("jobq.")]
+        assert found == ["jobq.E006", "jobq.E006"]  # both aliases

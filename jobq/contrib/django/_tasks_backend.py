@@ -16,10 +16,12 @@ import inspect
 import secrets
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.conf import settings
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -218,6 +220,19 @@ class JobqBackend(BaseTaskBackend):
                 f"job {result_id} does not point to a Django Task: {refused}"
             ) from None
         return _to_result(task, record)
+
+    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
+        """``jobq.E006`` without ``"jobq.contrib.django"`` in
+        ``INSTALLED_APPS``: no worker would ever start."""
+        yield from super().check(**kwargs)
+        if not apps.is_installed("jobq.contrib.django"):
+            yield checks.Error(
+                f"{type(self).__name__} is the Tasks backend {self.alias!r}, but "
+                "the jobq app is not installed: no worker starts and the JOBQ "
+                "settings are not checked",
+                hint="Add 'jobq.contrib.django' to INSTALLED_APPS.",
+                id="jobq.E006",
+            )
 
 
 def _show_immediate_outcome(result: TaskResult[Any, Any], queue: JobQueue[Any]) -> None:
