@@ -11,6 +11,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -666,3 +670,56 @@ def test_the_backend_reports_a_project_without_the_jobq_app() -> None:
         assert "'jobq.contrib.django'" in (message.hint or "")
         found = [m.id for m in checks.run_checks() if m.id.startswith("jobq.")]
         assert found == ["jobq.E006", "jobq.E006"]  # both aliases
+
+
+# -- manage.py jobq_worker stopped by a second signal -------------------------
+
+
+def test_a_job_left_running_by_a_second_sigint_fails_as_process_died(
+    tmp_path: Path,
+) -> None:
+    from djapp.dtasks import hold
+
+    started = tmp_path / "started"
+    result = hold.enqueue(str(started), 60)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(Path(__file__).parent / "django_project"), str(Path(__file__).parents[1])]
+        ),
+        "DJANGO_SETTINGS_MODULE": "djproject.settings",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "django", "jobq_worker", "--workers", "1"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stderr is not None
+        deadline = time.monotonic() + 30
+        while not started.exists():  # another process: nothing to wait on
+            assert time.monotonic() < deadline, "the task never started"
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGINT)
+        for line in worker.stderr:  # the first is handled: a graceful stop
+            if "stopping (SIGINT)" in line:
+                break
+        worker.send_signal(signal.SIGINT)
+        assert worker.wait(timeout=30) == 130
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        if worker.stderr is not None:
+            worker.stderr.close()
+    queue = get_queue()
+    record = queue.get(int(result.id))
+    assert record is not None
+    assert record.state == JobState.RUNNING  # until its claim is recovered
+    assert queue.store.recover(time.time()) == 1  # its process is gone
+    result.refresh()
+    assert result.status == TaskResultStatus.READY  # attempts left: it runs again
+    (error,) = result.errors
+    assert error.exception_class is ProcessDied
+    assert queue.cancel(int(result.id))

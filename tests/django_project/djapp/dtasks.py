@@ -7,6 +7,8 @@ framework is the ``django_tasks`` backport.
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from django.core.mail import send_mail
@@ -84,6 +86,13 @@ def not_json() -> object:
 @task
 def exit_now(code: int) -> None:
     raise SystemExit(code)
+
+
+@task
+def hold(started: str, seconds: float) -> None:
+    """Say it started (a file: the test is another process), then run long."""
+    Path(started).touch()
+    time.sleep(seconds)
 
 
 def plain_function(*args: Any) -> str:
