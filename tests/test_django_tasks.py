@@ -12,13 +12,13 @@ import dataclasses
 import datetime as dt
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from signal import SIGINT
 from typing import Any
 
 import pytest
@@ -30,7 +30,7 @@ from django.utils import timezone
 
 import jobq.contrib.django as contrib
 from jobq.contrib.django import DjangoJobQueue, get_queue
-from jobq.contrib.django.tasks import JobqBackend, NotADjangoTask, ReturnValueNotJSON
+from jobq.contrib.django.tasks import JobqBackend, ReturnValueNotJSON
 from jobq.errors import ProcessDied
 from jobq.events import Event, EventKind
 from jobq.stores import SqliteStore, Store
@@ -519,21 +519,23 @@ def test_a_job_whose_process_died_fails_with_a_class_of_jobq(
 def sent() -> Iterator[list[tuple[type, str]]]:
     """(sender, signal) for each Tasks signal sent, whichever the backend."""
     seen: list[tuple[type, str]] = []
+
+    def receiver(name: str) -> Any:
+        def receive(sender: type, **kwargs: Any) -> None:
+            seen.append((sender, name))
+
+        return receive
+
     receivers = {
-        signal: (lambda name: lambda sender, **kwargs: seen.append((sender, name)))(
-            name
-        )
-        for signal, name in (
-            (task_enqueued, "enqueued"),
-            (task_started, "started"),
-            (task_finished, "finished"),
-        )
+        task_enqueued: receiver("enqueued"),
+        task_started: receiver("started"),
+        task_finished: receiver("finished"),
     }
-    for signal, receive in receivers.items():
-        signal.connect(receive)
+    for sent_signal, receive in receivers.items():
+        sent_signal.connect(receive)
     yield seen
-    for signal, receive in receivers.items():
-        signal.disconnect(receive)
+    for sent_signal, receive in receivers.items():
+        sent_signal.disconnect(receive)
 
 
 @pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
@@ -592,7 +594,7 @@ def test_task_enqueued_comes_before_task_started_on_a_worker_thread(
 ) -> None:
     from djapp.dtasks import record
 
-    claimed, started = threading.Event(), threading.Event()
+    claimed, started, finished = threading.Event(), threading.Event(), threading.Event()
 
     def on_event(event: Event) -> None:
         if event.kind is EventKind.STARTED:
@@ -605,16 +607,21 @@ def test_task_enqueued_comes_before_task_started_on_a_worker_thread(
     def on_started(sender: Any, **kwargs: Any) -> None:
         started.set()
 
+    def on_finished(sender: Any, **kwargs: Any) -> None:
+        finished.set()
+
     on_store.subscribe(on_event)
     task_enqueued.connect(slow_announcement)
     task_started.connect(on_started)
+    task_finished.connect(on_finished)
     try:
         on_store.start(1)
         result = record.enqueue("raced")
-        assert on_store.join(timeout=10)
+        assert finished.wait(10)
     finally:
         task_enqueued.disconnect(slow_announcement)
         task_started.disconnect(on_started)
+        task_finished.disconnect(on_finished)
     mine = [name for name, rid, _ in signals if rid == result.id]
     assert mine == ["enqueued", "started", "finished"]
 
@@ -668,7 +675,7 @@ def test_the_backend_reports_a_project_without_the_jobq_app() -> None:
         (message,) = _backend().check()
         assert (message.id, message.level) == ("jobq.E006", checks.ERROR)
         assert "'jobq.contrib.django'" in (message.hint or "")
-        found = [m.id for m in checks.run_checks() if m.id.startswith("jobq.")]
+        found = [m.id for m in checks.run_checks() if (m.id or "").startswith("jobq")]
         assert found == ["jobq.E006", "jobq.E006"]  # both aliases
 
 
@@ -676,18 +683,21 @@ def test_the_backend_reports_a_project_without_the_jobq_app() -> None:
 
 
 def test_a_job_left_running_by_a_second_sigint_fails_as_process_died(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from djapp.dtasks import hold
 
+    # A store of its own: no worker of another test recovers the claim first.
+    database = tmp_path / "jobs.db"
+    queue = _project_queue(SqliteStore(database), monkeypatch)
     started = tmp_path / "started"
     result = hold.enqueue(str(started), 60)
+    here = Path(__file__).parent
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            [str(Path(__file__).parent / "django_project"), str(Path(__file__).parents[1])]
-        ),
+        "PYTHONPATH": os.pathsep.join([str(here / "django_project"), str(here.parent)]),
         "DJANGO_SETTINGS_MODULE": "djproject.settings",
+        "JOBQ_DJANGO_TEST_STORE": f"sqlite:///{database}",
     }
     worker = subprocess.Popen(
         [sys.executable, "-m", "django", "jobq_worker", "--workers", "1"],
@@ -701,11 +711,11 @@ def test_a_job_left_running_by_a_second_sigint_fails_as_process_died(
         while not started.exists():  # another process: nothing to wait on
             assert time.monotonic() < deadline, "the task never started"
             time.sleep(0.05)
-        worker.send_signal(signal.SIGINT)
+        worker.send_signal(SIGINT)
         for line in worker.stderr:  # the first is handled: a graceful stop
             if "stopping (SIGINT)" in line:
                 break
-        worker.send_signal(signal.SIGINT)
+        worker.send_signal(SIGINT)
         assert worker.wait(timeout=30) == 130
     finally:
         if worker.poll() is None:
@@ -713,13 +723,13 @@ def test_a_job_left_running_by_a_second_sigint_fails_as_process_died(
             worker.wait()
         if worker.stderr is not None:
             worker.stderr.close()
-    queue = get_queue()
     record = queue.get(int(result.id))
     assert record is not None
     assert record.state == JobState.RUNNING  # until its claim is recovered
-    assert queue.store.recover(time.time()) == 1  # its process is gone
+    assert queue.store.recover(time.time()) >= 1  # its process is gone
     result.refresh()
     assert result.status == TaskResultStatus.READY  # attempts left: it runs again
     (error,) = result.errors
     assert error.exception_class is ProcessDied
     assert queue.cancel(int(result.id))
+    queue.close(timeout=5)

@@ -114,7 +114,7 @@ def test_a_handler_raising_an_exception_whose_text_fails_kills_no_worker() -> No
         queue.start(workers=1)
         assert queue.join(timeout=30)
         [dead] = queue.dead_jobs()
-        assert dead.last_error == "Unprintable: <exception str() failed>"
+        assert dead.last_error == f"{__name__}.Unprintable: <exception str() failed>"
         queue.enqueue("y")  # the worker still runs jobs
         assert queue.join(timeout=30)
         assert queue.stats().dead == 2

@@ -265,9 +265,7 @@ def test_job_that_keeps_killing_its_process_ends_dead_after_max_attempts(
     assert record.attempts == max_attempts
     assert record.last_error is not None
     assert "process died" in record.last_error
-    assert [e.type for e in record.errors] == [
-        "jobq.errors.ProcessDied"
-    ] * max_attempts
+    assert [e.type for e in record.errors] == ["jobq.errors.ProcessDied"] * max_attempts
 
 
 # --- how snapshots are written -----------------------------------------------

@@ -434,8 +434,8 @@ class QueueMachine(RuleBasedStateMachine):
         delays["retry"] = after
         errors = {
             "error": f"ValueError: job {job.id} failed",
-            "fatal": "Fatal: hopeless",
-            "retry": "Retry: not now",
+            "fatal": "jobq.errors.Fatal: hopeless",
+            "retry": "jobq.errors.Retry: not now",
         }
         retried = outcome != "fatal" and attempt < model.max_attempts
         retry_at = self.now + delays[outcome] if retried else None

@@ -463,7 +463,7 @@ def test_retry_inside_a_task_waits_exactly_after(
     assert (stored.state, stored.run_at, stored.last_error) == (
         JobState.PENDING,
         T0 + 30,
-        "Retry: rate limited",
+        "jobq.errors.Retry: rate limited",
     )
 
 
@@ -479,7 +479,7 @@ def test_fatal_inside_a_task_makes_the_job_dead_at_once(
     assert (stored.state, stored.attempts, stored.last_error) == (
         JobState.DEAD,
         1,
-        "Fatal: no such address",
+        "jobq.errors.Fatal: no such address",
     )
 
 

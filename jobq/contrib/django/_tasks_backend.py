@@ -16,7 +16,7 @@ import inspect
 import secrets
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
@@ -221,18 +221,21 @@ class JobqBackend(BaseTaskBackend):
             ) from None
         return _to_result(task, record)
 
-    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """``jobq.E006`` without ``"jobq.contrib.django"`` in
         ``INSTALLED_APPS``: no worker would ever start."""
-        yield from super().check(**kwargs)
+        messages = list(super().check(**kwargs))
         if not apps.is_installed("jobq.contrib.django"):
-            yield checks.Error(
-                f"{type(self).__name__} is the Tasks backend {self.alias!r}, but "
-                "the jobq app is not installed: no worker starts and the JOBQ "
-                "settings are not checked",
-                hint="Add 'jobq.contrib.django' to INSTALLED_APPS.",
-                id="jobq.E006",
+            messages.append(
+                checks.Error(
+                    f"{type(self).__name__} is the Tasks backend {self.alias!r}, but "
+                    "the jobq app is not installed: no worker starts and the JOBQ "
+                    "settings are not checked",
+                    hint="Add 'jobq.contrib.django' to INSTALLED_APPS.",
+                    id="jobq.E006",
+                )
             )
+        return messages
 
 
 def _show_immediate_outcome(result: TaskResult[Any, Any], queue: JobQueue[Any]) -> None:
@@ -301,7 +304,9 @@ def _stored_task(
         return task.using(
             priority=priority,
             queue_name=meta.get(QUEUE_NAME),
-            run_after=None if run_after is None else dt.datetime.fromisoformat(run_after),
+            run_after=None
+            if run_after is None
+            else dt.datetime.fromisoformat(run_after),
             backend=meta.get(BACKEND),
         )
     return task
