@@ -29,6 +29,15 @@ def _cut(text: str, keep: str, limit: int = MAX_ERROR_TEXT) -> str:
     return text[:room] + marker if keep == "head" else marker + text[-room:]
 
 
+def type_path(kind: type[BaseException]) -> str:
+    """The name an ``AttemptError`` records for an exception class: its
+    import path ``module.QualName``, bare for a builtin (as Python prints
+    it: ``ValueError``, ``jobq.errors.Fatal``)."""
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 def describe_failure(exc: BaseException, at: float) -> AttemptError:
     """An ``AttemptError`` for ``exc``, storable by every store whatever the
     exception holds (an undecodable file name in its message, say); the
@@ -39,7 +48,7 @@ def describe_failure(exc: BaseException, at: float) -> AttemptError:
     parts = _format_exception(exc)
     trace = "".join(_cut(part, "head", MAX_ERROR_TEXT // 5) for part in parts)
     return AttemptError(
-        storable(type(exc).__name__),
+        storable(type_path(type(exc))),
         storable(_cut(message, "head")),
         storable(_cut(trace, "tail")),
         at,

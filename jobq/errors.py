@@ -53,6 +53,12 @@ class JobTimeout(JobqError):
         super().__init__(message)
 
 
+class ProcessDied(JobqError):
+    """Never raised: the type recorded for an attempt whose process died (or
+    stopped renewing its lease) while it ran, so that a recorded error's
+    type always names a real class (``jobq.errors.ProcessDied``)."""
+
+
 class Retry(Exception):
     """Raised by a handler: this attempt failed, try again.
 

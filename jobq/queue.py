@@ -439,11 +439,20 @@ class JobQueue(Generic[P]):
             jobs.append(new)
         return jobs
 
-    def add(self, jobs: Sequence[NewJob], *, connection: Any = None) -> list[Enqueued]:
+    def add(
+        self,
+        jobs: Sequence[NewJob],
+        *,
+        connection: Any = None,
+        then: Callable[[list[Enqueued]], object] | None = None,
+    ) -> list[Enqueued]:
         """Write jobs made by ``prepare``, in one write; the second half of
         ``enqueue``. Publishes ``enqueued`` for each new job, and runs the due
         jobs at once in immediate mode.
 
+        ``then``, if given, is called with the written jobs right after the
+        write, before the events and before immediate mode runs them (an
+        integration announces its jobs there: Django's ``task_enqueued``).
         Integrations that write at another moment override it (Django's
         queue writes at the commit of the current transaction).
         """
@@ -463,6 +472,8 @@ class JobQueue(Generic[P]):
         else:
             add: Callable[..., list[Enqueued]] = self.store.add
             added = add(jobs, now, max_pending=self.max_pending, connection=connection)
+        if then is not None:
+            then(added)
         if self._subscribers.callbacks:
             for job, enqueued in zip(jobs, added, strict=True):
                 if not enqueued.duplicate:
@@ -784,7 +795,8 @@ def _timeout(timeout: object) -> float | None:
 
 
 def _run_at(now: float, delay: object, at: object) -> float:
-    """When a job added ``now`` with ``delay`` or ``at`` is due."""
+    """When a job added ``now`` with ``delay`` or ``at`` is due: a past
+    ``at`` is kept (due now, and earlier than the jobs due after it)."""
     if at is None and type(delay) is int and delay == 0:
         return now  # the common case, first
     seconds = to_seconds(delay, "delay")
@@ -792,7 +804,7 @@ def _run_at(now: float, delay: object, at: object) -> float:
         return now + seconds
     if seconds:
         raise ValueError("pass delay or at, not both")
-    return max(to_epoch(at), now)
+    return to_epoch(at)
 
 
 def _optional_limit(value: int | None, name: str) -> int | None:

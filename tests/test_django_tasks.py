@@ -8,30 +8,49 @@ is Django's own ``django.tasks``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import logging
+import os
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from signal import SIGINT
 from typing import Any
 
 import pytest
-from django.core import mail
+from django.core import checks, mail
+from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
+from django.test import override_settings
 from django.utils import timezone
 
-from jobq.contrib.django import get_queue
-from jobq.contrib.django.tasks import JobqBackend, NotADjangoTask
+import jobq.contrib.django as contrib
+from jobq.contrib.django import DjangoJobQueue, get_queue
+from jobq.contrib.django.tasks import JobqBackend, ReturnValueNotJSON
+from jobq.errors import ProcessDied
+from jobq.events import Event, EventKind
+from jobq.stores import SqliteStore, Store
 from jobq.types import JobState
 
 try:
     from django.tasks import TaskResultStatus, task_backends
+    from django.tasks.backends.immediate import ImmediateBackend
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+
+    TASKS_LOGGER = "django.tasks"
 except ImportError:
     from django_tasks import TaskResultStatus, task_backends
+    from django_tasks.backends.immediate import ImmediateBackend
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist
     from django_tasks.signals import task_enqueued, task_finished, task_started
+
+    TASKS_LOGGER = "django_tasks"
 
 
 def _backend() -> Any:
@@ -39,6 +58,29 @@ def _backend() -> Any:
 
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
+
+#: The stores that keep results for other processes (get_result).
+PERSISTENT = ["json", "sqlite", "postgres"]
+
+
+def _project_queue(
+    store: Store, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> DjangoJobQueue:
+    """The project's queue (``settings.JOBQ`` but its store) on ``store``."""
+    options = {"max_attempts": 3, "base_delay": 0.1, "keep_completed": 3600, **options}
+    queue = DjangoJobQueue(store=store, **options)
+    monkeypatch.setattr(contrib, "_queue", queue)
+    return queue
+
+
+@pytest.fixture
+def on_store(
+    make_store: Callable[..., Store], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[DjangoJobQueue]:
+    """The project's queue on a store of the test's ``store_kind``."""
+    queue = _project_queue(make_store(), monkeypatch)
+    yield queue
+    queue.close(timeout=5)
 
 
 @pytest.fixture(autouse=True)
@@ -232,24 +274,33 @@ def test_a_stored_path_that_is_not_a_task_is_refused() -> None:
     from djapp import dtasks
 
     queue = get_queue()
-    ids = [
-        queue.add(queue.prepare([{"args": [], "kwargs": {}}], task=path))[0].id
-        for path in (
-            "djapp.dtasks.plain_function",
-            "os.getcwd",
-            "djapp.nowhere.thing",
-        )
-    ]
-    assert queue.run_pending() == 3
+    why = {
+        "djapp.dtasks.plain_function": "is not a Django Task",
+        "os.getcwd": "is not a Django Task",
+        "djapp.nowhere.thing": "cannot be imported (ModuleNotFoundError: No "
+        "module named 'djapp.nowhere')",
+        "djapp.dtasks.missing": "cannot be imported (ImportError: Module "
+        '"djapp.dtasks" does not define a "missing" attribute/class)',
+    }
+    ids = {
+        path: queue.add(queue.prepare([{"args": [], "kwargs": {}}], task=path))[0].id
+        for path in why
+    }
+    assert queue.run_pending() == 4
     assert dtasks.seen == []  # nothing ran
-    for job_id in ids:
+    for path, job_id in ids.items():
         job = queue.get(job_id)
         assert job is not None
         assert job.state == JobState.DEAD
         assert job.attempts == 1  # dead at once
-        assert job.errors[-1].type == NotADjangoTask.__name__
-        with pytest.raises(TaskResultDoesNotExist):
+        (error,) = job.errors
+        assert error.type == "jobq.contrib.django.tasks.NotADjangoTask"
+        assert error.message.startswith(f"{path!r} {why[path]}")
+        # The job exists; its task does not (as the reference backends say).
+        with pytest.raises(SuspiciousOperation, match=f"job {job_id} does not point"):
             _backend().get_result(str(job_id))
+        if "cannot be imported" in why[path]:  # the import's own traceback
+            assert "The above exception was the direct cause" in error.traceback
         assert queue.delete_dead(job_id)
 
 
@@ -308,3 +359,377 @@ def test_a_rolled_back_transaction_enqueues_nothing(signals: list[Any]) -> None:
     assert results[0].id == ""
     assert signals == []
     assert get_queue().stats().pending == before
+
+
+# -- the fields of a result, as the reference backends fill them --------------
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_a_result_says_when_its_task_started_and_finished(
+    on_store: DjangoJobQueue, signals: list[Any]
+) -> None:
+    from djapp.dtasks import record
+
+    running: list[Any] = []
+
+    def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        running.append(task_result)
+
+    result = record.enqueue("timed")
+    assert (result.started_at, result.last_attempted_at, result.finished_at) == (
+        None,
+        None,
+        None,
+    )
+    task_started.connect(receive)
+    try:
+        assert on_store.run_pending() == 1
+    finally:
+        task_started.disconnect(receive)
+    fetched = record.get_result(result.id)
+    assert fetched.status == TaskResultStatus.SUCCESSFUL
+    assert fetched.started_at is not None
+    assert fetched.finished_at is not None
+    assert fetched.enqueued_at <= fetched.started_at <= fetched.finished_at
+    assert fetched.last_attempted_at == fetched.started_at
+    (started,) = running
+    assert started.status == TaskResultStatus.RUNNING
+    assert (started.started_at, started.last_attempted_at) == (
+        fetched.started_at,
+        fetched.started_at,
+    )
+    assert started.finished_at is None
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_a_retried_task_shows_its_last_attempt_and_finishes_when_it_fails(
+    on_store: DjangoJobQueue,
+) -> None:
+    from djapp.dtasks import fail
+
+    result = fail.enqueue("again")
+    assert on_store.run_pending() == 1
+    waiting = fail.get_result(result.id)
+    assert waiting.status == TaskResultStatus.READY  # its retry is due later
+    assert waiting.last_attempted_at is not None
+    assert waiting.started_at == waiting.last_attempted_at
+    assert waiting.finished_at is None
+    _run_until_finished(result)
+    assert result.status == TaskResultStatus.FAILED
+    assert result.last_attempted_at is not None
+    assert result.finished_at is not None
+    assert waiting.last_attempted_at < result.last_attempted_at <= result.finished_at
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_the_enqueued_result_equals_the_fetched_one_field_by_field(
+    on_store: DjangoJobQueue,
+) -> None:
+    from djapp.dtasks import email_priority
+
+    due = timezone.now() - dt.timedelta(minutes=5)
+    task = email_priority.using(priority=7, run_after=due)
+    result = task.enqueue(["c@example.com"], subject="Same", message="Fields")
+    assert result == _backend().get_result(result.id)
+
+    assert on_store.run_pending() == 1
+    result.refresh()
+    fetched = _backend().get_result(result.id)
+    for field in dataclasses.fields(fetched):
+        assert getattr(result, field.name) == getattr(fetched, field.name), field.name
+    assert result == fetched
+    assert fetched.return_value == 1
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_get_result_rebuilds_the_task_as_it_was_enqueued(
+    on_store: DjangoJobQueue,
+) -> None:
+    from djapp.dtasks import record
+
+    later = timezone.now() + dt.timedelta(hours=1)
+    task = record.using(queue_name="emails", run_after=later, priority=-3)
+    result = task.enqueue("as enqueued")
+    fetched = record.get_result(result.id)
+    assert fetched.task == task
+    assert (fetched.task.queue_name, fetched.task.run_after) == ("emails", later)
+    assert (fetched.task.priority, fetched.task.backend) == (-3, "default")
+
+    other = record.using(backend="secondary").enqueue("by the other alias")
+    fetched = _backend().get_result(other.id)
+    assert (fetched.task.backend, fetched.backend) == ("secondary", "secondary")
+    assert fetched == other
+    assert on_store.cancel(int(result.id))
+    assert on_store.cancel(int(other.id))
+
+
+def test_an_error_of_the_project_resolves_to_its_class() -> None:
+    from djapp.dtasks import Declined, decline
+
+    result = decline.enqueue("no")
+    _run_until_finished(result)
+    assert [error.exception_class for error in result.errors] == [Declined] * 3
+    record = get_queue().get(int(result.id))
+    assert record is not None
+    assert record.errors[-1].type == "djapp.dtasks.Declined"
+    assert get_queue().delete_dead(int(result.id))
+
+
+def test_a_return_value_that_is_not_json_fails_at_once_as_a_type_error() -> None:
+    from djapp.dtasks import not_json
+
+    result = not_json.enqueue()
+    assert get_queue().run_pending() == 1
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 1  # running it again would repeat what it did
+    (error,) = result.errors
+    assert error.exception_class is ReturnValueNotJSON
+    assert issubclass(error.exception_class, TypeError)
+    assert "not JSON" in error.traceback
+    assert get_queue().delete_dead(int(result.id))
+
+
+def test_a_job_whose_process_died_fails_with_a_class_of_jobq(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from djapp.dtasks import record
+
+    store = SqliteStore(tmp_path / "jobs.db", lease_seconds=10)
+    queue = _project_queue(store, monkeypatch)
+    try:
+        result = record.using(priority=1).enqueue("killed")
+        for attempt in range(1, 4):  # MAX_ATTEMPTS: each attempt's process dies
+            now = time.time() + 3600 * attempt  # past the last recovery
+            assert [c.id for c in store.claim_many(now, 1)] == [int(result.id)]
+            assert store.recover(now + 10) == 1
+        result.refresh()
+        assert result.status == TaskResultStatus.FAILED
+        assert [e.exception_class for e in result.errors] == [ProcessDied] * 3
+        assert result.errors[0].exception_class_path == "jobq.errors.ProcessDied"
+        assert result.finished_at is not None
+    finally:
+        queue.close(timeout=5)
+
+
+# -- immediate mode and the order of the signals --------------------------------
+
+
+@pytest.fixture
+def sent() -> Iterator[list[tuple[type, str]]]:
+    """(sender, signal) for each Tasks signal sent, whichever the backend."""
+    seen: list[tuple[type, str]] = []
+
+    def receiver(name: str) -> Any:
+        def receive(sender: type, **kwargs: Any) -> None:
+            seen.append((sender, name))
+
+        return receive
+
+    receivers = {
+        task_enqueued: receiver("enqueued"),
+        task_started: receiver("started"),
+        task_finished: receiver("finished"),
+    }
+    for sent_signal, receive in receivers.items():
+        sent_signal.connect(receive)
+    yield seen
+    for sent_signal, receive in receivers.items():
+        sent_signal.disconnect(receive)
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("record", ["same"]),
+        ("pair", [1, 2]),
+        ("fail", ["boom"]),
+        ("exit_now", [3]),
+        ("not_json", []),
+    ],
+)
+def test_immediate_mode_returns_what_djangos_immediate_backend_returns(
+    make_store: Callable[..., Store],
+    monkeypatch: pytest.MonkeyPatch,
+    sent: list[tuple[type, str]],
+    name: str,
+    args: list[Any],
+) -> None:
+    from djapp import dtasks
+
+    task = getattr(dtasks, name)
+    _project_queue(make_store(), monkeypatch, immediate=True, keep_completed=0)
+    reference = ImmediateBackend("default", {}).enqueue(task, args, {})
+    mine = task.enqueue(*args)
+
+    assert mine.is_finished
+    assert (mine.status, mine.task, mine.args, mine.kwargs) == (
+        reference.status,
+        reference.task,
+        reference.args,
+        reference.kwargs,
+    )
+    assert (mine.attempts, mine.backend) == (reference.attempts, reference.backend)
+    if reference.status == TaskResultStatus.SUCCESSFUL:
+        assert mine.return_value == reference.return_value
+    assert len(mine.errors) == len(reference.errors)
+    for error, expected in zip(mine.errors, reference.errors, strict=True):
+        assert issubclass(error.exception_class, expected.exception_class)
+    for result in (mine, reference):
+        assert result.enqueued_at is not None
+        assert result.started_at is not None
+        assert result.finished_at is not None
+        assert result.enqueued_at <= result.started_at <= result.finished_at
+        assert result.last_attempted_at == result.started_at
+    order = ["enqueued", "started", "finished"]
+    assert sent == [(ImmediateBackend, s) for s in order] + [
+        (JobqBackend, s) for s in order
+    ]
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_task_enqueued_comes_before_task_started_on_a_worker_thread(
+    on_store: DjangoJobQueue, signals: list[Any]
+) -> None:
+    from djapp.dtasks import record
+
+    claimed, started, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def on_event(event: Event) -> None:
+        if event.kind is EventKind.STARTED:
+            claimed.set()
+
+    def slow_announcement(sender: Any, **kwargs: Any) -> None:
+        assert claimed.wait(10)  # a worker holds the job, not announced yet
+        assert not started.wait(0.2)  # and it waits for the announcement
+
+    def on_started(sender: Any, **kwargs: Any) -> None:
+        started.set()
+
+    def on_finished(sender: Any, **kwargs: Any) -> None:
+        finished.set()
+
+    on_store.subscribe(on_event)
+    task_enqueued.connect(slow_announcement)
+    task_started.connect(on_started)
+    task_finished.connect(on_finished)
+    try:
+        on_store.start(1)
+        result = record.enqueue("raced")
+        assert finished.wait(10)
+    finally:
+        task_enqueued.disconnect(slow_announcement)
+        task_started.disconnect(on_started)
+        task_finished.disconnect(on_finished)
+    mine = [name for name, rid, _ in signals if rid == result.id]
+    assert mine == ["enqueued", "started", "finished"]
+
+
+def test_a_failed_task_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from djapp.dtasks import fail
+
+    with caplog.at_level(logging.INFO, logger=TASKS_LOGGER):
+        result = fail.enqueue("logged")
+        _run_until_finished(result)
+    (failed,) = [r for r in caplog.records if "state=FAILED" in r.getMessage()]
+    assert failed.exc_info is not None
+    assert isinstance(failed.exc_info[1], ValueError)
+    assert "logged" in str(failed.exc_info[1])
+    assert get_queue().delete_dead(int(result.id))
+
+
+# -- due times -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_overdue_tasks_run_in_the_order_they_fell_due(
+    on_store: DjangoJobQueue,
+) -> None:
+    from djapp import dtasks
+    from djapp.dtasks import record
+
+    now = timezone.now()
+    for late in (10, 30, 20):
+        run_after = now - dt.timedelta(seconds=late)
+        result = record.using(run_after=run_after).enqueue(f"{late} s late")
+        job = on_store.get(int(result.id))
+        assert job is not None
+        assert job.run_at == pytest.approx(run_after.timestamp(), abs=1.0)
+    assert on_store.run_pending() == 3
+    assert dtasks.seen == ["30 s late", "20 s late", "10 s late"]
+
+
+# -- system checks ---------------------------------------------------------------
+
+
+def test_the_backend_reports_a_project_without_the_jobq_app() -> None:
+    assert list(_backend().check()) == []
+    assert [m for m in checks.run_checks() if m.id == "jobq.E006"] == []
+    from django.conf import settings
+
+    apps = [app for app in settings.INSTALLED_APPS if app != "jobq.contrib.django"]
+    with override_settings(INSTALLED_APPS=apps):
+        (message,) = _backend().check()
+        assert (message.id, message.level) == ("jobq.E006", checks.ERROR)
+        assert "'jobq.contrib.django'" in (message.hint or "")
+        found = [m.id for m in checks.run_checks() if (m.id or "").startswith("jobq")]
+        assert found == ["jobq.E006", "jobq.E006"]  # both aliases
+
+
+# -- manage.py jobq_worker stopped by a second signal -------------------------
+
+
+def test_a_job_left_running_by_a_second_sigint_fails_as_process_died(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from djapp.dtasks import hold
+
+    # A store of its own: no worker of another test recovers the claim first.
+    database = tmp_path / "jobs.db"
+    queue = _project_queue(SqliteStore(database), monkeypatch)
+    started = tmp_path / "started"
+    result = hold.enqueue(str(started), 60)
+    here = Path(__file__).parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(here / "django_project"), str(here.parent)]),
+        "DJANGO_SETTINGS_MODULE": "djproject.settings",
+        "JOBQ_DJANGO_TEST_STORE": f"sqlite:///{database}",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "django", "jobq_worker", "--workers", "1"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stderr is not None
+        deadline = time.monotonic() + 30
+        while not started.exists():  # another process: nothing to wait on
+            assert time.monotonic() < deadline, "the task never started"
+            time.sleep(0.05)
+        worker.send_signal(SIGINT)
+        for line in worker.stderr:  # the first is handled: a graceful stop
+            if "stopping (SIGINT)" in line:
+                break
+        worker.send_signal(SIGINT)
+        assert worker.wait(timeout=30) == 130
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        if worker.stderr is not None:
+            worker.stderr.close()
+    record = queue.get(int(result.id))
+    assert record is not None
+    assert record.state == JobState.RUNNING  # until its claim is recovered
+    assert queue.store.recover(time.time()) >= 1  # its process is gone
+    result.refresh()
+    assert result.status == TaskResultStatus.READY  # attempts left: it runs again
+    (error,) = result.errors
+    assert error.exception_class is ProcessDied
+    assert queue.cancel(int(result.id))
+    queue.close(timeout=5)

@@ -50,7 +50,7 @@ def test_quickstart_shows_dead_letters_with_their_last_error(
 ) -> None:
     output, _ = quickstart
     assert "Settled: 2 delivered, 5 retries, 2 dead." in output
-    assert "1 failed attempt(s), last_error='Fatal: 410 Gone'" in output
+    assert "1 failed attempt(s), last_error='jobq.errors.Fatal: 410 Gone'" in output
     assert (
         "4 failed attempt(s), last_error='ConnectionRefusedError: connection refused'"
         in output
@@ -84,7 +84,7 @@ def test_quickstart_leaves_only_the_fatal_job_in_its_file(
         assert queue.stats().pending == 0
         [dead] = queue.dead_jobs()
     assert dead.payload == {"url": "https://gone.example/hooks", "event": "order.paid"}
-    assert dead.last_error == "Fatal: 410 Gone"
+    assert dead.last_error == "jobq.errors.Fatal: 410 Gone"
     assert dead.attempts == 1
 
 
@@ -176,7 +176,9 @@ def test_a_mail_that_cannot_be_delivered_is_a_dead_letter(app: Any) -> None:
     assert queue.join(timeout=10)
     assert client.get("/stats").get_json()["dead"] == 1
     [dead] = queue.dead_jobs()
-    assert dead.last_error == "Fatal: no mail server for bob@nowhere.invalid"
+    assert dead.last_error == (
+        "jobq.errors.Fatal: no mail server for bob@nowhere.invalid"
+    )
     assert outbox(app) == []
 
 

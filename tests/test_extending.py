@@ -116,7 +116,7 @@ def test_a_handlers_exception_passes_through_middleware(make_queue: MakeQueue) -
     record = queue.get(job)
     assert record is not None
     assert record.state is JobState.DEAD
-    assert record.last_error == "Fatal: no such address"
+    assert record.last_error == "jobq.errors.Fatal: no such address"
 
 
 def test_a_middleware_that_raises_before_call_next_is_a_failed_attempt(
@@ -254,7 +254,7 @@ def test_every_kind_of_event_with_its_fields(
     assert (retrying.error.type, retrying.error.message) == ("ValueError", "once")
     died = by_job[dead.id][2]
     assert died.error is not None
-    assert died.error.type == "Fatal"
+    assert died.error.type == "jobq.errors.Fatal"
     assert by_job[dead.id][4].attempt == 1  # the revived job starts over
 
 
@@ -407,7 +407,10 @@ def test_resolve_task_runs_task_names_nothing_registered() -> None:
     assert [job.id for job in ran] == [job.id for job in jobs]
     record = queue.get(unknown[0])
     assert record is not None
-    assert (record.state, (record.last_error or "")[:11]) == ("dead", "UnknownTask")
+    assert (record.state, (record.last_error or "")[:22]) == (
+        "dead",
+        "jobq.tasks.UnknownTask",
+    )
 
 
 def test_prepare_checks_everything_and_writes_nothing() -> None:

@@ -85,7 +85,12 @@ def test_the_stored_traceback_reads_as_python_prints_it(raiser: object) -> None:
     error = describe_failure(caught.value, 0.0)
 
     assert error.traceback == python_prints(caught.value)
-    assert error.type == type(caught.value).__name__
+    kind = type(caught.value)
+    assert error.type == (
+        kind.__name__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
 
 
 def test_a_syntax_error_keeps_the_mark_under_its_position() -> None:
@@ -109,7 +114,7 @@ def test_a_handler_raising_an_exception_whose_text_fails_kills_no_worker() -> No
         queue.start(workers=1)
         assert queue.join(timeout=30)
         [dead] = queue.dead_jobs()
-        assert dead.last_error == "Unprintable: <exception str() failed>"
+        assert dead.last_error == f"{__name__}.Unprintable: <exception str() failed>"
         queue.enqueue("y")  # the worker still runs jobs
         assert queue.join(timeout=30)
         assert queue.stats().dead == 2

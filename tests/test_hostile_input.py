@@ -210,7 +210,9 @@ def test_a_failure_whose_text_cannot_be_encoded_is_recorded_escaped(
 
 
 def type_name(handler: Any) -> str:
-    return "ValueError" if handler is undecodable_name else "Odd\u00e9Error"
+    if handler is undecodable_name:
+        return "ValueError"
+    return f"{OddError.__module__}.{OddError.__qualname__}"
 
 
 def test_a_nul_in_an_error_message_is_recorded_as_its_escape(

@@ -142,7 +142,7 @@ def test_restart_keeps_dead_jobs_in_burial_order(make_queue: QueueFactory) -> No
     assert [job.id for job in dead] == [first.id, second.id]
     assert dead[0].state is jobq.JobState.DEAD
     assert dead[0].attempts == 1
-    assert dead[0].last_error == "Fatal: no such address a@x"
+    assert dead[0].last_error == "jobq.errors.Fatal: no such address a@x"
     assert after.stats().dead == 2
     assert after.retry_dead(first)  # still a dead job this queue can revive
 
@@ -229,7 +229,10 @@ def test_job_running_when_its_process_died_is_pending_with_one_more_failed_attem
     assert record is not None
     assert record.state is jobq.JobState.PENDING
     assert record.attempts == 2
-    assert [e.type for e in record.errors] == ["Retry", "ProcessDied"]
+    assert [e.type for e in record.errors] == [
+        "jobq.errors.Retry",
+        "jobq.errors.ProcessDied",
+    ]
     assert record.last_error is not None
     assert "process died" in record.last_error
     assert record.run_at <= time.time()  # due again now, not after a backoff
@@ -262,7 +265,7 @@ def test_job_that_keeps_killing_its_process_ends_dead_after_max_attempts(
     assert record.attempts == max_attempts
     assert record.last_error is not None
     assert "process died" in record.last_error
-    assert [e.type for e in record.errors] == ["ProcessDied"] * max_attempts
+    assert [e.type for e in record.errors] == ["jobq.errors.ProcessDied"] * max_attempts
 
 
 # --- how snapshots are written -----------------------------------------------

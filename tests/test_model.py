@@ -67,7 +67,7 @@ PENDING, RUNNING, DEAD, COMPLETED = (
 )
 
 #: How ``last_error`` begins for a job whose process died.
-DIED = "ProcessDied: "
+DIED = "jobq.errors.ProcessDied: "
 #: The fake clock's start, in epoch seconds: far behind the wall clock.
 T0 = 1_000_000.0
 #: Backoff with whole seconds, so every due time is exact in any store.
@@ -434,8 +434,8 @@ class QueueMachine(RuleBasedStateMachine):
         delays["retry"] = after
         errors = {
             "error": f"ValueError: job {job.id} failed",
-            "fatal": "Fatal: hopeless",
-            "retry": "Retry: not now",
+            "fatal": "jobq.errors.Fatal: hopeless",
+            "retry": "jobq.errors.Retry: not now",
         }
         retried = outcome != "fatal" and attempt < model.max_attempts
         retry_at = self.now + delays[outcome] if retried else None

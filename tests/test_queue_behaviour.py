@@ -25,6 +25,27 @@ from jobq.testing.contract import Recorder, succeed
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 
 
+# -- due times ---------------------------------------------------------------------
+
+
+def test_a_past_due_time_is_kept_so_overdue_jobs_run_earliest_due_first(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    handler = Recorder()
+    queue = make_queue(handler, clock=clock)
+    now = clock()
+    added = {
+        late: queue.enqueue(f"{late} s late", at=now - late) for late in (10, 30, 20)
+    }
+
+    for late, job in added.items():
+        record = queue.get(job)
+        assert record is not None
+        assert record.run_at == pytest.approx(now - late)
+    assert queue.run_pending() == 3
+    assert handler.payloads == ["30 s late", "20 s late", "10 s late"]
+
+
 # -- time moved by freezegun --------------------------------------------------------
 
 

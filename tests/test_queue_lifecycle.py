@@ -215,7 +215,9 @@ def test_a_worker_survives_anything_a_handler_raises(
     assert record is not None
     assert record.state is JobState.DEAD
     assert record.last_error is not None
-    assert record.last_error.startswith(type(raised).__name__)
+    kind = type(raised)
+    named = kind.__name__ if kind is not Interrupt else f"{__name__}.Interrupt"
+    assert record.last_error.startswith(named)
     assert queue.stats().completed == 1
 
 

@@ -402,7 +402,7 @@ def test_recover_turns_an_expired_claim_into_a_failed_attempt(
     )
     assert record.last_error is not None
     assert "process died" in record.last_error
-    assert [e.type for e in record.errors] == ["ProcessDied"]
+    assert [e.type for e in record.errors] == ["jobq.errors.ProcessDied"]
     assert claim(store, T0 + 10).attempt == 2
 
 

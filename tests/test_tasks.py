@@ -295,7 +295,9 @@ def test_plain_job_without_handler_goes_dead_with_a_clear_error(
     assert stored.state is JobState.DEAD
     assert stored.attempts == 1
     assert stored.last_error is not None
-    assert stored.last_error.startswith("NoHandler: this queue has no handler")
+    assert stored.last_error.startswith(
+        "jobq._runner.NoHandler: this queue has no handler"
+    )
 
 
 # -- options per call: using() -------------------------------------------------
@@ -461,7 +463,7 @@ def test_retry_inside_a_task_waits_exactly_after(
     assert (stored.state, stored.run_at, stored.last_error) == (
         JobState.PENDING,
         T0 + 30,
-        "Retry: rate limited",
+        "jobq.errors.Retry: rate limited",
     )
 
 
@@ -477,7 +479,7 @@ def test_fatal_inside_a_task_makes_the_job_dead_at_once(
     assert (stored.state, stored.attempts, stored.last_error) == (
         JobState.DEAD,
         1,
-        "Fatal: no such address",
+        "jobq.errors.Fatal: no such address",
     )
 
 
@@ -508,7 +510,7 @@ def test_unknown_task_goes_dead_with_a_clear_error(
     assert stored is not None
     assert (stored.state, stored.attempts, stored.task) == (JobState.DEAD, 1, name)
     assert stored.last_error == (
-        f"UnknownTask: no task named {name!r} is registered with this queue"
+        f"jobq.tasks.UnknownTask: no task named {name!r} is registered with this queue"
     )
     assert CALLS == []
 
@@ -542,7 +544,7 @@ def test_malformed_task_payload_goes_dead_with_a_clear_error(
     assert stored is not None
     assert stored.state is JobState.DEAD
     assert stored.last_error is not None
-    assert stored.last_error.startswith("InvalidTaskPayload: ")
+    assert stored.last_error.startswith("jobq.tasks.InvalidTaskPayload: ")
 
 
 # -- immediate mode ----------------------------------------------------------------

@@ -207,7 +207,7 @@ def test_a_handler_looping_forever_gets_job_timeout_and_its_job_is_retried(
     record = queue.get(job)
     assert record is not None
     assert record.state is jobq.JobState.COMPLETED
-    assert [e.type for e in record.errors] == ["JobTimeout"]
+    assert [e.type for e in record.errors] == ["jobq.errors.JobTimeout"]
     assert record.errors[0].message == f"job {job.id} ran past its time limit of 0.05 s"
     assert seen == ["the job ran past its time limit"]
     assert [(e.kind, e.attempt) for e in events] == [(jobq.EventKind.RETRYING, 1)]
@@ -232,7 +232,11 @@ def test_a_job_s_own_limit_interrupts_it_on_a_queue_without_one(
     assert queue.get(unlimited) is None  # succeeded
     dead = queue.dead_jobs()
     assert [(d.id, d.last_error) for d in dead] == [
-        (limited.id, f"JobTimeout: job {limited.id} ran past its time limit of 0.05 s")
+        (
+            limited.id,
+            f"jobq.errors.JobTimeout: job {limited.id} ran past its time limit "
+            "of 0.05 s",
+        )
     ]
 
 
@@ -248,7 +252,7 @@ def test_a_task_s_limit_interrupts_it(make_queue: MakeQueue) -> None:
     queue.start(workers=1)
 
     assert queue.join(WAIT)
-    assert [d.errors[0].type for d in queue.dead_jobs()] == ["JobTimeout"]
+    assert [d.errors[0].type for d in queue.dead_jobs()] == ["jobq.errors.JobTimeout"]
 
 
 def test_a_handler_that_catches_job_timeout_may_clean_up_and_return_in_the_grace(
@@ -337,13 +341,13 @@ def test_a_handler_that_swallows_job_timeout_is_abandoned_after_the_grace(
     assert queue.stats().abandoned == 1
     error = events[0].error
     assert error is not None
-    assert error.type == "JobTimeout"
+    assert error.type == "jobq.errors.JobTimeout"
     assert error.message == (
         f"job {job.id} ran past its time limit of 0.05 s and did not return within "
         f"the 0.05 s grace: its thread {stuck[0].name} was abandoned"
     )
     assert "in handler" in error.traceback  # where the thread was stuck
-    assert f"job {job.id} attempt 1 failed (JobTimeout" in caplog.text
+    assert f"job {job.id} attempt 1 failed (jobq.errors.JobTimeout" in caplog.text
     hang.release.set()
     stuck[0].join(WAIT)
     assert not stuck[0].is_alive()

@@ -66,7 +66,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from jobq.errors import QueueFull
+from jobq._failures import type_path
+from jobq.errors import ProcessDied, QueueFull
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
 logger = logging.getLogger(__name__)
@@ -379,7 +380,7 @@ def add_error(
 def process_died(at: float) -> AttemptError:
     """The failed attempt recorded for a job whose process died while it ran."""
     return AttemptError(
-        type="ProcessDied",
+        type=type_path(ProcessDied),
         message="the process died while the job was running",
         traceback="",
         at=at,

@@ -121,23 +121,18 @@ class DjangoJobQueue(JobQueue[Any]):
         jobs: Sequence[NewJob],
         *,
         connection: Any = None,
-        then: Callable[[list[Enqueued]], None] | None = None,
+        then: Callable[[list[Enqueued]], object] | None = None,
     ) -> list[Enqueued]:
         """Write the jobs at once, or, inside an atomic block of
         ``database``, when it commits (returning ``Deferred`` for each).
-        ``then``, if given, is called with the written jobs: at once, or at
-        the commit of a deferred write."""
+        ``then`` is called with the written jobs right after the write (see
+        ``JobQueue.add``): at once, or at the commit of a deferred write."""
         db = transaction.get_connection(self.database)
         if connection is not None or not self.on_commit or not db.in_atomic_block:
-            added = super().add(jobs, connection=connection)
-            if then is not None:
-                then(added)
-            return added
+            return super().add(jobs, connection=connection, then=then)
 
         def write() -> None:
-            added = super(DjangoJobQueue, self).add(jobs)
-            if then is not None:
-                then(added)
+            super(DjangoJobQueue, self).add(jobs, then=then)
 
         transaction.on_commit(write, using=self.database)
         return [Deferred() for _ in jobs]

@@ -13,15 +13,23 @@ import builtins
 import contextlib
 import datetime as dt
 import inspect
-from collections.abc import Callable
+import secrets
+import threading
+import weakref
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured, SuspiciousOperation
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from jobq import errors
 from jobq.errors import Fatal
 from jobq.events import Event, EventKind
+from jobq.queue import JobQueue
 from jobq.tasks import task_arguments
 from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState
 
@@ -54,11 +62,46 @@ else:
         from django_tasks.signals import task_enqueued, task_finished, task_started
         from django_tasks.utils import normalize_json
 
-__all__ = ["JobqBackend", "NotADjangoTask"]
+__all__ = ["JobqBackend", "NotADjangoTask", "ReturnValueNotJSON"]
 
 #: ``TaskResult.worker_ids`` holds one entry per attempt; jobq does not record
 #: which worker ran an attempt, so every entry is this.
 WORKER_ID = "jobq"
+
+#: The job's ``meta`` keys that keep what rebuilds the enqueued ``Task``
+#: (jobq keeps its priority itself).
+QUEUE_NAME = "django.queue_name"
+RUN_AFTER = "django.run_after"
+BACKEND = "django.backend"
+#: The ``meta`` key of the token that pairs a job with its ``task_enqueued``.
+ANNOUNCEMENT = "django.announcement"
+
+#: The announcements (``task_enqueued``) this process has yet to send, by
+#: token: a worker of this process that claims such a job waits for it, so
+#: that ``task_started`` never comes first. Each entry lives as long as its
+#: enqueue can still write the job (a rolled-back one is simply forgotten).
+_unannounced: weakref.WeakValueDictionary[str, threading.Event] = (
+    weakref.WeakValueDictionary()
+)
+#: How long a worker waits for an announcement (the enqueuing thread is
+#: between the store's write and ``task_enqueued``) before it goes on.
+ANNOUNCEMENT_WAIT = 10.0
+
+#: What each failed attempt of this process raised, by job id, until its
+#: outcome is recorded: ``task_finished`` of a FAILED task is sent inside a
+#: handler of it, as the reference backends send it (Django logs it with
+#: its traceback).
+_raised: dict[int, BaseException] = {}
+
+
+class _LastFinished(threading.local):
+    """The result of the last ``task_finished`` sent in this thread: what an
+    immediate-mode ``enqueue`` returns once its task ran."""
+
+    result: TaskResult[Any, Any] | None = None
+
+
+_last_finished = _LastFinished()
 
 STATUSES = {
     JobState.PENDING: TaskResultStatus.READY,
@@ -71,6 +114,16 @@ STATUSES = {
 class NotADjangoTask(Fatal):
     """Recorded for a job whose stored import path does not lead to a Django
     ``Task``: it is refused (never called) and dead at once."""
+
+    __module__ = "jobq.contrib.django.tasks"  # where it is public
+
+
+class ReturnValueNotJSON(Fatal, TypeError):
+    """Recorded for a task that returned a value JSON cannot hold: a
+    ``TypeError``, as the reference backends record it, and dead at once
+    (running the task again would repeat what it did)."""
+
+    __module__ = "jobq.contrib.django.tasks"
 
 
 class JobqBackend(BaseTaskBackend):
@@ -95,13 +148,7 @@ class JobqBackend(BaseTaskBackend):
 
         self.validate_task(task)
         _check_resolvable(task)
-        delay: float | dt.timedelta = 0.0
-        at: dt.datetime | None = None
-        run_after: object = task.run_after
-        if isinstance(run_after, dt.timedelta):  # Django 6.1 allows one
-            delay = run_after
-        elif isinstance(run_after, dt.datetime):
-            at = run_after
+        queue = get_queue()
         result: TaskResult[Any, Any] = TaskResult(
             task=task,
             id="",  # the job's id, once it is written (see written below)
@@ -117,21 +164,44 @@ class JobqBackend(BaseTaskBackend):
             worker_ids=[],
         )
 
-        def written(added: list[Enqueued]) -> None:
-            object.__setattr__(result, "id", str(added[0].id))
-            object.__setattr__(result, "enqueued_at", timezone.now())
-            task_enqueued.send(type(self), task_result=result)
+        token = secrets.token_hex(8)
+        announced = threading.Event()
+        _unannounced[token] = announced
 
-        queue = get_queue()
+        def written(added: list[Enqueued]) -> None:
+            """Right after the write, before any worker starts the job."""
+            try:
+                # The stored creation time, so that get_result() shows the same.
+                record = queue.get(added[0].id)
+                enqueued_at = (
+                    timezone.now() if record is None else _when(record.created_at)
+                )
+                object.__setattr__(result, "id", str(added[0].id))
+                object.__setattr__(result, "enqueued_at", enqueued_at)
+                task_enqueued.send(type(self), task_result=result)
+            finally:
+                announced.set()
+
+        meta = {QUEUE_NAME: task.queue_name, BACKEND: self.alias, ANNOUNCEMENT: token}
+        if task.run_after is not None:
+            meta[RUN_AFTER] = task.run_after.isoformat()
         jobs = queue.prepare(
             [{"args": result.args, "kwargs": result.kwargs}],
-            delay=delay,
-            at=at,
+            at=task.run_after,
             priority=task.priority,
+            meta=meta,
             task=task.module_path,
+            # Immediate mode stands in for Django's ImmediateBackend: one attempt.
+            max_attempts=1 if queue.immediate else None,
             what=f"the arguments of task {task.module_path!r}",
         )
-        queue.add(jobs, then=written)
+        if not queue.immediate:
+            queue.add(jobs, then=written)
+            return result
+        _last_finished.result = None
+        with contextlib.suppress(SystemExit):  # recorded: a FAILED result
+            queue.add(jobs, then=written)
+        _show_immediate_outcome(result, queue)
         return result
 
     def get_result(self, result_id: str) -> TaskResult[Any, Any]:
@@ -144,9 +214,54 @@ class JobqBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id)
         try:
             task = _import_task(record.task)
-        except NotADjangoTask:
-            raise TaskResultDoesNotExist(result_id) from None
-        return _to_result(task, record, self.alias)
+        except NotADjangoTask as refused:
+            # As the reference backends: the job exists, its task does not.
+            raise SuspiciousOperation(
+                f"job {result_id} does not point to a Django Task: {refused}"
+            ) from None
+        return _to_result(task, record)
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """``jobq.E006`` without ``"jobq.contrib.django"`` in
+        ``INSTALLED_APPS``: no worker would ever start."""
+        messages = list(super().check(**kwargs))
+        if not apps.is_installed("jobq.contrib.django"):
+            messages.append(
+                checks.Error(
+                    f"{type(self).__name__} is the Tasks backend {self.alias!r}, but "
+                    "the jobq app is not installed: no worker starts and the JOBQ "
+                    "settings are not checked",
+                    hint="Add 'jobq.contrib.django' to INSTALLED_APPS.",
+                    id="jobq.E006",
+                )
+            )
+        return messages
+
+
+def _show_immediate_outcome(result: TaskResult[Any, Any], queue: JobQueue[Any]) -> None:
+    """Fill ``result`` with the outcome of the attempt immediate mode ran, as
+    ``ImmediateBackend`` returns it (unless the job waits: for its
+    ``run_after``, or for the commit of the current transaction)."""
+    if not result.id:
+        return
+    last = _last_finished.result
+    if last is not None and last.id == result.id:
+        outcome = last
+    else:
+        record = queue.get(int(result.id))
+        if record is None or record.state is JobState.PENDING:
+            return
+        outcome = _to_result(result.task, record)
+    for name in (
+        "status",
+        "started_at",
+        "finished_at",
+        "last_attempted_at",
+        "errors",
+        "worker_ids",
+        "_return_value",
+    ):
+        object.__setattr__(result, name, getattr(outcome, name))
 
 
 def _check_resolvable(task: Task[Any, Any]) -> None:
@@ -169,11 +284,32 @@ def _import_task(path: str) -> Task[Any, Any]:
     (stored data never decides what runs, design.md section 5)."""
     try:
         found = import_string(path)
-    except ImportError as exc:
-        raise NotADjangoTask(f"{path!r} cannot be imported: {exc}") from None
+    except ImportError as exc:  # its traceback, chained, says where
+        raise NotADjangoTask(
+            f"{path!r} cannot be imported ({type(exc).__name__}: {exc}); refused"
+        ) from exc
     if not isinstance(found, Task):
         raise NotADjangoTask(f"{path!r} is not a Django Task; refused")
     return found
+
+
+def _stored_task(
+    task: Task[Any, Any], priority: int, meta: Mapping[str, str]
+) -> Task[Any, Any]:
+    """``task`` as it was enqueued: its priority, queue name, ``run_after``
+    and backend alias, kept with the job. If the settings changed since (a
+    queue or backend no longer configured), the task as it is now."""
+    run_after = meta.get(RUN_AFTER)
+    with contextlib.suppress(InvalidTask, ImproperlyConfigured, ValueError):
+        return task.using(
+            priority=priority,
+            queue_name=meta.get(QUEUE_NAME),
+            run_after=None
+            if run_after is None
+            else dt.datetime.fromisoformat(run_after),
+            backend=meta.get(BACKEND),
+        )
+    return task
 
 
 def _when(epoch: float) -> dt.datetime:
@@ -182,17 +318,27 @@ def _when(epoch: float) -> dt.datetime:
     return moment if settings.USE_TZ else timezone.make_naive(moment)
 
 
+def _maybe_when(epoch: float | None) -> dt.datetime | None:
+    return None if epoch is None else _when(epoch)
+
+
 def _exception_path(error: AttemptError) -> str:
-    """The exception's ``module.Class`` for ``TaskError``: jobq stores the
-    class name, and the traceback's last line names its module."""
-    if isinstance(getattr(builtins, error.type, None), type):
-        return f"builtins.{error.type}"
+    """The import path of the exception's class, for ``TaskError``: jobq
+    records it (bare for a builtin). A record of an older jobq holds only
+    the class's name: a builtin, one of ``jobq.errors``, or the module its
+    traceback's last line names; else ``Exception``."""
+    name = error.type
+    if "." in name:
+        return name
+    if isinstance(getattr(builtins, name, None), type):
+        return f"builtins.{name}"
+    if isinstance(getattr(errors, name, None), type):
+        return f"jobq.errors.{name}"
     lines = error.traceback.rstrip().splitlines()
-    last = lines[-1] if lines else ""
-    named = last.split(":", 1)[0].strip()
-    if named.endswith("." + error.type) and " " not in named:
+    named = (lines[-1] if lines else "").split(":", 1)[0].strip()
+    if named.endswith("." + name) and " " not in named:
         return named
-    return error.type
+    return "builtins.Exception"
 
 
 def _task_error(error: AttemptError) -> TaskError:
@@ -201,36 +347,28 @@ def _task_error(error: AttemptError) -> TaskError:
     )
 
 
-def _to_result(
-    task: Task[Any, Any], record: JobRecord[Any], alias: str
-) -> TaskResult[Any, Any]:
-    """A stored job as a ``TaskResult``. jobq keeps no start or finish time
-    of an attempt: only ``enqueued_at`` is set, and ``finished_at`` of a
-    FAILED result (its last error's time)."""
-    if task.priority != record.priority:
-        # If the settings changed since, show the task as it is now.
-        with contextlib.suppress(InvalidTask):
-            task = task.using(priority=record.priority)
+def _to_result(task: Task[Any, Any], record: JobRecord[Any]) -> TaskResult[Any, Any]:
+    """A stored job as a ``TaskResult``. jobq keeps the times of the last
+    attempt: ``started_at`` and ``last_attempted_at`` are when it started,
+    ``finished_at`` when the job finished (SUCCESSFUL or FAILED)."""
+    task = _stored_task(task, record.priority, record.meta)
     status = STATUSES[record.state]
     args, kwargs = task_arguments(record.payload)
     # Failed attempts, plus the one running or the one that succeeded.
     started = record.state in (JobState.RUNNING, JobState.COMPLETED)
     attempts = record.attempts + int(started)
+    finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)
     result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(record.id),
         status=status,
         enqueued_at=_when(record.created_at),
-        started_at=None,
-        finished_at=(
-            _when(record.errors[-1].at)
-            if status == TaskResultStatus.FAILED and record.errors
-            else None
-        ),
-        last_attempted_at=None,
+        started_at=_maybe_when(record.started_at),
+        finished_at=_maybe_when(record.finished_at) if finished else None,
+        last_attempted_at=_maybe_when(record.started_at),
         args=args,
         kwargs=kwargs,
-        backend=alias,
+        backend=task.backend,
         errors=[_task_error(e) for e in record.errors],
         worker_ids=[WORKER_ID] * attempts,
     )
@@ -256,43 +394,70 @@ def run(job: Job[Any]) -> Any:
 
     assert job.task is not None  # noqa: S101 - only task jobs come here
     task = _import_task(job.task)
-    args, kwargs = task_arguments(job.payload)
-    backend = task.get_backend()
+    announcement = _unannounced.get(job.meta.get(ANNOUNCEMENT, ""))
+    if announcement is not None:  # enqueued here: task_enqueued comes first
+        announcement.wait(ANNOUNCEMENT_WAIT)
     record = get_queue().get(job.id)
+    if record is not None and record.state == JobState.RUNNING:
+        result = _to_result(task, record)
+    else:  # gone meanwhile (cancelled, its claim recovered): as the job says
+        result = _running_result(task, job)
+    task_started.send(type(result.task.get_backend()), task_result=result)
+    try:
+        return _call(result)
+    except BaseException as exc:
+        _raised[job.id] = exc  # for task_finished, if this was the last attempt
+        raise
+
+
+def _call(result: TaskResult[Any, Any]) -> Any:
+    """Call the task of ``result`` with its arguments (and context); its
+    return value as JSON values."""
+    task = result.task
+    call_args: list[Any] = list(result.args)
+    if task.takes_context:
+        call_args.insert(0, TaskContext(task_result=result))
+    if inspect.iscoroutinefunction(task.func):
+        value = asyncio.run(task.func(*call_args, **result.kwargs))
+    else:
+        value = task.call(*call_args, **result.kwargs)
+    try:
+        return normalize_json(value)
+    except (TypeError, ValueError) as exc:
+        raise ReturnValueNotJSON(
+            f"the task returned a value that is not JSON: {exc}"
+        ) from exc
+
+
+def _running_result(task: Task[Any, Any], job: Job[Any]) -> TaskResult[Any, Any]:
+    """A RUNNING result from the ``Job`` alone (its record is not there)."""
+    task = _stored_task(task, task.priority, job.meta)
+    args, kwargs = task_arguments(job.payload)
     now = timezone.now()
-    result: TaskResult[Any, Any] = TaskResult(
+    return TaskResult(
         task=task,
         id=str(job.id),
         status=TaskResultStatus.RUNNING,
-        enqueued_at=None if record is None else _when(record.created_at),
-        started_at=now if job.attempt == 1 else None,
+        enqueued_at=None,
+        started_at=now,
         finished_at=None,
         last_attempted_at=now,
         args=args,
         kwargs=kwargs,
-        backend=backend.alias,
-        errors=[] if record is None else [_task_error(e) for e in record.errors],
+        backend=task.backend,
+        errors=[],
         worker_ids=[WORKER_ID] * job.attempt,
     )
-    task_started.send(type(backend), task_result=result)
-    call_args: list[Any] = list(args)
-    if task.takes_context:
-        call_args.insert(0, TaskContext(task_result=result))
-    if inspect.iscoroutinefunction(task.func):
-        value = asyncio.run(task.func(*call_args, **kwargs))
-    else:
-        value = task.call(*call_args, **kwargs)
-    try:
-        return normalize_json(value)
-    except TypeError as exc:
-        raise Fatal(f"the task returned a value that is not JSON: {exc}") from exc
 
 
 def finished(event: Event) -> None:
     """The queue's subscriber: ``task_finished`` once a Django task's job
     succeeded or is dead (the store holds that outcome now), with its
     ``TaskResult`` as ``get_result`` would show it."""
-    if event.kind not in (EventKind.SUCCEEDED, EventKind.DEAD) or event.job is None:
+    if event.kind not in (EventKind.SUCCEEDED, EventKind.RETRYING, EventKind.DEAD):
+        return
+    raised = _raised.pop(event.job_id, None)
+    if event.kind is EventKind.RETRYING or event.job is None:
         return
     from jobq.contrib.django import get_queue
 
@@ -303,33 +468,39 @@ def finished(event: Event) -> None:
         task = _import_task(event.task)
     except NotADjangoTask:
         return  # refused: it never started, so it never finishes
-    backend = task.get_backend()
     record = queue.get(event.job_id)
     if record is not None:
-        result = _to_result(task, record, backend.alias)
+        result = _to_result(task, record)
     else:  # a success whose job was not kept (no KEEP_COMPLETED)
-        result = _finished_result(task, event, backend.alias)
-    task_finished.send(type(backend), task_result=result)
+        result = _finished_result(task, event)
+    _last_finished.result = result
+    sender = type(result.task.get_backend())
+    if raised is None:
+        task_finished.send(sender, task_result=result)
+        return
+    try:  # sent inside a handler of what the task raised, as Django does
+        raise raised
+    except BaseException:  # noqa: BLE001 - told, then dropped
+        task_finished.send(sender, task_result=result)
 
 
-def _finished_result(
-    task: Task[Any, Any], event: Event, alias: str
-) -> TaskResult[Any, Any]:
+def _finished_result(task: Task[Any, Any], event: Event) -> TaskResult[Any, Any]:
     """A SUCCESSFUL result from the event alone (the store kept nothing)."""
     assert event.job is not None  # noqa: S101 - finished() checked
+    task = _stored_task(task, task.priority, event.job.meta)
     args, kwargs = task_arguments(event.job.payload)
-    ended = _when(event.at)
+    started = _when(event.at - (event.duration or 0.0))
     result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=str(event.job_id),
         status=TaskResultStatus.SUCCESSFUL,
         enqueued_at=None,
-        started_at=None,
-        finished_at=ended,
-        last_attempted_at=None,
+        started_at=started,
+        finished_at=_when(event.at),
+        last_attempted_at=started,
         args=args,
         kwargs=kwargs,
-        backend=alias,
+        backend=task.backend,
         errors=[],
         worker_ids=[WORKER_ID] * event.attempt,
     )

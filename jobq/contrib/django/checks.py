@@ -1,5 +1,8 @@
 """System checks for ``settings.JOBQ`` (``jobq.E001`` ... ``jobq.E005``).
 
+``jobq.E006`` (the jobq app missing while ``TASKS`` names ``JobqBackend``)
+is ``JobqBackend.check()``'s: without the app, nothing here is registered.
+
 * ``jobq.E001``: ``JOBQ`` is not a dict.
 * ``jobq.E002``: unknown keys.
 * ``jobq.E003``: a value of the wrong type or out of range.

@@ -36,8 +36,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jobq.contrib.django._tasks_backend import JobqBackend as JobqBackend
     from jobq.contrib.django._tasks_backend import NotADjangoTask as NotADjangoTask
+    from jobq.contrib.django._tasks_backend import (
+        ReturnValueNotJSON as ReturnValueNotJSON,
+    )
 
-__all__ = ["JobqBackend", "NotADjangoTask"]
+__all__ = ["JobqBackend", "NotADjangoTask", "ReturnValueNotJSON"]
 
 
 def __getattr__(name: str) -> Any:

@@ -420,7 +420,7 @@ class PostgresStore(OneJobCalls):
         return {
             "q": self.queue,
             "now": self._now(now),
-            "run_in": max(job.run_at - now, 0.0),
+            "run_in": job.run_at - now,  # < 0: overdue, it keeps its place
             "payload": job.payload,
             "key": job.key,
             "priority": job.priority,

@@ -7,6 +7,8 @@ framework is the ``django_tasks`` backport.
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 from django.core.mail import send_mail
@@ -65,6 +67,32 @@ async def add_async(a: int, b: int) -> int:
 @task
 def pair(a: int, b: int) -> tuple[int, int]:
     return (a, b)  # JSON has no tuples: the result is a list
+
+
+class Declined(Exception):
+    """An exception of the project's own, recorded by its import path."""
+
+
+@task
+def decline(reason: str) -> None:
+    raise Declined(reason)
+
+
+@task
+def not_json() -> object:
+    return object()
+
+
+@task
+def exit_now(code: int) -> None:
+    raise SystemExit(code)
+
+
+@task
+def hold(started: str, seconds: float) -> None:
+    """Say it started (a file: the test is another process), then run long."""
+    Path(started).touch()
+    time.sleep(seconds)
 
 
 def plain_function(*args: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -19,6 +20,8 @@ INSTALLED_APPS = [
     "jobq.contrib.django",
     "djapp",
 ]
+if importlib.util.find_spec("django.tasks") is None:  # Django 5.2: the backport,
+    INSTALLED_APPS.append("django_tasks")  # whose app runs the backends' checks
 
 DATABASES = {
     "default": {
@@ -48,7 +51,9 @@ TASKS = {
     "default": {
         "BACKEND": "jobq.contrib.django.tasks.JobqBackend",
         "QUEUES": ["default", "emails"],
-    }
+    },
+    # A second alias of the same backend: a result names the one it came by.
+    "secondary": {"BACKEND": "jobq.contrib.django.tasks.JobqBackend"},
 }
 
 # Django 6.1 warns without MAILERS (ignored by Django 5.2); the test runner
