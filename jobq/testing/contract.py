@@ -123,6 +123,17 @@ def fail_one(
     return store.fail_many([Failure(claim, error, retry_at)], now)[0]
 
 
+def claimed_again(store: Store, now: float) -> tuple[Claim, Claim]:
+    """The only job claimed, failed (due again at once) and claimed again:
+    the first claim, now stale, and the current one."""
+    stale = claim_one(store, now)
+    assert stale is not None
+    assert fail_one(store, stale, failed_attempt(now), now, now) is True
+    current = claim_one(store, now)
+    assert current is not None
+    return stale, current
+
+
 class StoreContractTests:
     """What every store must do, as tests; subclass it to run them on yours.
 
@@ -1292,11 +1303,7 @@ class StoreContractTests:
         queue = make_queue(succeed, clock=clock)
         job = queue.enqueue("x")
         store = queue.store
-        stale = claim_one(store, clock())
-        assert stale is not None
-        assert fail_one(store, stale, failed_attempt(clock()), clock(), clock()) is True
-        current = claim_one(store, clock())
-        assert current is not None
+        stale, current = claimed_again(store, clock())
         assert current.id == job.id
         before = queue.stats()
 
@@ -1315,11 +1322,7 @@ class StoreContractTests:
         queue = make_queue(succeed, clock=clock)
         job = queue.enqueue("x")
         store = queue.store
-        stale = claim_one(store, clock())
-        assert stale is not None
-        assert fail_one(store, stale, failed_attempt(clock()), clock(), clock()) is True
-        current = claim_one(store, clock())
-        assert current is not None
+        stale, _current = claimed_again(store, clock())
         before = queue.stats()
 
         assert fail_one(store, stale, failed_attempt(clock()), None, clock()) is False
