@@ -58,9 +58,11 @@ from jobq.stores.base import (
 from jobq.stores.common import (
     OneJobCalls,
     batch_size,
+    database_page,
     positive_seconds,
     record_from_row,
 )
+from jobq.stores.pages import DATABASE_FIRST, JobPage, JobQuery, read_cursor
 from jobq.stores.postgres.connections import (
     Database,
     first,
@@ -735,13 +737,30 @@ class PostgresStore(OneJobCalls):
         return row is not None
 
     def stats(self) -> StoreStats:
+        params = {"q": self.queue, "now": self._now(self._signal.clock())}
         with self._connection() as conn:
-            counts = dict(conn.execute(self._sql.counts, {"q": self.queue}).fetchall())
+            counts = dict(conn.execute(self._sql.counts, params).fetchall())
+            due = first(conn.execute(self._sql.due_scheduled, params).fetchone())
         return StoreStats(
             int(counts.get("scheduled", 0) + counts.get("ready", 0)),
             int(counts.get("running", 0)),
             int(counts.get("dead", 0)),
+            int(counts.get("scheduled", 0) - due),
         )
+
+    def page_jobs(self, query: JobQuery, now: float) -> JobPage:
+        """A page of a list (see ``jobq.stores.pages``): one statement over
+        the list's index, reading that page's rows."""
+        start = DATABASE_FIRST[query.view]
+        cursor = read_cursor(query.after, len(start)) or start
+        params: dict[str, object] = {
+            "q": self.queue, "now": self._now(now), "limit": query.limit + 1,
+            "task": query.task, "key": query.key, "error": query.error,
+        }  # fmt: skip
+        params.update((f"c{i}", value) for i, value in enumerate(cursor))
+        with self._connection() as conn:
+            rows = conn.execute(self._sql.pages[query.view], params).fetchall()
+        return database_page(rows, query.limit, 18, lambda errors: errors)
 
     def next_due(self) -> float | None:
         """When the earliest pending job falls due, on the queue's clock.
