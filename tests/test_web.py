@@ -133,8 +133,10 @@ def test_retry_delete_and_cancel_act_with_the_csrf_token(make_queue: MakeQueue) 
     assert cancelled.location == "/jobs/due?msg=cancelled"
     assert again.location == f"/job/{second}?msg=unchanged"
     record = queue.get(first)
-    assert record is not None and record.state is JobState.PENDING
-    assert queue.get(second) is None and queue.get(pending) is None
+    assert record is not None
+    assert record.state is JobState.PENDING
+    assert queue.get(second) is None
+    assert queue.get(pending) is None
 
 
 def test_bulk_actions_ask_first_then_act_on_the_filtered_dead_jobs(
@@ -146,7 +148,8 @@ def test_bulk_actions_ask_first_then_act_on_the_filtered_dead_jobs(
     only_n1 = {"csrf": token, "error": "{'n': 1}"}
 
     asked = client.post("/jobs/dead/delete", data=only_n1)
-    assert asked.status_code == 200 and 'name="confirmed" value="yes"' in asked.text
+    assert asked.status_code == 200
+    assert 'name="confirmed" value="yes"' in asked.text
     assert queue.stats().dead == 3
 
     deleted = client.post("/jobs/dead/delete", data={**only_n1, "confirmed": "yes"})
