@@ -84,8 +84,15 @@ def cookie(name: str, value: str, request: Request) -> str:
     return f"{name}={value}; Path={path}; HttpOnly; SameSite=Strict"
 
 
+#: Headers a proxy adds: a request through one is not from this machine,
+#: even when the proxy runs on it.
+PROXY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+
+
 def loopback(request: Request) -> bool:
-    """Whether the request comes from this machine."""
+    """Whether the request comes from this machine, not through a proxy."""
+    if any(name in request.environ for name in PROXY_HEADERS):
+        return False
     try:
         return ipaddress.ip_address(request.remote_addr.split("%")[0]).is_loopback
     except ValueError:
