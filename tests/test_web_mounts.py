@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -90,3 +91,92 @@ def test_flask_config_keys_mount_a_read_only_dashboard() -> None:
 def test_flask_refuses_an_empty_prefix() -> None:
     with pytest.raises(ValueError, match="prefix"):
         JobQ(Flask("bad"), dashboard="/")
+
+
+# -- Django ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_autostart() -> Iterator[None]:
+    """The project's first request would start its workers (AUTOSTART), for
+    the rest of the session: not these requests."""
+    from django.core.signals import request_started
+
+    from jobq.contrib.django import start_lazily
+
+    request_started.disconnect(dispatch_uid="jobq.start_lazily")
+    yield
+    request_started.connect(start_lazily, dispatch_uid="jobq.start_lazily")
+
+
+def explode(text: str) -> None:
+    raise Fatal(text)
+
+
+def django_dead_job() -> int:
+    from jobq.contrib.django import get_queue
+
+    queue = get_queue()
+    found = queue.tasks.get("tests.web.explode")
+    if found is None:
+        found = queue.task(explode, name="tests.web.explode")
+    job = found.enqueue(XSS)
+    queue.run_pending()
+    record = get_queue().get(job)
+    assert record is not None
+    assert record.state is JobState.DEAD
+    return job.id
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_serves_the_dashboard_to_staff_only(django_user_model: Any) -> None:
+    from django.test import Client
+
+    job_id = django_dead_job()
+    client = Client()
+    assert client.get("/admin/jobq/").status_code == 403
+    user = django_user_model.objects.create_user("ann", is_staff=False)
+    client.force_login(user)
+    assert client.get("/admin/jobq/stats.json").status_code == 403
+    user.is_staff = True
+    user.save()
+
+    overview = client.get("/admin/jobq/")
+    job = client.get(f"/admin/jobq/job/{job_id}")
+
+    assert overview.status_code == 200
+    assert 'href="/admin/jobq/jobs/dead"' in overview.text
+    assert 'name="csrfmiddlewaretoken"' in job.text
+    assert overview["Content-Security-Policy"].startswith("default-src 'none'")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_actions_use_djangos_csrf_check(django_user_model: Any) -> None:
+    from django.test import Client
+
+    from jobq.contrib.django import get_queue
+
+    job_id = django_dead_job()
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(django_user_model.objects.create_user("bo", is_staff=True))
+    page = client.get(f"/admin/jobq/job/{job_id}")
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    assert found is not None
+
+    refused = client.post(f"/admin/jobq/job/{job_id}/retry", {})
+    record = get_queue().get(job_id)
+    assert refused.status_code == 403
+    assert record is not None
+    assert record.state is JobState.DEAD
+
+    done = client.post(
+        f"/admin/jobq/job/{job_id}/retry", {"csrfmiddlewaretoken": found.group(1)}
+    )
+    assert done.status_code == 303
+    assert done["Location"] == f"/admin/jobq/job/{job_id}?msg=retried"
+    record = get_queue().get(job_id)
+    assert record is not None
+    assert record.state is JobState.PENDING
+    get_queue().cancel(job_id)

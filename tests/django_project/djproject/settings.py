@@ -17,11 +17,19 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
+    "django.contrib.auth",  # the dashboard's staff check, and its session
+    "django.contrib.sessions",
     "jobq.contrib.django",
     "djapp",
 ]
 if importlib.util.find_spec("django.tasks") is None:  # Django 5.2: the backport,
     INSTALLED_APPS.append("django_tasks")  # whose app runs the backends' checks
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
 
 DATABASES = {
     "default": {
