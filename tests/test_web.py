@@ -183,7 +183,7 @@ def test_every_answer_carries_the_security_headers(queue: jobq.JobQueue[Any]) ->
         assert "script-src 'self'" in headers["Content-Security-Policy"]
         assert "unsafe-inline" not in headers["Content-Security-Policy"]
         assert headers["X-Frame-Options"] == "DENY"
-        assert headers["Referrer-Policy"] == "no-referrer"
+        assert headers["Referrer-Policy"] == "same-origin"
         assert headers["X-Content-Type-Options"] == "nosniff"
 
 

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from dashboard_helpers import django_dead_job, no_autostart  # noqa: F401 (fixture)
 from flask import Flask
 
 from jobq import Fatal, Job, JobState
@@ -94,38 +94,6 @@ def test_flask_refuses_an_empty_prefix() -> None:
 
 
 # -- Django ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def no_autostart() -> Iterator[None]:
-    """The project's first request would start its workers (AUTOSTART), for
-    the rest of the session: not these requests."""
-    from django.core.signals import request_started
-
-    from jobq.contrib.django import start_lazily
-
-    request_started.disconnect(dispatch_uid="jobq.start_lazily")
-    yield
-    request_started.connect(start_lazily, dispatch_uid="jobq.start_lazily")
-
-
-def explode(text: str) -> None:
-    raise Fatal(text)
-
-
-def django_dead_job() -> int:
-    from jobq.contrib.django import get_queue
-
-    queue = get_queue()
-    found = queue.tasks.get("tests.web.explode")
-    if found is None:
-        found = queue.task(explode, name="tests.web.explode")
-    job = found.enqueue(XSS)
-    queue.run_pending()
-    record = get_queue().get(job)
-    assert record is not None
-    assert record.state is JobState.DEAD
-    return job.id
 
 
 @pytest.mark.django_db(transaction=True)

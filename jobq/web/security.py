@@ -32,7 +32,9 @@ HEADERS = [
         "frame-ancestors 'none'; base-uri 'none'",
     ),
     ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
+    # Not "no-referrer": with it, a browser sends ``Origin: null`` with the
+    # forms' POSTs, which origin-checking CSRF defences (Django's) refuse.
+    ("Referrer-Policy", "same-origin"),
     ("X-Content-Type-Options", "nosniff"),
     ("Cache-Control", "no-store"),
 ]

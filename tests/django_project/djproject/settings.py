@@ -13,6 +13,7 @@ DEBUG = False
 ALLOWED_HOSTS = ["testserver", "localhost"]
 USE_TZ = True
 ROOT_URLCONF = "djproject.urls"
+STATIC_URL = "/static/"  # pytest-django's live_server serves it
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
