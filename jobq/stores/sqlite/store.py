@@ -407,29 +407,12 @@ class SqliteStore(OneJobCalls):
         rows.sort(key=lambda row: (*row[7:9], row[0]))  # RETURNING keeps no order
         return [
             Claim(
-                job_id,
-                token,
-                payload,
-                tried + 1,
-                max_attempts,
-                key,
-                task,
-                due,
-                timeout,
-                meta,
+                job_id, token, payload, tried + 1, max_attempts, key, task, due,
+                timeout, meta,
             )
             for (
-                job_id,
-                token,
-                payload,
-                tried,
-                max_attempts,
-                key,
-                task,
-                _,
-                due,
-                timeout,
-                meta,
+                job_id, token, payload, tried, max_attempts, key, task, _, due,
+                timeout, meta,
             ) in rows
         ]
 
