@@ -245,6 +245,8 @@ PAGES = {
     + _FILTERS
     + " ORDER BY expires_at DESC, id DESC LIMIT %(limit)s",
 }
+#: For the transaction of a read that must not start parallel workers.
+SERIAL = "SET LOCAL max_parallel_workers_per_gather = 0"
 #: Scheduled jobs already due that no claim moved yet (see ``stats``).
 DUE_SCHEDULED = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}"""
@@ -310,6 +312,7 @@ class Statements:
         self.cancel = render(CANCEL)
         self.counts = render(COUNTS)
         self.due_scheduled = render(DUE_SCHEDULED)
+        self.serial = render(SERIAL)
         self.pages = {view: render(text) for view, text in PAGES.items()}
         self.pending = render(PENDING)
         self.live = render(LIVE)

@@ -33,7 +33,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -738,7 +738,7 @@ class PostgresStore(OneJobCalls):
 
     def stats(self) -> StoreStats:
         params = {"q": self.queue, "now": self._now(self._signal.clock())}
-        with self._connection() as conn:
+        with self._serial_reads() as conn:
             counts = dict(conn.execute(self._sql.counts, params).fetchall())
             due = first(conn.execute(self._sql.due_scheduled, params).fetchone())
         return StoreStats(
@@ -758,7 +758,7 @@ class PostgresStore(OneJobCalls):
             "task": query.task, "key": query.key, "error": query.error,
         }  # fmt: skip
         params.update((f"c{i}", value) for i, value in enumerate(cursor))
-        with self._connection() as conn:
+        with self._serial_reads() as conn:
             rows = conn.execute(self._sql.pages[query.view], params).fetchall()
         return database_page(rows, query.limit, 18, lambda errors: errors)
 
@@ -818,6 +818,17 @@ class PostgresStore(OneJobCalls):
     def _now(self, now: float) -> float | None:
         """The ``now`` parameter: the queue's clock, or NULL for the database's."""
         return now if self.clock == "queue" else None
+
+    @contextlib.contextmanager
+    def _serial_reads(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection in a transaction without parallel workers, for reads
+        that compare ``run_at`` with now: the planner takes "due scheduled
+        jobs" for most of them (every run_at in the table is compared, not
+        those of scheduled jobs), and starting workers for the handful there
+        are costs ten times the query (stats, page_jobs)."""
+        with self._connection() as conn, conn.transaction():
+            conn.execute(self._sql.serial)
+            yield conn
 
     # -- connections and wake-ups ----------------------------------------------------
 
