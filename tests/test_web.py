@@ -185,6 +185,7 @@ def test_every_answer_carries_the_security_headers(queue: jobq.JobQueue[Any]) ->
         assert headers["X-Frame-Options"] == "DENY"
         assert headers["Referrer-Policy"] == "same-origin"
         assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["Cache-Control"] == "no-store"
 
 
 def test_store_text_is_escaped_everywhere(queue: jobq.JobQueue[Any]) -> None:

@@ -32,17 +32,12 @@ def start_dashboard() -> Iterator[Start]:
     read from the line it prints once it listens; stops it afterwards."""
     processes: list[subprocess.Popen[str]] = []
 
-    def start(*args: str) -> tuple[str, str]:
+    def start(*args: str, waitress: bool = True) -> tuple[str, str]:
+        # Without waitress (as if not installed): the standard library's server.
+        hide = "" if waitress else "sys.modules['waitress'] = None; "
+        code = f"import sys; {hide}from jobq.cli import main; sys.exit(main())"
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jobq.cli",
-                "dashboard",
-                "--bind",
-                "127.0.0.1:0",
-                *args,
-            ],
+            [sys.executable, "-c", code, "dashboard", "--bind", "127.0.0.1:0", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -85,10 +80,12 @@ def sqlite_with_a_dead_job(tmp_path: Path) -> str:
     return f"sqlite:///{path}"
 
 
+@pytest.mark.parametrize("waitress", [True, False], ids=["waitress", "wsgiref"])
 def test_the_command_serves_with_the_token_it_prints(
-    tmp_path: Path, start_dashboard: Start
+    tmp_path: Path, start_dashboard: Start, waitress: bool
 ) -> None:
-    base, token = start_dashboard("--store", sqlite_with_a_dead_job(tmp_path))
+    store = sqlite_with_a_dead_job(tmp_path)
+    base, token = start_dashboard("--store", store, waitress=waitress)
     browser = opener()
 
     assert len(token) >= 16
