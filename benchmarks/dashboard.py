@@ -105,7 +105,7 @@ def median_ms(call: Callable[[], object], rounds: int) -> float:
     return statistics.median(times) * 1000
 
 
-def render(app: Any, path: str) -> bytes:
+def render(app: Any, path: str, expect: bytes = b"</html>") -> bytes:
     route, _, query = path.partition("?")
     environ = {
         "REQUEST_METHOD": "GET", "PATH_INFO": route, "QUERY_STRING": query,
@@ -113,7 +113,7 @@ def render(app: Any, path: str) -> bytes:
     }  # fmt: skip
     status: list[str] = []
     body = b"".join(app(environ, lambda s, h: status.append(s)))
-    if not status[0].startswith("200"):
+    if not status[0].startswith("200") or expect not in body:
         raise RuntimeError(f"{path}: {status[0]}")
     return body
 
@@ -127,6 +127,10 @@ def measure(
     deep = json.dumps([1, now - n + middle, middle + 1])  # (priority, run_at, id)
     if len(queue.browse("due", after=deep).jobs) != 50:
         raise RuntimeError("the deep page is not a full page")
+    if render(app, "/jobs/due").count(b'<a href="/job/') != 50:
+        raise RuntimeError("the first page is not a full page")
+    if b"app.errors.Bounce" not in render(app, f"/job/{due + delayed + 5}"):
+        raise RuntimeError("the job page does not show the dead job")
     pages: list[tuple[str, str, Callable[[], object]]] = [
         ("overview", "/", queue.stats),
         ("due, first page", "/jobs/due", lambda: queue.browse("due")),
@@ -146,6 +150,11 @@ def measure(
             "dead, error filter",
             "/jobs/dead?error=mailbox+99",
             lambda: queue.browse("dead", error="mailbox 99"),
+        ),
+        (
+            "dead, error filter matching none (worst case: every dead job read)",
+            "/jobs/dead?error=no+such+text",
+            lambda: queue.browse("dead", error="no such text"),
         ),
         ("one job", f"/job/{due + delayed + 5}", lambda: queue.get(due + delayed + 5)),
     ]
