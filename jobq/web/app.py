@@ -11,6 +11,7 @@ from typing import Any
 from jobq.queue import JobQueue
 from jobq.web import views
 from jobq.web.http import Request, Response, redirect, text
+from jobq.web.rendering import Renderer
 from jobq.web.security import (
     TOKEN_COOKIE,
     CsrfPolicy,
@@ -20,7 +21,6 @@ from jobq.web.security import (
     token_matches,
     with_headers,
 )
-from jobq.web.templates import Renderer
 from jobq.web.throughput import Throughput
 
 logger = logging.getLogger("jobq.web")

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 from jobq.stores.pages import VIEWS
 from jobq.web.http import Request, Response, redirect
-from jobq.web.templates import ASSET_TYPES
+from jobq.web.rendering import ASSET_TYPES
 
 if TYPE_CHECKING:
     from jobq.web.app import Dashboard
