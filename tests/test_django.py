@@ -333,7 +333,7 @@ def test_manage_py_jobq_retries_a_dead_job() -> None:
 def test_manage_py_jobq_migrate() -> None:
     out = io.StringIO()
     call_command("jobq", "migrate", "--json", stdout=out)
-    assert json.loads(out.getvalue())["schema_version"] == 2
+    assert json.loads(out.getvalue())["schema_version"] == 3
 
 
 def test_manage_py_jobq_worker_runs_jobs_and_stops_on_sigterm() -> None:
