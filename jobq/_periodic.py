@@ -11,8 +11,10 @@ When a slot is missed: at the first look in a process, the slots since the
 stored last slot were missed while no process ran (``catch_up``: the latest
 one, none, or all up to ``max_catch_up``). Later, a slot found late (a busy
 worker, a clock stepped forward) is enqueued as the latest one (``"all"``:
-each, up to ``max_catch_up``). A schedule seen for the first time, or whose
-expression changed, starts with its next slot: no burst.
+each, up to ``max_catch_up``). A schedule the store does not know yet, or
+whose expression changed, starts with the first slot after it was declared
+in this process: no burst. Slots enqueued together in one look never count
+as overlapping one another.
 """
 
 from __future__ import annotations
@@ -157,11 +159,15 @@ class Scheduler:
         #: Per schedule: the latest slot this process handled (or found
         #: handled); absent until its first look.
         self._last: dict[str, float] = {}
+        #: When this process declared each schedule (or was forked).
+        self._declared = dict.fromkeys(periodics, clock())
         #: When any schedule next needs a look (epoch seconds; -inf: now).
         self.next_wake = -math.inf if periodics else math.inf
 
-    def added(self) -> None:
-        """A schedule was declared: look at once."""
+    def added(self, name: str) -> None:
+        """A schedule was declared (again): look at once."""
+        self._declared[name] = self._clock()
+        self._last.pop(name, None)
         self.next_wake = -math.inf
 
     def tick(self) -> int:
@@ -183,8 +189,8 @@ class Scheduler:
                     slots = self._first_look(periodic, stored.get(name), now)
                 else:
                     slots = self._due(periodic, self._last[name], now)
-                for slot in slots:
-                    added += self._enqueue(periodic, slot, now)
+                for index, slot in enumerate(slots):
+                    added += self._enqueue(periodic, slot, now, first=index == 0)
                 last = max([self._last.get(name, -math.inf), *slots])
                 self._last[name] = last
                 wake = min(wake, periodic.slots.after(max(now, last)))
@@ -199,8 +205,11 @@ class Scheduler:
         """The slots missed while no process of this schedule ran."""
         slots = periodic.slots
         if state is None or state.expression != periodic.stored_expression:
-            self._last[periodic.name] = slots.at_or_before(now)
-            return []  # new, or changed: from the next slot on
+            # New, or changed: from the first slot after its declaration on.
+            declared = self._declared.get(periodic.name, now)
+            start = slots.at_or_before(min(declared, now))
+            self._last[periodic.name] = start
+            return self._due(periodic, start, now)
         self._last[periodic.name] = state.last_slot
         if periodic.catch_up == "none":
             self._last[periodic.name] = max(state.last_slot, slots.at_or_before(now))
@@ -217,8 +226,12 @@ class Scheduler:
         latest = slots.at_or_before(now)
         return [latest] if latest > last else []
 
-    def _enqueue(self, periodic: Periodic, slot: float, now: float) -> int:
-        """Ask the store for one slot; 1 if this process added its job."""
+    def _enqueue(
+        self, periodic: Periodic, slot: float, now: float, *, first: bool
+    ) -> int:
+        """Ask the store for one slot; 1 if this process added its job.
+        ``first``: the first slot of this look, the only one that may
+        overlap a job of an earlier look."""
         try:
             result = self._store.enqueue_slot(
                 periodic.name,
@@ -226,7 +239,7 @@ class Scheduler:
                 slot,
                 self._prepare(periodic, slot),
                 now,
-                skip_running=periodic.overlap == "skip",
+                skip_running=first and periodic.overlap == "skip",
             )
         except Exception:
             logger.exception(

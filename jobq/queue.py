@@ -708,7 +708,7 @@ class JobQueue(Generic[P]):
             self._periodics[task.name] = Periodic(
                 task, slots, overlap, catch_up, max_catch_up, wants_slot
             )
-            self._scheduler.added()
+            self._scheduler.added(task.name)
             with self._signal.lock:  # an idle worker looks at once
                 self._signal.jobs_added_locked()
             return task
