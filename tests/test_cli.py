@@ -1091,3 +1091,75 @@ def test_run_worker_can_be_reused_with_a_stop_event(tmp_path: Path) -> None:
     with pytest.raises(jobq.QueueClosed):
         queue.stats()  # closed by the worker command
     assert handlers == {sig: signal.getsignal(sig) for sig in handlers}  # restored
+
+
+# -- schedules ------------------------------------------------------------------------
+
+
+def test_schedules_with_store_alone_lists_every_stored_one_as_orphaned(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobq.testing.clock import Clock
+
+    clock = Clock(600 * 3_000_000)
+    queue = target.queue(clock=clock)
+    queue.periodic(cron="*/10 * * * *", tz="Europe/Berlin", name="feeds.poll")(
+        lambda: None
+    )
+    queue.run_pending()
+    clock.advance(600)
+    assert queue.run_pending() == 1
+    queue.close()
+
+    text = run(capsys, "schedules", *target.args)
+    as_json = run(capsys, "schedules", "--json", *target.args)
+
+    assert (text.code, as_json.code) == (0, 0), text.err
+    assert text.out.splitlines()[1].split()[:2] == ["feeds.poll", "(orphaned)"]
+    assert json.loads(as_json.out) == [
+        {
+            "name": "feeds.poll",
+            "expression": "*/10 * * * *",
+            "tz": "Europe/Berlin",
+            "next_slot": None,
+            "last_slot": clock.now,
+            "last_job_id": 1,
+            "orphaned": True,
+        }
+    ]
+    assert as_json.out.isascii()
+
+
+APP_WITH_SCHEDULES = """
+import jobq
+queue = jobq.JobQueue(store="sqlite:///jobs.db")
+
+@queue.periodic(every=3600, name="hourly")
+def hourly():
+    pass
+"""
+
+
+def test_schedules_with_app_lists_the_declared_ones_and_the_orphans(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app_with_schedules.py").write_text(APP_WITH_SCHEDULES)
+    with jobq.JobQueue(store=SqliteStore(tmp_path / "jobs.db")) as old:
+        old.periodic(every=60, name="removed")(lambda: None)
+        old.schedules()  # creates the file
+        store = old.store
+        assert isinstance(store, SqliteStore)
+        store.enqueue_slot("removed", "every 60s @ UTC", 60.0,
+                           old.prepare([{}])[0], 60.0, skip_running=False)  # fmt: skip
+
+    result = run(capsys, "schedules", "--app", "app_with_schedules:queue")
+
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].split()[:3] == ["NAME", "EXPRESSION", "TZ"]
+    assert lines[1].split()[:4] == ["hourly", "every", "3600s", "UTC"]
+    assert lines[2].split()[:2] == ["removed", "(orphaned)"]
+    assert "1970-01-01 00:01:00" in lines[2]
