@@ -193,10 +193,7 @@ class Dispatcher:
         times while none did), so this pass claims them."""
         scheduler = self._scheduler
         if scheduler is not None and self._clock() >= scheduler.next_wake:
-            try:
-                scheduler.tick()
-            except Exception:
-                logger.exception("looking at the schedules failed; trying again")
+            scheduler.tick()  # logs a store's failure itself
 
     def _nap(self) -> None:
         """Nothing was due (lock held). One idle worker sleeps until the next

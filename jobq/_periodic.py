@@ -44,6 +44,9 @@ CatchUp = Literal["latest", "none", "all"]
 OVERLAPS = ("skip", "allow")
 CATCH_UPS = ("latest", "none", "all")
 
+#: Seconds after which a store that failed is asked again.
+RETRY_AFTER = 1.0
+
 #: Where the key of a slot's job starts.
 KEY_PREFIX = "periodic:"
 
@@ -172,32 +175,45 @@ class Scheduler:
 
     def tick(self) -> int:
         """Enqueue the slots that fell due; how many jobs were added. A tick
-        already running in another thread makes this one a no-op."""
+        already running in another thread makes this one a no-op. A store
+        that fails is logged and asked again ``RETRY_AFTER`` seconds later."""
         if not self._lock.acquire(blocking=False):
             return 0
         try:
             now = self._clock()
             if now < self.next_wake:
                 return 0
-            added = 0
-            stored: dict[str, SlotState] | None = None
-            wake = math.inf
-            for name, periodic in list(self._periodics.items()):
-                if name not in self._last:
-                    if stored is None:
-                        stored = {s.name: s for s in self._store.schedule_states()}
-                    slots = self._first_look(periodic, stored.get(name), now)
-                else:
-                    slots = self._due(periodic, self._last[name], now)
-                for index, slot in enumerate(slots):
-                    added += self._enqueue(periodic, slot, now, first=index == 0)
-                last = max([self._last.get(name, -math.inf), *slots])
-                self._last[name] = last
-                wake = min(wake, periodic.slots.after(max(now, last)))
+            try:
+                added, wake = self._look(now)
+            except Exception:
+                logger.exception("periodic jobs: reading the schedules failed")
+                added, wake = 0, now + RETRY_AFTER
             self.next_wake = wake
             return added
         finally:
             self._lock.release()
+
+    def _look(self, now: float) -> tuple[int, float]:
+        """``tick``'s work: the jobs added, and when to look next."""
+        added = 0
+        stored: dict[str, SlotState] | None = None
+        wake = math.inf
+        for name, periodic in list(self._periodics.items()):
+            if name not in self._last:
+                if stored is None:
+                    stored = {s.name: s for s in self._store.schedule_states()}
+                slots = self._first_look(periodic, stored.get(name), now)
+            else:
+                slots = self._due(periodic, self._last[name], now)
+            for index, slot in enumerate(slots):
+                enqueued = self._enqueue(periodic, slot, now, first=index == 0)
+                if enqueued is None:  # failed: this slot again, soon
+                    wake = min(wake, now + RETRY_AFTER)
+                    break
+                added += enqueued
+                self._last[name] = max(self._last[name], slot)
+            wake = min(wake, periodic.slots.after(max(now, self._last[name])))
+        return added, wake
 
     def _first_look(
         self, periodic: Periodic, state: SlotState | None, now: float
@@ -228,10 +244,10 @@ class Scheduler:
 
     def _enqueue(
         self, periodic: Periodic, slot: float, now: float, *, first: bool
-    ) -> int:
-        """Ask the store for one slot; 1 if this process added its job.
-        ``first``: the first slot of this look, the only one that may
-        overlap a job of an earlier look."""
+    ) -> int | None:
+        """Ask the store for one slot; 1 if this process added its job,
+        ``None`` if the store failed. ``first``: the first slot of this
+        look, the only one that may overlap a job of an earlier look."""
         try:
             result = self._store.enqueue_slot(
                 periodic.name,
@@ -244,10 +260,9 @@ class Scheduler:
         except Exception:
             logger.exception(
                 "periodic %s: enqueueing the slot %s failed; it is tried again "
-                "at the next look", periodic.name, iso(slot),
+                "shortly", periodic.name, iso(slot),
             )  # fmt: skip
-            self.next_wake = -math.inf
-            return 0
+            return None
         if result is None:
             return 0  # another process (or an earlier look) enqueued it
         if result.duplicate:

@@ -1109,6 +1109,7 @@ def test_schedules_with_store_alone_lists_every_stored_one_as_orphaned(
     queue.run_pending()
     clock.advance(600)
     assert queue.run_pending() == 1
+    last_job = queue.schedules()[0].last_job_id
     queue.close()
 
     text = run(capsys, "schedules", *target.args)
@@ -1123,7 +1124,7 @@ def test_schedules_with_store_alone_lists_every_stored_one_as_orphaned(
             "tz": "Europe/Berlin",
             "next_slot": None,
             "last_slot": clock.now,
-            "last_job_id": 1,
+            "last_job_id": last_job,
             "orphaned": True,
         }
     ]

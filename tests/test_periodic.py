@@ -261,6 +261,37 @@ def test_a_clock_stepped_forward_enqueues_the_latest_slot_at_once() -> None:
     assert calls.slots[-1].timestamp() == clock.now - 0.5
 
 
+class FailingOnce(MemoryStore):
+    """A memory store whose first ``enqueue_slot`` fails, as a database may."""
+
+    failed = False
+
+    def enqueue_slot(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.failed:
+            self.failed = True
+            raise jobq.StoreError("the database went away")
+        return super().enqueue_slot(*args, **kwargs)
+
+
+def test_a_slot_the_store_failed_to_take_is_asked_again_a_second_later(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock(600 * 3_000_000)
+    calls = Calls()
+    with JobQueue(store=FailingOnce(), clock=clock) as queue:
+        queue.periodic(every=600, name="m")(calls)
+        queue.run_pending()
+        clock.advance(600)
+        assert queue.run_pending() == 0
+        assert "periodic m: enqueueing the slot" in caplog.text
+        clock.advance(0.5)
+        assert queue.run_pending() == 0  # not before RETRY_AFTER
+        clock.advance(0.5)
+        assert queue.run_pending() == 1
+
+    assert calls.slots == [dt.datetime.fromtimestamp(600 * 3_000_001, UTC)]
+
+
 def test_a_changed_expression_takes_effect_without_a_burst(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     clock = Clock(3600 * 500_000)
