@@ -90,7 +90,7 @@ def iso(slot: float) -> str:
     return moment.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
-def make_slots(every: object, cron: object, tz: object) -> Slots:
+def make_slots(every: object, cron: object, tz: str) -> Slots:
     """The slots of ``every=`` or ``cron=`` (exactly one) in ``tz``."""
     if (every is None) == (cron is None):
         raise TypeError("periodic needs exactly one of every= or cron=")
@@ -103,18 +103,18 @@ def make_slots(every: object, cron: object, tz: object) -> Slots:
         return EverySlots(period)
     if not isinstance(cron, str):
         raise TypeError(f"cron must be a five-field cron string, not {cron!r}")
-    zone(tz)  # type: ignore[arg-type] # checked there
-    return CronSlots(cron, tz)  # type: ignore[arg-type] # checked by zone()
+    return CronSlots(cron, tz)
 
 
 def slot_caller(func: Callable[..., Any], tz: str) -> tuple[Callable[..., Any], bool]:
     """The function a periodic task registers: it passes ``scheduled_at`` (an
     aware ``datetime`` in ``tz``) if ``func`` declares it; and whether it does.
     ``TypeError`` for a function that needs other arguments."""
+    params: Mapping[str, inspect.Parameter]
     try:
         params = inspect.signature(func).parameters
     except (TypeError, ValueError):
-        params = {}  # type: ignore[assignment] # a builtin: call it bare
+        params = {}  # a builtin: call it bare
     wants = "scheduled_at" in params
     required = [
         name for name, p in params.items()
