@@ -24,7 +24,15 @@ from jobq.middleware import Middleware
 from jobq.queue import JobQueue
 from jobq.retry import RetryPolicy
 from jobq.tasks import Task, task_name
-from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState, Stats
+from jobq.types import (
+    AttemptError,
+    Enqueued,
+    Job,
+    JobRecord,
+    JobState,
+    Schedule,
+    Stats,
+)
 
 __all__ = [
     "AttemptError",
@@ -43,6 +51,7 @@ __all__ = [
     "QueueFull",
     "Retry",
     "RetryPolicy",
+    "Schedule",
     "Stats",
     "StoreError",
     "StoreLocked",

@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher
 from jobq._limits import ThreadLimit, TimeLimits
+from jobq._periodic import Scheduler
 from jobq._runner import Outcome, Runner
 from jobq.errors import JobTimeout
 from jobq.stores.base import Claim, Signal, Store
@@ -86,6 +87,8 @@ class WorkerPool:
         clock: Callable[[], float],
         warn_running_after: float | None = None,
         timeout_grace: float = 5.0,
+        *,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._runner = runner
         self._store = store
@@ -106,7 +109,7 @@ class WorkerPool:
         self._limits = TimeLimits(timeout_grace, self._wake_watchdog)
         self._dispatcher = Dispatcher(
             store, runner, signal, clock, lambda: self._stopping,
-            durable=store.keeps_results,
+            durable=store.keeps_results, scheduler=scheduler,
         )  # fmt: skip
 
     @property

@@ -17,10 +17,21 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from jobq._fork import reset_after_fork
 from jobq._json import encode
+from jobq._periodic import (
+    CATCH_UPS,
+    OVERLAPS,
+    CatchUp,
+    Overlap,
+    Periodic,
+    Scheduler,
+    make_slots,
+    slot_caller,
+    slot_key,
+)
 from jobq._rules import (
     check_int,
     check_key,
@@ -38,9 +49,9 @@ from jobq.events import Event, EventKind, Subscriber, Subscribers
 from jobq.middleware import Middleware, check_middleware
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
-from jobq.stores.base import NewJob, Signal
-from jobq.tasks import Task, register
-from jobq.types import Enqueued, Job, JobRecord, JobState, Stats
+from jobq.stores.base import NewJob, ScheduleStore, Signal, missing_schedule_members
+from jobq.tasks import Task, register, task_name
+from jobq.types import Enqueued, Job, JobRecord, JobState, Schedule, Stats
 
 if TYPE_CHECKING:  # a default, so that JobQueue() without a handler is JobQueue[Any]
     from typing_extensions import TypeVar as DefaultTypeVar
@@ -165,6 +176,8 @@ class JobQueue(Generic[P]):
         self._handler = handler
         #: Named tasks by name, filled by ``@queue.task`` (see ``jobq.tasks``).
         self._tasks: dict[str, Task[Any, Any]] = {}
+        #: Periodic tasks by name, filled by ``@queue.periodic``.
+        self._periodics: dict[str, Periodic] = {}
         self.immediate = bool(immediate)
         self._keep_completed = to_seconds(keep_completed, "keep_completed")
         self.max_pending = _optional_limit(max_pending, "max_pending")
@@ -195,6 +208,12 @@ class JobQueue(Generic[P]):
             subscribers=self._subscribers,
             resolve_task=self.resolve_task,
         )
+        self._scheduler = Scheduler(
+            self._periodics,
+            cast(ScheduleStore, self.store),  # periodic() refuses other stores
+            self._clock,
+            self._slot_job,
+        )
         self._pool = WorkerPool(
             self._runner,
             self.store,
@@ -202,6 +221,7 @@ class JobQueue(Generic[P]):
             self._clock,
             self._warn_running_after,
             self.timeout_grace,
+            scheduler=self._scheduler,
         )
         self._opened = False
         #: Threads inside this queue's ``run_pending`` (see ``_in_handler``).
@@ -544,6 +564,8 @@ class JobQueue(Generic[P]):
         """
         self._require_handler()
         self._ensure_open()
+        if self._periodics:
+            self._scheduler.tick()
         return self._run_due(limit)
 
     def _run_due(self, limit: int | None = None) -> int:
@@ -626,6 +648,94 @@ class JobQueue(Generic[P]):
             )
 
         return decorate if func is None else decorate(func)
+
+    def periodic(
+        self,
+        *,
+        every: Delay | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        name: str | None = None,
+        overlap: Overlap = "skip",
+        catch_up: CatchUp = "latest",
+        max_catch_up: int = 100,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        timeout: Delay | None = None,
+    ) -> Callable[[Callable[..., R]], Task[..., R]]:
+        """Register a function as a named task that this queue enqueues once
+        per slot of a schedule, whatever the number of processes sharing
+        its store: ``@queue.periodic(every=timedelta(minutes=10))`` or
+        ``@queue.periodic(cron="0 3 * * *", tz="Europe/Berlin")``.
+
+        ``every`` (seconds or ``timedelta``; slots at its multiples since
+        the epoch) or ``cron`` (five fields, in the IANA zone ``tz``; needs
+        ``jobq[cron]``), exactly one. The function takes no arguments, or
+        ``scheduled_at`` (the slot, an aware ``datetime``). ``overlap``:
+        ``"skip"`` a slot while the previous slot's job is pending or
+        running, or ``"allow"`` it. ``catch_up``: after downtime, enqueue
+        the ``"latest"`` missed slot, ``"none"``, or ``"all"`` (the latest
+        ``max_catch_up``). ``name``, ``max_attempts``, ``priority`` and
+        ``timeout`` as for ``task``. Slots are enqueued by this queue's
+        workers (and ``run_pending``); see the README, "Periodic jobs".
+        """
+        slots = make_slots(every, cron, tz)
+        if overlap not in OVERLAPS:
+            raise ValueError(f"overlap must be one of {OVERLAPS}, not {overlap!r}")
+        if catch_up not in CATCH_UPS:
+            raise ValueError(f"catch_up must be one of {CATCH_UPS}, not {catch_up!r}")
+        max_catch_up = check_int(max_catch_up, "max_catch_up", 1)
+        missing = missing_schedule_members(self.store)
+        if missing:
+            raise TypeError(
+                f"{type(self.store).__name__} cannot run periodic jobs: it lacks "
+                f"{', '.join(missing)} (see jobq.stores.base.ScheduleStore)"
+            )
+
+        def decorate(function: Callable[..., R]) -> Task[..., R]:
+            if not callable(function):
+                raise TypeError(f"@queue.periodic needs a function, not {function!r}")
+            call, wants_slot = slot_caller(function, slots.tz)
+            task: Task[..., R] = register(
+                self,
+                self._tasks,
+                call,
+                name=task_name(function, name),
+                max_attempts=max_attempts,
+                priority=priority,
+                timeout=timeout,
+            )
+            self._periodics[task.name] = Periodic(
+                task, slots, overlap, catch_up, max_catch_up, wants_slot
+            )
+            self._scheduler.added(task.name)
+            with self._signal.lock:  # an idle worker looks at once
+                self._signal.jobs_added_locked()
+            return task
+
+        return decorate
+
+    def schedules(self) -> list[Schedule]:
+        """The periodic jobs declared on this queue, then those its store
+        still keeps but no code declares any more (``orphaned``), with
+        their next and last slots."""
+        self._ensure_open()
+        store = cast(ScheduleStore, self.store)
+        states = [] if missing_schedule_members(store) else store.schedule_states()
+        return self._scheduler.schedules(states, self._clock())
+
+    def _slot_job(self, periodic: Periodic, slot: float) -> NewJob:
+        """The job of one slot: due at the slot, keyed by schedule and slot."""
+        task = periodic.task
+        return self.prepare(
+            [periodic.payload(slot)],
+            at=slot,
+            key=slot_key(task.name, slot),
+            priority=task.priority,
+            timeout=task.timeout,
+            task=task.name,
+            max_attempts=task.max_attempts,
+        )[0]
 
     @property
     def tasks(self) -> Mapping[str, Task[Any, Any]]:

@@ -388,7 +388,7 @@ def test_flask_jobq_migrate_creates_the_schema(
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 2,
+        "schema_version": 3,
     }
     assert path.exists()
 
@@ -576,3 +576,37 @@ def test_flask_is_imported_only_by_the_extension() -> None:
     )
     assert done.stdout.strip() == "False"
     assert flask.__name__ == "flask"
+
+
+# -- periodic tasks -----------------------------------------------------------------
+
+
+def test_a_periodic_task_runs_each_slot_in_its_apps_context_and_is_listed(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    from jobq.testing.clock import Clock
+
+    clock = Clock(600 * 3_000_000)
+    jobs = JobQ(clock=clock)
+    seen: list[str] = []
+
+    @jobs.periodic(every=600, name="purge")
+    def purge(scheduled_at: Any) -> None:
+        seen.append(f"{current_app.name} {scheduled_at:%H:%M}")
+
+    app = make_app(
+        jobs, JOBQ_STORE=f"sqlite:///{tmp_path / 'jobs.db'}", JOBQ_AUTOSTART=False
+    )
+    with app.app_context():
+        assert jobs.queue.run_pending() == 0
+        clock.advance(600)
+        assert jobs.queue.run_pending() == 1
+    result = invoke(app, "schedules", "--json")
+
+    assert seen == ["app0 08:10"]
+    assert result.exit_code == 0, result.output
+    (shown,) = json.loads(result.output)
+    assert (shown["name"], shown["expression"], shown["last_slot"]) == (
+        "purge", "every 600s", clock.now,
+    )  # fmt: skip
+    assert shown["orphaned"] is False
