@@ -153,11 +153,13 @@ class Scheduler:
         store: ScheduleStore,
         clock: Callable[[], float],
         prepare: Callable[[Periodic, float], NewJob],
+        enqueued: Callable[[int, str, float], object],
     ) -> None:
         self._periodics = periodics
         self._store = store
         self._clock = clock
         self._prepare = prepare
+        self._enqueued = enqueued  # (job id, task, now): the ``enqueued`` event
         self._lock = threading.Lock()
         #: Per schedule: the latest slot this process handled (or found
         #: handled); absent until its first look.
@@ -272,6 +274,7 @@ class Scheduler:
                 periodic.name, iso(slot), result.id,
             )  # fmt: skip
             return 0
+        self._enqueued(result.id, periodic.name, now)
         return 1
 
     def schedules(self, states: list[SlotState], now: float) -> list[Schedule]:

@@ -46,6 +46,9 @@ logger = logging.getLogger("jobq")
 #: store's ``claim_batch`` jobs).
 BATCH_SECONDS = 0.002
 
+#: The watchdog looks at the schedules no sooner than this after its last look.
+SLOT_LOOK_MIN = 0.01
+
 
 def _remaining(deadline: float | None) -> float | None:
     """Seconds left until the monotonic ``deadline`` (``None`` or infinite: no
@@ -94,6 +97,7 @@ class WorkerPool:
         self._store = store
         self._signal = signal
         self._clock = clock
+        self._scheduler = scheduler
         self._warn_running_after = warn_running_after
         self._threads: set[threading.Thread] = set()
         self._stopping = True
@@ -257,7 +261,7 @@ class WorkerPool:
                 if self._stopping and not self._runner.active:
                     self._watchdog = None
                     return
-                limits.next_look = min(periodic, look)
+                limits.next_look = min(periodic, look, self._next_slot_look())
                 if (
                     not self._rewatch
                     and limits.next_look > time.monotonic()
@@ -268,6 +272,8 @@ class WorkerPool:
                 limits.next_look = -math.inf  # looking (see TimeLimits)
             try:
                 look = self._enforce_limits()
+                if self._scheduler is not None:
+                    self._scheduler.tick()  # a no-op until a slot falls due
                 if time.monotonic() >= periodic:
                     assert interval is not None  # noqa: S101 - inf otherwise
                     periodic = time.monotonic() + interval
@@ -275,6 +281,18 @@ class WorkerPool:
             except Exception:
                 logger.exception("the watchdog failed; trying again shortly")
                 look = time.monotonic() + MAX_IDLE_WAIT
+
+    def _next_slot_look(self) -> float:
+        """When the watchdog looks at the periodic jobs' schedules (monotonic;
+        ``inf``: none declared). Idle workers look too, but while every
+        worker runs a long job only the watchdog is awake to enqueue a slot
+        on time. Never sooner than ``SLOT_LOOK_MIN`` from now, so a look that
+        another thread holds is not spun on."""
+        scheduler = self._scheduler
+        if scheduler is None or scheduler.next_wake == math.inf:
+            return math.inf
+        wait = max(scheduler.next_wake - self._clock(), SLOT_LOOK_MIN)
+        return time.monotonic() + min(wait, MAX_IDLE_WAIT)
 
     def _periodic(self, warned: set[tuple[int, int]]) -> set[tuple[int, int]]:
         """Renew the leases of held claims, recover expired ones, warn about

@@ -213,6 +213,7 @@ class JobQueue(Generic[P]):
             cast(ScheduleStore, self.store),  # periodic() refuses other stores
             self._clock,
             self._slot_job,
+            self._slot_enqueued,
         )
         self._pool = WorkerPool(
             self._runner,
@@ -736,6 +737,10 @@ class JobQueue(Generic[P]):
             task=task.name,
             max_attempts=task.max_attempts,
         )[0]
+
+    def _slot_enqueued(self, job_id: int, task: str, now: float) -> None:
+        if self._subscribers.callbacks:
+            self._publish(EventKind.ENQUEUED, job_id, task, now)
 
     @property
     def tasks(self) -> Mapping[str, Task[Any, Any]]:

@@ -160,6 +160,48 @@ def test_running_workers_enqueue_each_slot_as_it_falls_due() -> None:
         queue.close(timeout=5)
 
 
+def test_a_slot_falls_due_on_time_while_every_worker_is_busy() -> None:
+    """The only worker runs a long job: the watchdog enqueues the slot."""
+    started, release, enqueued = threading.Event(), threading.Event(), threading.Event()
+    queue: JobQueue[Any] = JobQueue()
+
+    @queue.task(name="long")
+    def long_job() -> None:
+        started.set()
+        release.wait(30)
+
+    queue.periodic(every=1, name="second", overlap="allow")(lambda: None)
+
+    def on_enqueued(event: jobq.Event) -> None:
+        if event.kind == "enqueued" and event.task == "second" and started.is_set():
+            enqueued.set()
+
+    queue.subscribe(on_enqueued)
+    queue.start(workers=1)
+    try:
+        long_job.enqueue()
+        assert started.wait(10)
+        assert enqueued.wait(10)
+        assert not release.is_set()  # the worker is still in the long job
+    finally:
+        release.set()
+        queue.close(timeout=5)
+
+
+def test_a_slot_job_is_announced_like_any_enqueued_job() -> None:
+    clock = Clock(3_600_000.5)
+    events: list[tuple[str, str | None]] = []
+    queue: JobQueue[Any] = JobQueue(clock=clock)
+    queue.periodic(every=60, name="minute")(lambda: None)
+    queue.subscribe(lambda event: events.append((event.kind, event.task)))
+    clock.advance(60)
+    assert queue.run_pending() == 1
+
+    assert events == [("enqueued", "minute"), ("started", "minute"),
+                      ("succeeded", "minute")]  # fmt: skip
+    queue.close()
+
+
 def test_after_downtime_the_latest_missed_slot_runs_once(tmp_path: Path) -> None:
     assert catch_up_after_downtime(tmp_path, "latest") == ["03:00"]
 
