@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher
 from jobq._limits import ThreadLimit, TimeLimits
+from jobq._logs import claim_extra
 from jobq._runner import Outcome, Runner
 from jobq.errors import JobTimeout
 from jobq.stores.base import Claim, Signal, Store
@@ -223,6 +224,7 @@ class WorkerPool:
             "job %d: the handler abandoned at its time limit returned after "
             "%.1f s; its outcome goes to the store, which refuses it, and %s ends",
             claim.id, seconds, threading.current_thread().name,
+            extra=claim_extra(claim),
         )  # fmt: skip
         self._runner.record([outcome])
 
@@ -350,6 +352,7 @@ class WorkerPool:
                     claim.id,
                     claim.attempt,
                     now - started,
+                    extra=claim_extra(claim),
                 )
                 warned.add(seen)
         return warned & still

@@ -107,3 +107,12 @@ class Stats:
     completed: int
     retried: int
     abandoned: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """``queue.worker_stats()``: this process's worker threads running a
+    handler now (``busy``) and waiting for a job (``idle``)."""
+
+    busy: int
+    idle: int
