@@ -231,6 +231,7 @@ class ProcessWorkers:
 
     def __init__(self, queue: JobQueue[Any], namespace: str) -> None:
         self.queue = queue
+        self.lock = threading.Lock()
         self.workers = Gauge(
             "workers", "Worker threads of the live processes.", ["state"],
             namespace=namespace, registry=None, multiprocess_mode="livesum",
@@ -244,9 +245,10 @@ class ProcessWorkers:
     def update(self, *, failed: bool) -> None:
         """After an attempt started or ended; threads are abandoned only at
         a failed attempt (a timeout), so only then is that count read."""
-        counts = self.queue.worker_stats()
-        self.workers.labels("busy").set(counts.busy)
-        self.workers.labels("idle").set(counts.idle)
+        with self.lock:  # read and set together: the last to set read last
+            counts = self.queue.worker_stats()
+            self.workers.labels("busy").set(counts.busy)
+            self.workers.labels("idle").set(counts.idle)
         if failed:
             self.abandoned.set(self.queue.stats().abandoned)
 
