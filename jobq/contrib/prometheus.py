@@ -273,7 +273,7 @@ class StoreGauges:
         except JobqError as exc:  # a closed queue, an unreachable store
             logger.warning("jobq metrics: cannot read the queue: %s", exc)
             return
-        jobs, oldest, workers, abandoned = self._families()
+        jobs, oldest, workers, abandoned = self._families(every=True)
         states = {
             "pending": stats.pending,
             # Once Stats has `delayed` (pending, not yet due), the split is:
@@ -293,7 +293,9 @@ class StoreGauges:
             abandoned.add_metric([], stats.abandoned)
             yield from (workers, abandoned)
 
-    def _families(self) -> tuple[GaugeMetricFamily, ...]:
+    def _families(self, *, every: bool = False) -> tuple[GaugeMetricFamily, ...]:
+        """The families this collector exports (``every``: the worker
+        gauges too, even where multiprocess mode exports them instead)."""
         prefix = self.prefix
         families = (
             GaugeMetricFamily(f"{prefix}jobs", "Jobs in the store by state.",
@@ -305,4 +307,4 @@ class StoreGauges:
             GaugeMetricFamily(f"{prefix}abandoned_threads",
                               "Worker threads given up at a time limit."),
         )  # fmt: skip
-        return families if self.workers else families[:2]
+        return families if self.workers or every else families[:2]
