@@ -71,10 +71,16 @@ class EnqueueHooks:
 
         return remove
 
-    @contextlib.contextmanager
-    def around(self, sending: Sending) -> Iterator[Sending]:
-        """All hooks entered around the block, the first outermost."""
-        with contextlib.ExitStack() as stack:
-            for hook in self.hooks:
-                stack.enter_context(hook(sending))
-            yield sending
+    def around(self, sending: Sending) -> AbstractContextManager[object]:
+        """All hooks entered around a block, the first outermost (one hook
+        alone: its own context manager, the common case, with no stack)."""
+        hooks = self.hooks
+        return hooks[0](sending) if len(hooks) == 1 else _nested(hooks, sending)
+
+
+@contextlib.contextmanager
+def _nested(hooks: tuple[EnqueueHook, ...], sending: Sending) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for hook in hooks:
+            stack.enter_context(hook(sending))
+        yield
