@@ -5,19 +5,16 @@ answers the scrape), not once per process."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
 import textwrap
 import urllib.request
 from pathlib import Path
 
 import pytest
 from servers import (
-    free_port,
     post,
+    start_gunicorn,
     stop,
     wait_for,
     wait_for_server,
@@ -103,28 +100,13 @@ def test_two_gunicorn_workers_count_together_and_gauges_appear_once(
     multiproc = tmp_path / "prometheus"
     multiproc.mkdir()
     store = f"sqlite:///{tmp_path / 'jobs.db'}"
-    env = dict(os.environ)
-    env.update(
-        APP_STORE=store,
-        PROMETHEUS_MULTIPROC_DIR=str(multiproc),
-        PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]),
-        PYTHONUNBUFFERED="1",
+    server, port = start_gunicorn(
+        tmp_path,
+        "metricsapp:create_app()",
+        ["-w", "2"],
+        {"APP_STORE": store, "PROMETHEUS_MULTIPROC_DIR": str(multiproc)},
     )
-    port = free_port()
     log = tmp_path / "gunicorn.log"
-    with log.open("wb") as output:
-        server = subprocess.Popen(
-            [
-                *[sys.executable, "-m", "gunicorn", "-w", "2", "--no-control-socket"],
-                *["-b", f"127.0.0.1:{port}", "-c", "gunicorn.conf.py"],
-                "metricsapp:create_app()",
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     base = f"http://127.0.0.1:{port}"
     try:
         answers = [wait_for_server(f"{base}/note/t0", server)]

@@ -21,7 +21,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from servers import free_port, post, stop, wait_for, wait_for_server, wait_until_done
+from servers import (
+    free_port,
+    post,
+    start_gunicorn,
+    stop,
+    wait_for,
+    wait_for_server,
+    wait_until_done,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DJANGO_PROJECT = ROOT / "tests" / "django_project"
@@ -125,32 +133,17 @@ def test_gunicorn_preload_runs_each_job_once_in_a_worker_never_in_the_master(
     (tmp_path / "gunicorn.conf.py").write_text(readme_gunicorn_conf() + ON_EXIT_HOOK)
     store = f"sqlite:///{tmp_path / 'jobs.db'}"
     notes = tmp_path / "notes.txt"
-    env = dict(os.environ)
-    env.update(
-        APP_STORE=store,
-        APP_NOTES=str(notes),
-        MASTER_THREADS=str(tmp_path / "master-threads.json"),
-        PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]),
-        PYTHONUNBUFFERED="1",
+    server, port = start_gunicorn(
+        tmp_path,
+        "noteapp:create_app()",
+        ["--preload", "-w", "2"],
+        {
+            "APP_STORE": store,
+            "APP_NOTES": str(notes),
+            "MASTER_THREADS": str(tmp_path / "master-threads.json"),
+        },
     )
-    port = free_port()
     log = tmp_path / "gunicorn.log"
-    with log.open("wb") as output:
-        server = subprocess.Popen(
-            [
-                *[sys.executable, "-m", "gunicorn", "--preload", "-w", "2"],
-                *["-b", f"127.0.0.1:{port}", "-c", "gunicorn.conf.py"],
-                # gunicorn's own control-socket thread (in ~/.gunicorn/ by
-                # default, shared) off: the master's thread count is exact
-                "--no-control-socket",
-                "noteapp:create_app()",
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     url = f"http://127.0.0.1:{port}/note"
     try:
         first = wait_for_server(f"{url}/t0", server)

@@ -25,6 +25,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.util.types import AttributeValue
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 import jobq
@@ -64,6 +65,16 @@ def _name(task: str | None) -> str:
     return "(handler)" if task is None else task
 
 
+def _messaging(kind: str, operation: str, task: str) -> dict[str, AttributeValue]:
+    """The messaging conventions' attributes of a span about ``task``."""
+    return {
+        "messaging.system": "jobq",
+        "messaging.operation.type": kind,
+        "messaging.operation.name": operation,
+        "messaging.destination.name": task,
+    }
+
+
 class Tracing:
     """One queue's tracing: an enqueue hook and a middleware."""
 
@@ -95,12 +106,7 @@ class Tracing:
         with self.tracer.start_as_current_span(
             f"jobq.enqueue {task}",
             kind=SpanKind.PRODUCER,
-            attributes={
-                "messaging.system": "jobq",
-                "messaging.operation.type": "send",
-                "messaging.operation.name": "enqueue",
-                "messaging.destination.name": task,
-            },
+            attributes=_messaging("send", "enqueue", task),
         ) as span:
             PROPAGATOR.inject(sending.meta)
             yield
@@ -120,10 +126,7 @@ class Tracing:
             context=parent,
             kind=SpanKind.CONSUMER,
             attributes={
-                "messaging.system": "jobq",
-                "messaging.operation.type": "process",
-                "messaging.operation.name": "run",
-                "messaging.destination.name": task,
+                **_messaging("process", "run", task),
                 "messaging.message.id": str(job.id),
                 "jobq.attempt": job.attempt,
             },

@@ -7,15 +7,19 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import jobq
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -89,3 +93,36 @@ def wait_for_server(url: str, server: subprocess.Popen[bytes]) -> dict[str, Any]
 
     assert wait_for(first, timeout=10)
     return answers[0]
+
+
+def start_gunicorn(
+    folder: Path, app: str, options: list[str], env: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], int]:
+    """gunicorn serving ``app`` (``module:factory()`` in ``folder``, with
+    ``folder/gunicorn.conf.py``) on a free local port, in a session of its
+    own, logging to ``folder/gunicorn.log``; ``env`` is added to this
+    process's environment, with this checkout and ``folder`` on the path."""
+    port = free_port()
+    environment = dict(os.environ)
+    environment.update(
+        env,
+        PYTHONPATH=os.pathsep.join([str(ROOT), str(folder)]),
+        PYTHONUNBUFFERED="1",
+    )
+    with (folder / "gunicorn.log").open("wb") as output:
+        server = subprocess.Popen(
+            [
+                *[sys.executable, "-m", "gunicorn", *options],
+                *["-b", f"127.0.0.1:{port}", "-c", "gunicorn.conf.py"],
+                # gunicorn's own control-socket thread (in ~/.gunicorn/ by
+                # default, shared) off: the master's thread count is exact
+                "--no-control-socket",
+                app,
+            ],
+            cwd=folder,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return server, port
