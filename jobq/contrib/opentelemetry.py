@@ -25,8 +25,8 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
-from opentelemetry.util.types import AttributeValue
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 import jobq
 from jobq import Job, JobQueue, Sending
