@@ -4,6 +4,7 @@ and ``add_middleware`` for integrations turned on after construction."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -78,3 +79,15 @@ def test_added_middleware_wraps_later_attempts_innermost_until_removed() -> None
 def test_added_middleware_must_be_callable() -> None:
     with pytest.raises(TypeError, match="middleware must be callable"):
         jobq.JobQueue().add_middleware(42)  # type: ignore[arg-type]
+
+
+def test_next_due_tells_how_long_an_overdue_job_waited_on_the_store_s_own_clock(
+    make_queue: MakeQueue,
+) -> None:
+    queue = make_queue(None)  # PostgreSQL: the database's clock
+    queue.enqueue("x", at=time.time() - 60)
+
+    due = queue.next_due()
+
+    assert due is not None
+    assert 55 < time.time() - due < 65
