@@ -162,6 +162,26 @@ def test_a_queue_is_instrumented_once(registry: CollectorRegistry) -> None:
         instrument(queue, CollectorRegistry())
 
 
+def test_a_new_queue_replaces_an_old_one_in_the_same_registry(
+    registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    old: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    new: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    instrument(old, registry)
+    old.enqueue("x")
+
+    instrument(new, registry)
+    old.enqueue("y")
+    new.enqueue("z")
+
+    assert metrics_for(old) is None
+    assert samples(registry)["jobq_jobs_enqueued_total", (("task", PLAIN_TASK),)] == 1
+    assert "replace those of" in caplog.text
+    other = instrument(old, registry, namespace="old")  # beside it: both kept
+    assert metrics_for(new) is not None
+    other.close()
+
+
 def test_instrumenting_opens_nothing_and_a_closed_queue_scrapes_empty(
     tmp_path: Path, registry: CollectorRegistry
 ) -> None:

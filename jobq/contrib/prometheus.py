@@ -57,7 +57,11 @@ WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 _instrumented: weakref.WeakKeyDictionary[JobQueue[Any], Metrics] = (
     weakref.WeakKeyDictionary()
 )
-_instrumenting = threading.Lock()
+#: Single-process mode: the metrics in each (registry, namespace).
+_places: weakref.WeakValueDictionary[tuple[int, str], Metrics] = (
+    weakref.WeakValueDictionary()
+)
+_instrumenting = threading.RLock()  # close() takes it again, inside instrument
 
 
 def multiprocess_mode() -> bool:
@@ -78,12 +82,29 @@ def instrument(
     ``close()`` turns them off. ``registry``: where they go (default:
     prometheus_client's ``REGISTRY``; in multiprocess mode, a new registry
     that also collects the other processes' files). Once per queue
-    (``ValueError`` for a second time); opens nothing."""
+    (``ValueError`` for a second time); opens nothing.
+
+    Another queue's metrics in the same registry and namespace are closed
+    first, with a WARNING: the newest queue wins, as when an app factory
+    builds an app again (tests do), instead of a clash of names."""
+    place = None
+    if not multiprocess_mode():
+        place = (id(REGISTRY if registry is None else registry), namespace)
     with _instrumenting:
         if queue in _instrumented:
             raise ValueError(f"{queue!r} is already instrumented for Prometheus")
+        previous = None if place is None else _places.get(place)
+        if previous is not None:
+            logger.warning(
+                "jobq metrics of %r replace those of %r (same registry and "
+                "namespace %r); pass another registry or namespace to keep both",
+                queue, previous.queue, namespace,
+            )  # fmt: skip
+            previous.close()
         metrics = Metrics(queue, registry, namespace)
         _instrumented[queue] = metrics
+        if place is not None:
+            _places[place] = metrics
     return metrics
 
 
