@@ -147,9 +147,8 @@ class Metrics:
             own if own is not None else registry or CollectorRegistry()
         )
         self._series: dict[str, _TaskSeries] = {}
-        self._counts = COUNTS
         self._registered: list[Any] = []
-        counter = self._metric_factory(own, namespace)
+        counter = self._metric_factory(namespace, register=own is not None)
         self._enqueued = counter(Counter, "jobs_enqueued", "Jobs added.")
         self._succeeded = counter(Counter, "jobs_succeeded", "Attempts that returned.")
         self._retried = counter(
@@ -180,15 +179,14 @@ class Metrics:
         self._add(StoreGauges(queue, namespace, workers=not self.multiprocess))
         self._unsubscribe = queue.subscribe(self._on_event)
 
-    def _metric_factory(
-        self, registry: CollectorRegistry | None, namespace: str
-    ) -> Callable[..., Any]:
+    def _metric_factory(self, namespace: str, *, register: bool) -> Callable[..., Any]:
+        """Makes the metrics labelled by task (``register``: in ``registry``)."""
+
         def make(kind: type[Any], name: str, doc: str, **options: Any) -> Any:
             metric = kind(name, doc, ["task"], namespace=namespace, registry=None,
                           **options)  # fmt: skip
-            if registry is not None:
-                registry.register(metric)
-                self._registered.append(metric)
+            if register:
+                self._add(metric)
             return metric
 
         return make
@@ -223,7 +221,7 @@ class Metrics:
         return series
 
     def _on_event(self, event: Event) -> None:
-        count = self._counts.get(event.kind)
+        count = COUNTS.get(event.kind)
         if count is None:  # deleted, cancelled: not counted
             return
         count(self._for(event.task), event)
