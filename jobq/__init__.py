@@ -21,6 +21,7 @@ from jobq.errors import (
 )
 from jobq.events import Event, EventKind
 from jobq.middleware import Middleware
+from jobq.producers import EnqueueHook, Sending
 from jobq.queue import JobQueue
 from jobq.retry import RetryPolicy
 from jobq.tasks import Task, task_name
@@ -32,10 +33,12 @@ from jobq.types import (
     JobState,
     Schedule,
     Stats,
+    WorkerStats,
 )
 
 __all__ = [
     "AttemptError",
+    "EnqueueHook",
     "Enqueued",
     "Event",
     "EventKind",
@@ -52,10 +55,12 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "Schedule",
+    "Sending",
     "Stats",
     "StoreError",
     "StoreLocked",
     "Task",
+    "WorkerStats",
     "task_name",
 ]
 

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from jobq._logs import job_extra
 from jobq._slots import CronSlots, EverySlots, Slots, zone
 from jobq._time import to_seconds
 from jobq.stores.base import NewJob, ScheduleStore, SlotState
@@ -272,6 +273,7 @@ class Scheduler:
                 "periodic %s: skipped the slot %s: job %d of an earlier slot "
                 "is still pending or running (overlap='skip')",
                 periodic.name, iso(slot), result.id,
+                extra=job_extra(result.id, periodic.name),
             )  # fmt: skip
             return 0
         self._enqueued(result.id, periodic.name, now)

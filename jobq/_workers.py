@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher
 from jobq._limits import ThreadLimit, TimeLimits
+from jobq._logs import claim_extra
 from jobq._periodic import Scheduler
 from jobq._runner import Outcome, Runner
 from jobq.errors import JobTimeout
@@ -230,6 +231,7 @@ class WorkerPool:
             "job %d: the handler abandoned at its time limit returned after "
             "%.1f s; its outcome goes to the store, which refuses it, and %s ends",
             claim.id, seconds, threading.current_thread().name,
+            extra=claim_extra(claim),
         )  # fmt: skip
         self._runner.record([outcome])
 
@@ -371,6 +373,7 @@ class WorkerPool:
                     claim.id,
                     claim.attempt,
                     now - started,
+                    extra=claim_extra(claim),
                 )
                 warned.add(seen)
         return warned & still

@@ -47,11 +47,20 @@ from jobq._workers import WorkerPool
 from jobq.errors import QueueClosed, StoreError, StoreLocked
 from jobq.events import Event, EventKind, Subscriber, Subscribers
 from jobq.middleware import Middleware, check_middleware
+from jobq.producers import EnqueueHook, EnqueueHooks, Sending
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
 from jobq.stores.base import NewJob, ScheduleStore, Signal, missing_schedule_members
 from jobq.tasks import Task, register, task_name
-from jobq.types import Enqueued, Job, JobRecord, JobState, Schedule, Stats
+from jobq.types import (
+    Enqueued,
+    Job,
+    JobRecord,
+    JobState,
+    Schedule,
+    Stats,
+    WorkerStats,
+)
 
 if TYPE_CHECKING:  # a default, so that JobQueue() without a handler is JobQueue[Any]
     from typing_extensions import TypeVar as DefaultTypeVar
@@ -162,6 +171,8 @@ class JobQueue(Generic[P]):
         self.middleware = check_middleware(middleware)
         self.resolve_task = resolve_task
         self._subscribers = Subscribers()
+        self._enqueue_hooks = EnqueueHooks()
+        self._extending = threading.Lock()  # add_middleware's changes, one at a time
         self.policy = RetryPolicy(
             max_attempts=max_attempts,
             base_delay=to_seconds(base_delay, "base_delay"),
@@ -390,6 +401,12 @@ class JobQueue(Generic[P]):
         PostgreSQL store): the job is written in its current transaction, so
         it exists if, and only if, that commits.
         """
+        if self._enqueue_hooks.hooks:
+            return self.send(
+                [payload], delay=delay, at=at, key=key, priority=priority,
+                meta=meta, timeout=timeout, connection=connection,
+            )[0]  # fmt: skip
+        # No hook: send's work without its call (the hot path of every job).
         jobs = self.prepare(
             [payload], delay=delay, at=at, key=key, priority=priority, meta=meta,
             timeout=timeout,
@@ -411,11 +428,53 @@ class JobQueue(Generic[P]):
         """Add many jobs with the same options in one write; all or nothing.
 
         ``meta``, ``timeout``, ``connection``: as for ``enqueue``."""
-        jobs = self.prepare(
+        return self.send(
             payloads, delay=delay, at=at, key=key, priority=priority, meta=meta,
-            timeout=timeout,
+            timeout=timeout, connection=connection,
         )  # fmt: skip
-        return self.add(jobs, connection=connection)
+
+    def send(
+        self,
+        payloads: Iterable[object],
+        *,
+        delay: Delay = 0,
+        at: float | dt.datetime | None = None,
+        key: str | None = None,
+        priority: int = 0,
+        meta: Mapping[str, str] | None = None,
+        timeout: Delay | None = None,
+        task: str | None = None,
+        max_attempts: int | None = None,
+        what: str = "payload",
+        connection: Any = None,
+        then: Callable[[list[Enqueued]], object] | None = None,
+    ) -> list[Enqueued]:
+        """``prepare`` then ``add``, inside the enqueue hooks (see
+        ``around_enqueue``): what ``enqueue``, ``enqueue_many`` and
+        ``Task.enqueue`` do, for integrations that enqueue on their own."""
+        if not self._enqueue_hooks.hooks:
+            jobs = self.prepare(
+                payloads, delay=delay, at=at, key=key, priority=priority, meta=meta,
+                timeout=timeout, task=task, max_attempts=max_attempts, what=what,
+            )  # fmt: skip
+            return self.add(jobs, connection=connection, then=then)
+        if meta is not None:
+            check_meta(meta)  # a clear error before a hook copies it
+        sending = Sending(task, {} if meta is None else dict(meta))
+        with self._enqueue_hooks.around(sending):
+            jobs = self.prepare(
+                payloads, delay=delay, at=at, key=key, priority=priority,
+                meta=sending.meta or None, timeout=timeout, task=task,
+                max_attempts=max_attempts, what=what,
+            )  # fmt: skip
+            sending.added = self.add(jobs, connection=connection, then=then)
+        return sending.added
+
+    def around_enqueue(self, hook: EnqueueHook) -> Callable[[], None]:
+        """Wrap every enqueue of this queue in ``hook``, in the caller's
+        thread; returns the function that removes it. A hook may add headers
+        to the jobs' ``meta`` (see ``jobq.producers``)."""
+        return self._enqueue_hooks.install(hook)
 
     def prepare(
         self,
@@ -502,6 +561,26 @@ class JobQueue(Generic[P]):
         if self.immediate:
             self._run_due()
         return added
+
+    def add_middleware(self, middleware: Middleware) -> Callable[[], None]:
+        """Add ``middleware`` innermost, after those given to the queue
+        (for an integration turned on after construction: tracing); returns
+        the function that removes it. Attempts that start later use it."""
+        (middleware,) = check_middleware([middleware])
+        entry: Middleware = lambda job, call_next: middleware(job, call_next)  # noqa: E731
+        with self._extending:
+            self._set_middleware((*self.middleware, entry))
+
+        def remove() -> None:
+            with self._extending:
+                kept = tuple(m for m in self.middleware if m is not entry)
+                self._set_middleware(kept)
+
+        return remove
+
+    def _set_middleware(self, chain: tuple[Middleware, ...]) -> None:
+        self.middleware = chain
+        self._runner.middleware = chain
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback`` with an ``Event`` after each change the store
@@ -763,6 +842,31 @@ class JobQueue(Generic[P]):
             counters.retried,
             self._pool.abandoned,
         )
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The queue's clock (epoch seconds): ``time.time`` unless one was
+        given; the clock of ``next_due`` and of every ``Event``."""
+        return self._clock
+
+    def next_due(self) -> float | None:
+        """When the job that runs next fell or falls due (epoch seconds,
+        the queue's clock; ``None``: nothing is pending), across processes.
+
+        ``clock() - next_due()``, when positive, is how long that job has
+        waited: the oldest wait of all unless priorities put a younger job
+        first. One indexed read on SQLite and PostgreSQL, O(1) in memory."""
+        self._ensure_open()
+        return self.store.next_due()
+
+    def worker_stats(self) -> WorkerStats:
+        """This process's worker threads: ``busy`` (running a handler now)
+        and ``idle`` (waiting for a job); both 0 while not started.
+        Handlers running in ``run_pending`` count as busy. Reads two counts,
+        no lock: for metrics, not for decisions."""
+        busy = len(self._runner.active)
+        workers = self._pool.workers if self._pool.running else 0
+        return WorkerStats(busy, max(workers - busy, 0))
 
     def get(self, job: JobRef) -> JobRecord[P] | None:
         """A pending, running, dead or kept completed job; ``None`` if none."""

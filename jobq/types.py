@@ -129,3 +129,12 @@ class Schedule:
     last_slot: dt.datetime | None
     last_job_id: int | None
     orphaned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """``queue.worker_stats()``: this process's worker threads running a
+    handler now (``busy``) and waiting for a job (``idle``)."""
+
+    busy: int
+    idle: int

@@ -10,13 +10,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from servers import wait_for
 
 pytest.importorskip("flask")
 
@@ -469,13 +469,6 @@ def write_app(tmp_path: Path, store: str) -> dict[str, str]:
     return env
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def notes(tmp_path: Path) -> list[str]:
@@ -497,7 +490,7 @@ def test_flask_jobq_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> Non
         text=True,
     )
     try:
-        assert wait_for(lambda: len(notes(tmp_path)) == 1), notes(tmp_path)
+        assert wait_for(lambda: len(notes(tmp_path)) == 1, 20), notes(tmp_path)
         worker.send_signal(signal.SIGTERM)
         _, err = worker.communicate(timeout=30)
     finally:
@@ -550,7 +543,7 @@ def test_flask_run_debug_serves_jobs_and_its_watcher_starts_no_workers(
 
     try:
         assert wait_for(post, timeout=30)
-        assert wait_for(lambda: len(notes(tmp_path)) == 1)
+        assert wait_for(lambda: len(notes(tmp_path)) == 1, 20)
         [line] = notes(tmp_path)
         served_by = int(line.split()[1])
         assert served_by != server.pid  # the reloader's child ran the job

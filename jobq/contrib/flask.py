@@ -67,7 +67,7 @@ from jobq.cli.operations import (
     run_worker,
 )
 from jobq.cli.queues import queue_for_command
-from jobq.contrib.options import AUTOSTART, OPTIONS, WORKERS, by_key
+from jobq.contrib.options import AUTOSTART, OPTIONS, PROMETHEUS, WORKERS, by_key
 from jobq.errors import JobqError
 from jobq.middleware import Middleware
 from jobq.queue import JobQueue
@@ -162,6 +162,10 @@ class JobQ:
         autostart = config.setdefault(PREFIX + AUTOSTART.key, AUTOSTART.default)
         options["middleware"] = [_app_context(app), *(options.get("middleware") or ())]
         queue: JobQueue[Any] = JobQueue(self.handler, **options)
+        if config.setdefault(PREFIX + PROMETHEUS.key, PROMETHEUS.default):
+            from jobq.contrib.prometheus import instrument
+
+            instrument(queue)
         state = JobQState(self, queue, workers, bool(autostart))
         with self._registry.lock:
             for spec in self._registry.tasks:

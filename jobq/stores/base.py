@@ -67,6 +67,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from jobq._failures import type_path
+from jobq._logs import job_extra
 from jobq.errors import ProcessDied, QueueFull
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
@@ -482,6 +483,7 @@ def log_dropped_dead(limit: int, job_id: int, last_error: str | None) -> None:
         limit,
         job_id,
         last_error,
+        extra=job_extra(job_id),
     )
 
 
@@ -493,4 +495,5 @@ def log_recovered(job_ids: Iterable[int]) -> None:
             "job %d was running in a process that died or stopped renewing its "
             "lease: recorded a failed attempt",
             job_id,
+            extra=job_extra(job_id),
         )

@@ -245,6 +245,10 @@ def get_queue() -> DjangoJobQueue:
                     autostart=found.autostart,
                     **found.queue_options,
                 )
+                if found.prometheus:
+                    from jobq.contrib.prometheus import instrument
+
+                    instrument(_queue)
     return _queue
 
 

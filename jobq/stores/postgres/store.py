@@ -806,7 +806,8 @@ class PostgresStore(OneJobCalls):
             return None
         if self.clock == "queue":
             return float(due)
-        return time.time() + self._offset + max(float(due) - float(db_now), 0.0)
+        # Not clamped at now: an overdue job's time tells how long it waited.
+        return time.time() + self._offset + float(due) - float(db_now)
 
     # -- inside transactions: settling, burial --------------------------------------
 
