@@ -585,7 +585,7 @@ def jobq_contenders(workload: Workload) -> tuple[list[Contender], list[str]]:
 #: Modules with more contenders, each offering ``contenders(workload) ->
 #: (contenders, notes)``. Imported when a table is built: they import this
 #: module, and one that is missing is skipped with a note.
-PEER_MODULES = ("benchmarks.peers", "benchmarks.brokers")
+PEER_MODULES = ("benchmarks.peers", "benchmarks.brokers", "benchmarks.monitoring")
 
 
 def peer_contenders(module: str, workload: str) -> tuple[list[Contender], list[str]]:

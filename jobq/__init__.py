@@ -21,13 +21,24 @@ from jobq.errors import (
 )
 from jobq.events import Event, EventKind
 from jobq.middleware import Middleware
+from jobq.producers import EnqueueHook, Sending
 from jobq.queue import JobQueue
 from jobq.retry import RetryPolicy
 from jobq.tasks import Task, task_name
-from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState, Stats
+from jobq.types import (
+    AttemptError,
+    Enqueued,
+    Job,
+    JobRecord,
+    JobState,
+    Schedule,
+    Stats,
+    WorkerStats,
+)
 
 __all__ = [
     "AttemptError",
+    "EnqueueHook",
     "Enqueued",
     "Event",
     "EventKind",
@@ -43,10 +54,13 @@ __all__ = [
     "QueueFull",
     "Retry",
     "RetryPolicy",
+    "Schedule",
+    "Sending",
     "Stats",
     "StoreError",
     "StoreLocked",
     "Task",
+    "WorkerStats",
     "task_name",
 ]
 

@@ -24,6 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 
+from jobq._periodic import Scheduler
 from jobq._runner import Outcome, Runner
 from jobq.stores.base import Claim, Signal, Store
 
@@ -59,6 +60,7 @@ class Dispatcher:
         stopping: Callable[[], bool],
         *,
         durable: bool,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._store = store
         self._runner = runner
@@ -66,6 +68,7 @@ class Dispatcher:
         self._clock = clock
         self._stopping = stopping
         self._durable = durable
+        self._scheduler = scheduler
         #: Claimed jobs not started yet, in run order: any idle worker takes
         #: the next (``deque`` appends and pops are atomic).
         self._ready: deque[Claim] = deque()
@@ -156,6 +159,7 @@ class Dispatcher:
                 if batch:
                     self._runner.record(batch)  # never raises: see Runner.record
                 if wanted:
+                    self._look_at_schedules()
                     try:
                         claims = self._store.claim_many(self._clock(), wanted)
                     except Exception:
@@ -184,6 +188,13 @@ class Dispatcher:
         self._ready.extend(claims[1:])
         return claims[0]
 
+    def _look_at_schedules(self) -> None:
+        """Enqueue the periodic jobs' slots that fell due (a comparison of
+        times while none did), so this pass claims them."""
+        scheduler = self._scheduler
+        if scheduler is not None and self._clock() >= scheduler.next_wake:
+            scheduler.tick()  # logs a store's failure itself
+
     def _nap(self) -> None:
         """Nothing was due (lock held). One idle worker sleeps until the next
         delayed job is due (at most ``MAX_IDLE_WAIT``) and then looks again;
@@ -201,6 +212,8 @@ class Dispatcher:
                     logger.exception("reading the next due time failed")
                     due = None
                 wait = MAX_IDLE_WAIT if due is None else due - self._clock()
+                if self._scheduler is not None:  # the next slot, if sooner
+                    wait = min(wait, self._scheduler.next_wake - self._clock())
             if not self._ready:
                 self._sleep(min(max(wait, 0.0), MAX_IDLE_WAIT))
         finally:

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from jobq._logs import claim_extra
 from jobq.errors import JobTimeout
 from jobq.stores.base import Claim
 
@@ -126,6 +127,7 @@ class ThreadLimit:
             "job %d (attempt %d) ran past its time limit of %g s: raised "
             "JobTimeout in %s",
             claim.id, claim.attempt, claim.timeout, self.thread.name,
+            extra=claim_extra(claim),
         )  # fmt: skip
         return now + self._limits.grace
 

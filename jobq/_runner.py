@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from jobq._failures import describe_failure, with_stack
 from jobq._json import decode, decode_meta, encode
+from jobq._logs import claim_extra
 from jobq._time import to_seconds
 from jobq.errors import Fatal, JobTimeout, Retry
 from jobq.events import Event, EventKind, Subscribers
@@ -270,7 +271,9 @@ class Runner:
             return encode(result, "result")
         except TypeError:
             logger.warning(
-                "job %d succeeded but its result is not JSON; keeping None", claim.id
+                "job %d succeeded but its result is not JSON; keeping None",
+                claim.id,
+                extra=claim_extra(claim),
             )
             return None
 
@@ -299,6 +302,7 @@ class Runner:
                     "job %d raised Retry with a bad after=%r; using the backoff",
                     claim.id,
                     exc.after,
+                    extra=claim_extra(claim),
                 )
         return self.policy.delay(claim.attempt)
 
@@ -452,6 +456,7 @@ def _log_failure(failed: Failed) -> None:
             error.type,
             error.message,
             exc_info=failed.exc,
+            extra=claim_extra(claim),
         )
     else:
         logger.warning(
@@ -461,6 +466,7 @@ def _log_failure(failed: Failed) -> None:
             error.type,
             error.message,
             retry_at - error.at,
+            extra=claim_extra(claim),
         )
 
 
@@ -473,6 +479,7 @@ def _log_unrecorded(claim: Claim, outcome: str, exc: Exception) -> None:
         claim.id,
         outcome,
         exc_info=exc,
+        extra=claim_extra(claim),
     )
 
 
@@ -482,4 +489,5 @@ def _log_stale(claim: Claim, outcome: str) -> None:
         "(the job was recovered or claimed again)",
         claim.id,
         outcome,
+        extra=claim_extra(claim),
     )

@@ -35,6 +35,8 @@ from collections.abc import Callable
 
 from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher
 from jobq._limits import ThreadLimit, TimeLimits
+from jobq._logs import claim_extra
+from jobq._periodic import Scheduler
 from jobq._runner import Outcome, Runner
 from jobq.errors import JobTimeout
 from jobq.stores.base import Claim, Signal, Store
@@ -44,6 +46,9 @@ logger = logging.getLogger("jobq")
 #: A batch holds about this many seconds of handler time (and at most the
 #: store's ``claim_batch`` jobs).
 BATCH_SECONDS = 0.002
+
+#: The watchdog looks at the schedules no sooner than this after its last look.
+SLOT_LOOK_MIN = 0.01
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -86,11 +91,14 @@ class WorkerPool:
         clock: Callable[[], float],
         warn_running_after: float | None = None,
         timeout_grace: float = 5.0,
+        *,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self._runner = runner
         self._store = store
         self._signal = signal
         self._clock = clock
+        self._scheduler = scheduler
         self._warn_running_after = warn_running_after
         self._threads: set[threading.Thread] = set()
         self._stopping = True
@@ -106,7 +114,7 @@ class WorkerPool:
         self._limits = TimeLimits(timeout_grace, self._wake_watchdog)
         self._dispatcher = Dispatcher(
             store, runner, signal, clock, lambda: self._stopping,
-            durable=store.keeps_results,
+            durable=store.keeps_results, scheduler=scheduler,
         )  # fmt: skip
 
     @property
@@ -223,6 +231,7 @@ class WorkerPool:
             "job %d: the handler abandoned at its time limit returned after "
             "%.1f s; its outcome goes to the store, which refuses it, and %s ends",
             claim.id, seconds, threading.current_thread().name,
+            extra=claim_extra(claim),
         )  # fmt: skip
         self._runner.record([outcome])
 
@@ -254,7 +263,7 @@ class WorkerPool:
                 if self._stopping and not self._runner.active:
                     self._watchdog = None
                     return
-                limits.next_look = min(periodic, look)
+                limits.next_look = min(periodic, look, self._next_slot_look())
                 if (
                     not self._rewatch
                     and limits.next_look > time.monotonic()
@@ -265,6 +274,8 @@ class WorkerPool:
                 limits.next_look = -math.inf  # looking (see TimeLimits)
             try:
                 look = self._enforce_limits()
+                if self._scheduler is not None:
+                    self._scheduler.tick()  # a no-op until a slot falls due
                 if time.monotonic() >= periodic:
                     assert interval is not None  # noqa: S101 - inf otherwise
                     periodic = time.monotonic() + interval
@@ -272,6 +283,18 @@ class WorkerPool:
             except Exception:
                 logger.exception("the watchdog failed; trying again shortly")
                 look = time.monotonic() + MAX_IDLE_WAIT
+
+    def _next_slot_look(self) -> float:
+        """When the watchdog looks at the periodic jobs' schedules (monotonic;
+        ``inf``: none declared). Idle workers look too, but while every
+        worker runs a long job only the watchdog is awake to enqueue a slot
+        on time. Never sooner than ``SLOT_LOOK_MIN`` from now, so a look that
+        another thread holds is not spun on."""
+        scheduler = self._scheduler
+        if scheduler is None or scheduler.next_wake == math.inf:
+            return math.inf
+        wait = max(scheduler.next_wake - self._clock(), SLOT_LOOK_MIN)
+        return time.monotonic() + min(wait, MAX_IDLE_WAIT)
 
     def _periodic(self, warned: set[tuple[int, int]]) -> set[tuple[int, int]]:
         """Renew the leases of held claims, recover expired ones, warn about
@@ -350,6 +373,7 @@ class WorkerPool:
                     claim.id,
                     claim.attempt,
                     now - started,
+                    extra=claim_extra(claim),
                 )
                 warned.add(seen)
         return warned & still

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jobq._logs import job_extra
 from jobq.types import AttemptError, Job
 
 __all__ = ["Event", "EventKind", "Subscriber"]
@@ -111,6 +112,7 @@ class Subscribers:
                     "an event subscriber failed on %s of job %d; ignored",
                     event.kind,
                     event.job_id,
+                    extra=job_extra(event.job_id, event.task, event.attempt or None),
                 )
 
 

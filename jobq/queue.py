@@ -17,10 +17,21 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from jobq._fork import reset_after_fork
 from jobq._json import encode
+from jobq._periodic import (
+    CATCH_UPS,
+    OVERLAPS,
+    CatchUp,
+    Overlap,
+    Periodic,
+    Scheduler,
+    make_slots,
+    slot_caller,
+    slot_key,
+)
 from jobq._rules import (
     check_int,
     check_key,
@@ -36,12 +47,21 @@ from jobq._workers import WorkerPool
 from jobq.errors import QueueClosed, StoreError, StoreLocked
 from jobq.events import Event, EventKind, Subscriber, Subscribers
 from jobq.middleware import Middleware, check_middleware
+from jobq.producers import EnqueueHook, EnqueueHooks, Sending
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
-from jobq.stores.base import NewJob, Signal
+from jobq.stores.base import NewJob, ScheduleStore, Signal, missing_schedule_members
 from jobq.stores.pages import JobPage, JobQuery, page_from_list
-from jobq.tasks import Task, register
-from jobq.types import Enqueued, Job, JobRecord, JobState, Stats
+from jobq.tasks import Task, register, task_name
+from jobq.types import (
+    Enqueued,
+    Job,
+    JobRecord,
+    JobState,
+    Schedule,
+    Stats,
+    WorkerStats,
+)
 
 if TYPE_CHECKING:  # a default, so that JobQueue() without a handler is JobQueue[Any]
     from typing_extensions import TypeVar as DefaultTypeVar
@@ -152,6 +172,8 @@ class JobQueue(Generic[P]):
         self.middleware = check_middleware(middleware)
         self.resolve_task = resolve_task
         self._subscribers = Subscribers()
+        self._enqueue_hooks = EnqueueHooks()
+        self._extending = threading.Lock()  # add_middleware's changes, one at a time
         self.policy = RetryPolicy(
             max_attempts=max_attempts,
             base_delay=to_seconds(base_delay, "base_delay"),
@@ -166,6 +188,8 @@ class JobQueue(Generic[P]):
         self._handler = handler
         #: Named tasks by name, filled by ``@queue.task`` (see ``jobq.tasks``).
         self._tasks: dict[str, Task[Any, Any]] = {}
+        #: Periodic tasks by name, filled by ``@queue.periodic``.
+        self._periodics: dict[str, Periodic] = {}
         self.immediate = bool(immediate)
         self._keep_completed = to_seconds(keep_completed, "keep_completed")
         self.max_pending = _optional_limit(max_pending, "max_pending")
@@ -196,6 +220,13 @@ class JobQueue(Generic[P]):
             subscribers=self._subscribers,
             resolve_task=self.resolve_task,
         )
+        self._scheduler = Scheduler(
+            self._periodics,
+            cast(ScheduleStore, self.store),  # periodic() refuses other stores
+            self._clock,
+            self._slot_job,
+            self._slot_enqueued,
+        )
         self._pool = WorkerPool(
             self._runner,
             self.store,
@@ -203,6 +234,7 @@ class JobQueue(Generic[P]):
             self._clock,
             self._warn_running_after,
             self.timeout_grace,
+            scheduler=self._scheduler,
         )
         self._opened = False
         #: Threads inside this queue's ``run_pending`` (see ``_in_handler``).
@@ -370,6 +402,12 @@ class JobQueue(Generic[P]):
         PostgreSQL store): the job is written in its current transaction, so
         it exists if, and only if, that commits.
         """
+        if self._enqueue_hooks.hooks:
+            return self.send(
+                [payload], delay=delay, at=at, key=key, priority=priority,
+                meta=meta, timeout=timeout, connection=connection,
+            )[0]  # fmt: skip
+        # No hook: send's work without its call (the hot path of every job).
         jobs = self.prepare(
             [payload], delay=delay, at=at, key=key, priority=priority, meta=meta,
             timeout=timeout,
@@ -391,11 +429,53 @@ class JobQueue(Generic[P]):
         """Add many jobs with the same options in one write; all or nothing.
 
         ``meta``, ``timeout``, ``connection``: as for ``enqueue``."""
-        jobs = self.prepare(
+        return self.send(
             payloads, delay=delay, at=at, key=key, priority=priority, meta=meta,
-            timeout=timeout,
+            timeout=timeout, connection=connection,
         )  # fmt: skip
-        return self.add(jobs, connection=connection)
+
+    def send(
+        self,
+        payloads: Iterable[object],
+        *,
+        delay: Delay = 0,
+        at: float | dt.datetime | None = None,
+        key: str | None = None,
+        priority: int = 0,
+        meta: Mapping[str, str] | None = None,
+        timeout: Delay | None = None,
+        task: str | None = None,
+        max_attempts: int | None = None,
+        what: str = "payload",
+        connection: Any = None,
+        then: Callable[[list[Enqueued]], object] | None = None,
+    ) -> list[Enqueued]:
+        """``prepare`` then ``add``, inside the enqueue hooks (see
+        ``around_enqueue``): what ``enqueue``, ``enqueue_many`` and
+        ``Task.enqueue`` do, for integrations that enqueue on their own."""
+        if not self._enqueue_hooks.hooks:
+            jobs = self.prepare(
+                payloads, delay=delay, at=at, key=key, priority=priority, meta=meta,
+                timeout=timeout, task=task, max_attempts=max_attempts, what=what,
+            )  # fmt: skip
+            return self.add(jobs, connection=connection, then=then)
+        if meta is not None:
+            check_meta(meta)  # a clear error before a hook copies it
+        sending = Sending(task, {} if meta is None else dict(meta))
+        with self._enqueue_hooks.around(sending):
+            jobs = self.prepare(
+                payloads, delay=delay, at=at, key=key, priority=priority,
+                meta=sending.meta or None, timeout=timeout, task=task,
+                max_attempts=max_attempts, what=what,
+            )  # fmt: skip
+            sending.added = self.add(jobs, connection=connection, then=then)
+        return sending.added
+
+    def around_enqueue(self, hook: EnqueueHook) -> Callable[[], None]:
+        """Wrap every enqueue of this queue in ``hook``, in the caller's
+        thread; returns the function that removes it. A hook may add headers
+        to the jobs' ``meta`` (see ``jobq.producers``)."""
+        return self._enqueue_hooks.install(hook)
 
     def prepare(
         self,
@@ -483,6 +563,26 @@ class JobQueue(Generic[P]):
             self._run_due()
         return added
 
+    def add_middleware(self, middleware: Middleware) -> Callable[[], None]:
+        """Add ``middleware`` innermost, after those given to the queue
+        (for an integration turned on after construction: tracing); returns
+        the function that removes it. Attempts that start later use it."""
+        (middleware,) = check_middleware([middleware])
+        entry: Middleware = lambda job, call_next: middleware(job, call_next)  # noqa: E731
+        with self._extending:
+            self._set_middleware((*self.middleware, entry))
+
+        def remove() -> None:
+            with self._extending:
+                kept = tuple(m for m in self.middleware if m is not entry)
+                self._set_middleware(kept)
+
+        return remove
+
+    def _set_middleware(self, chain: tuple[Middleware, ...]) -> None:
+        self.middleware = chain
+        self._runner.middleware = chain
+
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call ``callback`` with an ``Event`` after each change the store
         recorded in this process; returns the function that unsubscribes.
@@ -545,6 +645,8 @@ class JobQueue(Generic[P]):
         """
         self._require_handler()
         self._ensure_open()
+        if self._periodics:
+            self._scheduler.tick()
         return self._run_due(limit)
 
     def _run_due(self, limit: int | None = None) -> int:
@@ -628,6 +730,98 @@ class JobQueue(Generic[P]):
 
         return decorate if func is None else decorate(func)
 
+    def periodic(
+        self,
+        *,
+        every: Delay | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        name: str | None = None,
+        overlap: Overlap = "skip",
+        catch_up: CatchUp = "latest",
+        max_catch_up: int = 100,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        timeout: Delay | None = None,
+    ) -> Callable[[Callable[..., R]], Task[..., R]]:
+        """Register a function as a named task that this queue enqueues once
+        per slot of a schedule, whatever the number of processes sharing
+        its store: ``@queue.periodic(every=timedelta(minutes=10))`` or
+        ``@queue.periodic(cron="0 3 * * *", tz="Europe/Berlin")``.
+
+        ``every`` (seconds or ``timedelta``; slots at its multiples since
+        the epoch) or ``cron`` (five fields, in the IANA zone ``tz``; needs
+        ``jobq[cron]``), exactly one. The function takes no arguments, or
+        ``scheduled_at`` (the slot, an aware ``datetime``). ``overlap``:
+        ``"skip"`` a slot while the previous slot's job is pending or
+        running, or ``"allow"`` it. ``catch_up``: after downtime, enqueue
+        the ``"latest"`` missed slot, ``"none"``, or ``"all"`` (the latest
+        ``max_catch_up``). ``name``, ``max_attempts``, ``priority`` and
+        ``timeout`` as for ``task``. Slots are enqueued by this queue's
+        workers (and ``run_pending``); see the README, "Periodic jobs".
+        """
+        slots = make_slots(every, cron, tz)
+        if overlap not in OVERLAPS:
+            raise ValueError(f"overlap must be one of {OVERLAPS}, not {overlap!r}")
+        if catch_up not in CATCH_UPS:
+            raise ValueError(f"catch_up must be one of {CATCH_UPS}, not {catch_up!r}")
+        max_catch_up = check_int(max_catch_up, "max_catch_up", 1)
+        missing = missing_schedule_members(self.store)
+        if missing:
+            raise TypeError(
+                f"{type(self.store).__name__} cannot run periodic jobs: it lacks "
+                f"{', '.join(missing)} (see jobq.stores.base.ScheduleStore)"
+            )
+
+        def decorate(function: Callable[..., R]) -> Task[..., R]:
+            if not callable(function):
+                raise TypeError(f"@queue.periodic needs a function, not {function!r}")
+            call, wants_slot = slot_caller(function, slots.tz)
+            task: Task[..., R] = register(
+                self,
+                self._tasks,
+                call,
+                name=task_name(function, name),
+                max_attempts=max_attempts,
+                priority=priority,
+                timeout=timeout,
+            )
+            self._periodics[task.name] = Periodic(
+                task, slots, overlap, catch_up, max_catch_up, wants_slot
+            )
+            self._scheduler.added(task.name)
+            with self._signal.lock:  # an idle worker looks at once
+                self._signal.jobs_added_locked()
+            return task
+
+        return decorate
+
+    def schedules(self) -> list[Schedule]:
+        """The periodic jobs declared on this queue, then those its store
+        still keeps but no code declares any more (``orphaned``), with
+        their next and last slots."""
+        self._ensure_open()
+        store = cast(ScheduleStore, self.store)
+        states = [] if missing_schedule_members(store) else store.schedule_states()
+        return self._scheduler.schedules(states, self._clock())
+
+    def _slot_job(self, periodic: Periodic, slot: float) -> NewJob:
+        """The job of one slot: due at the slot, keyed by schedule and slot."""
+        task = periodic.task
+        return self.prepare(
+            [periodic.payload(slot)],
+            at=slot,
+            key=slot_key(task.name, slot),
+            priority=task.priority,
+            timeout=task.timeout,
+            task=task.name,
+            max_attempts=task.max_attempts,
+        )[0]
+
+    def _slot_enqueued(self, job_id: int, task: str, now: float) -> None:
+        if self._subscribers.callbacks:
+            self._publish(EventKind.ENQUEUED, job_id, task, now)
+
     @property
     def tasks(self) -> Mapping[str, Task[Any, Any]]:
         """The named tasks registered with this queue, by name (read-only)."""
@@ -674,6 +868,31 @@ class JobQueue(Generic[P]):
             return page_from_list(self.store, query, now)
         page: JobPage = page_jobs(query, now)
         return page
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The queue's clock (epoch seconds): ``time.time`` unless one was
+        given; the clock of ``next_due`` and of every ``Event``."""
+        return self._clock
+
+    def next_due(self) -> float | None:
+        """When the job that runs next fell or falls due (epoch seconds,
+        the queue's clock; ``None``: nothing is pending), across processes.
+
+        ``clock() - next_due()``, when positive, is how long that job has
+        waited: the oldest wait of all unless priorities put a younger job
+        first. One indexed read on SQLite and PostgreSQL, O(1) in memory."""
+        self._ensure_open()
+        return self.store.next_due()
+
+    def worker_stats(self) -> WorkerStats:
+        """This process's worker threads: ``busy`` (running a handler now)
+        and ``idle`` (waiting for a job); both 0 while not started.
+        Handlers running in ``run_pending`` count as busy. Reads two counts,
+        no lock: for metrics, not for decisions."""
+        busy = len(self._runner.active)
+        workers = self._pool.workers if self._pool.running else 0
+        return WorkerStats(busy, max(workers - busy, 0))
 
     def get(self, job: JobRef) -> JobRecord[P] | None:
         """A pending, running, dead or kept completed job; ``None`` if none."""

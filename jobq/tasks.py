@@ -129,7 +129,7 @@ class Task(Generic[P, R]):
             except TypeError as exc:
                 raise TypeError(f"task {self.name!r}: {exc}") from None
         options = self._options
-        jobs = self.queue.prepare(
+        return self.queue.send(
             [{"args": list(args), "kwargs": dict(kwargs)}],
             delay=options.delay,
             at=options.at,
@@ -140,8 +140,8 @@ class Task(Generic[P, R]):
             task=self.name,
             max_attempts=self.max_attempts,
             what=f"the arguments of task {self.name!r}",
-        )
-        return self.queue.add(jobs, connection=options.connection)[0]
+            connection=options.connection,
+        )[0]
 
     def using(
         self,

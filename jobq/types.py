@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -109,3 +110,33 @@ class Stats:
     retried: int
     abandoned: int = 0
     delayed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A periodic job's schedule, as ``JobQueue.schedules()`` shows it.
+
+    ``expression``: "every 600s" or the cron text; ``tz``: the IANA zone its
+    slots are computed in. ``next_slot``: when the next slot falls due
+    (``None`` for an orphan); ``last_slot`` and ``last_job_id``: the latest
+    slot enqueued (or skipped) by any process, and its job (aware
+    datetimes; ``None`` before the first slot). ``orphaned``: kept by the
+    store but no longer declared in the code, so it never runs.
+    """
+
+    name: str
+    expression: str
+    tz: str
+    next_slot: dt.datetime | None
+    last_slot: dt.datetime | None
+    last_job_id: int | None
+    orphaned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """``queue.worker_stats()``: this process's worker threads running a
+    handler now (``busy``) and waiting for a job (``idle``)."""
+
+    busy: int
+    idle: int

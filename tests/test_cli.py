@@ -729,11 +729,11 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert created.code == 0, created.err
-    assert created.out == f"the SQLite file {path}: jobq schema at version 2\n"
+    assert created.out == f"the SQLite file {path}: jobq schema at version 3\n"
     assert again.code == 0, again.err
     assert json.loads(again.out) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 2,
+        "schema_version": 3,
     }
     assert json.loads(looked.out) == {
         "pending": 0,
@@ -743,7 +743,7 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     }
 
 
-def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_2(
+def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_3(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     path = tmp_path / "jobs.db"
@@ -754,7 +754,7 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_2(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert migrated.code == 0, migrated.err
-    assert migrated.out == f"the SQLite file {path}: jobq schema at version 2\n"
+    assert migrated.out == f"the SQLite file {path}: jobq schema at version 3\n"
     assert json.loads(looked.out) == {
         "pending": 2,
         "running": 0,
@@ -763,7 +763,7 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_2(
     }
 
 
-def test_migrate_brings_a_postgres_schema_of_version_1_to_version_2(
+def test_migrate_brings_a_postgres_schema_of_version_1_to_version_3(
     postgres_schema: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import psycopg
@@ -784,7 +784,7 @@ def test_migrate_brings_a_postgres_schema_of_version_1_to_version_2(
             )
 
     assert migrated.code == 0, migrated.err
-    assert json.loads(migrated.out)["schema_version"] == 2
+    assert json.loads(migrated.out)["schema_version"] == 3
     assert json.loads(looked.out) == {
         "pending": 2,
         "running": 0,
@@ -1091,3 +1091,76 @@ def test_run_worker_can_be_reused_with_a_stop_event(tmp_path: Path) -> None:
     with pytest.raises(jobq.QueueClosed):
         queue.stats()  # closed by the worker command
     assert handlers == {sig: signal.getsignal(sig) for sig in handlers}  # restored
+
+
+# -- schedules ------------------------------------------------------------------------
+
+
+def test_schedules_with_store_alone_lists_every_stored_one_as_orphaned(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jobq.testing.clock import Clock
+
+    clock = Clock(600 * 3_000_000)
+    queue = target.queue(clock=clock)
+    queue.periodic(cron="*/10 * * * *", tz="Europe/Berlin", name="feeds.poll")(
+        lambda: None
+    )
+    queue.run_pending()
+    clock.advance(600)
+    assert queue.run_pending() == 1
+    last_job = queue.schedules()[0].last_job_id
+    queue.close()
+
+    text = run(capsys, "schedules", *target.args)
+    as_json = run(capsys, "schedules", "--json", *target.args)
+
+    assert (text.code, as_json.code) == (0, 0), text.err
+    assert text.out.splitlines()[1].split()[:2] == ["feeds.poll", "(orphaned)"]
+    assert json.loads(as_json.out) == [
+        {
+            "name": "feeds.poll",
+            "expression": "*/10 * * * *",
+            "tz": "Europe/Berlin",
+            "next_slot": None,
+            "last_slot": clock.now,
+            "last_job_id": last_job,
+            "orphaned": True,
+        }
+    ]
+    assert as_json.out.isascii()
+
+
+APP_WITH_SCHEDULES = """
+import jobq
+queue = jobq.JobQueue(store="sqlite:///jobs.db")
+
+@queue.periodic(every=3600, name="hourly")
+def hourly():
+    pass
+"""
+
+
+def test_schedules_with_app_lists_the_declared_ones_and_the_orphans(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app_with_schedules.py").write_text(APP_WITH_SCHEDULES)
+    with jobq.JobQueue(store=SqliteStore(tmp_path / "jobs.db")) as old:
+        old.periodic(every=60, name="removed")(lambda: None)
+        old.schedules()  # creates the file
+        store = old.store
+        assert isinstance(store, SqliteStore)
+        store.enqueue_slot("removed", "every 60s @ UTC", 60.0,
+                           old.prepare([{}])[0], 60.0, skip_running=False)  # fmt: skip
+
+    result = run(capsys, "schedules", "--app", "app_with_schedules:queue")
+
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].split()[:3] == ["NAME", "EXPRESSION", "TZ"]
+    assert lines[1].split()[:4] == ["hourly", "every", "3600s", "UTC"]
+    assert lines[2].split()[:2] == ["removed", "(orphaned)"]
+    assert "1970-01-01 00:01:00" in lines[2]

@@ -7,6 +7,7 @@ pyproject.toml); its queue keeps jobs in a SQLite file of this session.
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import os
@@ -16,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -330,10 +332,25 @@ def test_manage_py_jobq_retries_a_dead_job() -> None:
     queue.cancel(job)
 
 
+def test_manage_py_jobq_schedules_lists_the_periodic_tasks_of_the_apps() -> None:
+    out = io.StringIO()
+    call_command("jobq", "schedules", "--json", stdout=out)
+
+    shown = {s["name"]: s for s in json.loads(out.getvalue())}
+    report = shown["djapp.tasks.new_year_report"]
+    assert (report["expression"], report["tz"], report["orphaned"]) == (
+        "0 3 1 1 *", "Europe/Berlin", False,
+    )  # fmt: skip
+    berlin = ZoneInfo("Europe/Berlin")
+    next_slot = dt.datetime.fromtimestamp(report["next_slot"], berlin)
+    assert (next_slot.month, next_slot.day, next_slot.hour) == (1, 1, 3)
+    assert "djapp.tasks.new_year_report" in _queue().tasks
+
+
 def test_manage_py_jobq_migrate() -> None:
     out = io.StringIO()
     call_command("jobq", "migrate", "--json", stdout=out)
-    assert json.loads(out.getvalue())["schema_version"] == 2
+    assert json.loads(out.getvalue())["schema_version"] == 3
 
 
 def test_manage_py_jobq_worker_runs_jobs_and_stops_on_sigterm() -> None:

@@ -10,13 +10,13 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from servers import wait_for
 
 pytest.importorskip("flask")
 
@@ -388,7 +388,7 @@ def test_flask_jobq_migrate_creates_the_schema(
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 2,
+        "schema_version": 3,
     }
     assert path.exists()
 
@@ -469,13 +469,6 @@ def write_app(tmp_path: Path, store: str) -> dict[str, str]:
     return env
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def notes(tmp_path: Path) -> list[str]:
@@ -497,7 +490,7 @@ def test_flask_jobq_worker_runs_jobs_and_stops_on_sigterm(tmp_path: Path) -> Non
         text=True,
     )
     try:
-        assert wait_for(lambda: len(notes(tmp_path)) == 1), notes(tmp_path)
+        assert wait_for(lambda: len(notes(tmp_path)) == 1, 20), notes(tmp_path)
         worker.send_signal(signal.SIGTERM)
         _, err = worker.communicate(timeout=30)
     finally:
@@ -550,7 +543,7 @@ def test_flask_run_debug_serves_jobs_and_its_watcher_starts_no_workers(
 
     try:
         assert wait_for(post, timeout=30)
-        assert wait_for(lambda: len(notes(tmp_path)) == 1)
+        assert wait_for(lambda: len(notes(tmp_path)) == 1, 20)
         [line] = notes(tmp_path)
         served_by = int(line.split()[1])
         assert served_by != server.pid  # the reloader's child ran the job
@@ -576,3 +569,37 @@ def test_flask_is_imported_only_by_the_extension() -> None:
     )
     assert done.stdout.strip() == "False"
     assert flask.__name__ == "flask"
+
+
+# -- periodic tasks -----------------------------------------------------------------
+
+
+def test_a_periodic_task_runs_each_slot_in_its_apps_context_and_is_listed(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    from jobq.testing.clock import Clock
+
+    clock = Clock(600 * 3_000_000)
+    jobs = JobQ(clock=clock)
+    seen: list[str] = []
+
+    @jobs.periodic(every=600, name="purge")
+    def purge(scheduled_at: Any) -> None:
+        seen.append(f"{current_app.name} {scheduled_at:%H:%M}")
+
+    app = make_app(
+        jobs, JOBQ_STORE=f"sqlite:///{tmp_path / 'jobs.db'}", JOBQ_AUTOSTART=False
+    )
+    with app.app_context():
+        assert jobs.queue.run_pending() == 0
+        clock.advance(600)
+        assert jobs.queue.run_pending() == 1
+    result = invoke(app, "schedules", "--json")
+
+    assert seen == ["app0 08:10"]
+    assert result.exit_code == 0, result.output
+    (shown,) = json.loads(result.output)
+    assert (shown["name"], shown["expression"], shown["last_slot"]) == (
+        "purge", "every 600s", clock.now,
+    )  # fmt: skip
+    assert shown["orphaned"] is False

@@ -31,6 +31,7 @@ import jobq.testing
 from jobq._fileio import FileIO, OwnerLock
 from jobq.stores import JsonFileStore
 from jobq.stores._journal import encode_record
+from jobq.stores.base import Signal
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 20  # seconds; a cap so that a broken test fails instead of hanging
@@ -172,6 +173,32 @@ def test_duplicate_enqueue_after_restart_returns_the_old_id(
 
 
 # --- crashes: a real process dies while a job runs --------------------------
+
+def test_schedule_states_are_read_from_the_journal_and_from_the_snapshot(
+    make_queue: QueueFactory, path: Path
+) -> None:
+    clock = jobq.testing.Clock(600 * 3_000_000)
+    owner = make_queue(clock=clock)
+    owner.periodic(every=600, name="m")(lambda: None)
+    owner.run_pending()
+    clock.advance(600)
+    assert owner.run_pending() == 1
+    store = owner.store
+    assert isinstance(store, JsonFileStore)
+    from_journal = JsonFileStore(path, read_only=True)  # the journal holds it
+    from_journal.open(Signal(), dead_letter_limit=10)
+    owner.save()  # now the snapshot's header does
+    from_snapshot = JsonFileStore(path, read_only=True)
+    from_snapshot.open(Signal(), dead_letter_limit=10)
+
+    expected = store.schedule_states()
+    assert [s.last_slot for s in expected] == [clock.now]
+    assert from_journal.schedule_states() == expected
+    assert from_snapshot.schedule_states() == expected
+    assert _document(path)["schedules"] == [list(state) for state in expected]
+    from_journal.close()
+    from_snapshot.close()
+
 
 # Runs the queue on argv[1] until nothing is pending or running. The handler
 # saves (so the running state is on disk), then kills its process with

@@ -119,12 +119,15 @@ def test_flask_and_django_take_the_same_settings() -> None:
     flask_keys = {key.removeprefix(PREFIX) for key in CONFIG_OPTIONS} | {
         "WORKERS",
         "AUTOSTART",
+        "PROMETHEUS",
     }
     django_keys = set(conf.KNOWN_KEYS) - DJANGO_ONLY
 
     assert flask_keys == django_keys == set(options.by_key())
     assert {"JITTER", "MAX_PAYLOAD_BYTES", "WARN_RUNNING_AFTER"} <= flask_keys
-    assert set(conf.OWN_DEFAULTS) == {"STORE", "WORKERS", "AUTOSTART", *DJANGO_ONLY}
+    assert set(conf.OWN_DEFAULTS) == {
+        "STORE", "WORKERS", "AUTOSTART", "PROMETHEUS", *DJANGO_ONLY
+    }  # fmt: skip
 
 
 def test_each_flask_setting_reaches_the_queue(

@@ -274,7 +274,7 @@ def test_the_schema_is_created_on_first_use_with_its_version(
                 sql.Identifier(fresh_schema, "meta")
             )
         ).fetchone() or (None,)
-    assert tables == {"jobs", "counts", "meta"}
+    assert tables == {"jobs", "counts", "meta", "schedules"}
     assert version == postgres_module.SCHEMA_VERSION
 
 
@@ -317,13 +317,14 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta))
                   for r in records if r is not None]  # fmt: skip
     assert new_fields == [(None, None, None, {})] * 3
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 2
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 3
     first = store.claim(T0 + 5)
     assert first is not None
     assert (first.id, first.meta, first.timeout) == (1, None, None)
     running = store.get(1, T0 + 5)
     assert running is not None
     assert (running.started_at, running.finished_at) == (T0 + 5, None)
+    assert store.schedule_states() == []  # version 3's table is there
 
 
 def test_a_newer_schema_version_is_refused(pg: PG, fresh_schema: str) -> None:

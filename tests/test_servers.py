@@ -15,20 +15,21 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-import jobq
+from servers import (
+    free_port,
+    post,
+    start_gunicorn,
+    stop,
+    wait_for,
+    wait_for_server,
+    wait_until_done,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DJANGO_PROJECT = ROOT / "tests" / "django_project"
@@ -37,50 +38,6 @@ pytestmark = [
     pytest.mark.timeout(60),
     pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def post(url: str) -> dict[str, Any] | None:
-    """The JSON answer to a POST; ``None`` while nothing listens."""
-    request = urllib.request.Request(url, data=b"", method="POST")  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
-            answer: dict[str, Any] = json.loads(response.read())
-            return answer
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, ConnectionError):
-            return None
-        raise
-
-
-def wait_for_server(url: str, server: subprocess.Popen[bytes]) -> dict[str, Any]:
-    """The first POST that gets through (the server is starting)."""
-    answers: list[dict[str, Any]] = []
-
-    def first() -> bool:
-        assert server.poll() is None, "the server exited"
-        answer = post(url)
-        if answer is not None:
-            answers.append(answer)
-        return bool(answers)
-
-    assert wait_for(first, timeout=10)
-    return answers[0]
 
 
 def thread_count(pid: int) -> int:
@@ -105,35 +62,6 @@ def children_of(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return found
-
-
-def stop(server: subprocess.Popen[bytes], sig: signal.Signals, timeout: float) -> int:
-    """Send ``sig``; the exit status, or kill and fail after ``timeout``."""
-    if server.poll() is None:
-        os.killpg(server.pid, sig)
-    try:
-        return server.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
-        pytest.fail(f"no exit within {timeout} s of {sig.name}")
-
-
-def wait_until_done(store: str, ids: list[int]) -> dict[int, jobq.JobRecord[Any]]:
-    """Every job completed (polling the store), with its record."""
-    records: dict[int, jobq.JobRecord[Any]] = {}
-    with jobq.JobQueue[Any](store=store) as queue:
-
-        def done() -> bool:
-            for job_id in ids:
-                record = queue.get(job_id)
-                if record is None or record.state != jobq.JobState.COMPLETED:
-                    return False
-                records[job_id] = record
-            return True
-
-        assert wait_for(done), {i: queue.get(i) for i in ids}
-    return records
 
 
 # -- gunicorn --preload -----------------------------------------------------------
@@ -205,32 +133,17 @@ def test_gunicorn_preload_runs_each_job_once_in_a_worker_never_in_the_master(
     (tmp_path / "gunicorn.conf.py").write_text(readme_gunicorn_conf() + ON_EXIT_HOOK)
     store = f"sqlite:///{tmp_path / 'jobs.db'}"
     notes = tmp_path / "notes.txt"
-    env = dict(os.environ)
-    env.update(
-        APP_STORE=store,
-        APP_NOTES=str(notes),
-        MASTER_THREADS=str(tmp_path / "master-threads.json"),
-        PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]),
-        PYTHONUNBUFFERED="1",
+    server, port = start_gunicorn(
+        tmp_path,
+        "noteapp:create_app()",
+        ["--preload", "-w", "2"],
+        {
+            "APP_STORE": store,
+            "APP_NOTES": str(notes),
+            "MASTER_THREADS": str(tmp_path / "master-threads.json"),
+        },
     )
-    port = free_port()
     log = tmp_path / "gunicorn.log"
-    with log.open("wb") as output:
-        server = subprocess.Popen(
-            [
-                *[sys.executable, "-m", "gunicorn", "--preload", "-w", "2"],
-                *["-b", f"127.0.0.1:{port}", "-c", "gunicorn.conf.py"],
-                # gunicorn's own control-socket thread (in ~/.gunicorn/ by
-                # default, shared) off: the master's thread count is exact
-                "--no-control-socket",
-                "noteapp:create_app()",
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     url = f"http://127.0.0.1:{port}/note"
     try:
         first = wait_for_server(f"{url}/t0", server)

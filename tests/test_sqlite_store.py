@@ -956,10 +956,14 @@ def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
 def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
     sqlite_v1(path)
 
-    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 2
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 3
     assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
 
     with raw(path) as conn:
         assert conn.execute("SELECT count(*) FROM jobq_jobs").fetchone() == (3,)
         columns = {row[1] for row in conn.execute("PRAGMA table_info(jobq_jobs)")}
+        schedules = {
+            row[1] for row in conn.execute("PRAGMA table_info(jobq_schedules)")
+        }
     assert {"started_at", "finished_at", "timeout", "meta"} <= columns
+    assert schedules == {"name", "expression", "last_slot", "last_job_id"}

@@ -5,6 +5,7 @@ workers, migrate its store's schema.
 
     jobq stats      [--json]                 pending, running, dead, abandoned
     jobq dead       [--json]                 the dead-letter list, oldest first
+    jobq schedules  [--json]                 periodic jobs, declared and orphaned
     jobq show ID    [--json]                 one job with every attempt's error
     jobq retry ID   [--json]                 make a dead job pending again
     jobq delete ID  [--json]                 remove a dead job
@@ -46,6 +47,7 @@ from jobq.cli.command import (
     add_purge_dead_arguments,
     add_queue_arguments,
     add_retry_arguments,
+    add_schedules_arguments,
     add_show_arguments,
     add_stats_arguments,
     add_worker_arguments,
@@ -102,6 +104,7 @@ __all__ = [
     "add_purge_dead_arguments",
     "add_queue_arguments",
     "add_retry_arguments",
+    "add_schedules_arguments",
     "add_show_arguments",
     "add_stats_arguments",
     "add_worker_arguments",

@@ -44,6 +44,7 @@ __all__ = [
     "add_purge_dead_arguments",
     "add_queue_arguments",
     "add_retry_arguments",
+    "add_schedules_arguments",
     "add_show_arguments",
     "add_stats_arguments",
     "add_worker_arguments",
@@ -63,6 +64,10 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_dead_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_schedules_arguments(parser: argparse.ArgumentParser) -> None:
     _add_json_argument(parser)
 
 
@@ -160,6 +165,10 @@ def _dead(queue: Queue, args: argparse.Namespace) -> str:
     return render.dead(operations.dead(queue), as_json=args.json)
 
 
+def _schedules(queue: Queue, args: argparse.Namespace) -> str:
+    return render.schedules(operations.schedules(queue), as_json=args.json)
+
+
 def _show(queue: Queue, args: argparse.Namespace) -> str:
     return render.job(operations.show(queue, args.id), as_json=args.json)
 
@@ -215,6 +224,12 @@ def _always(args: argparse.Namespace) -> bool:
     return True
 
 
+def _with_app(args: argparse.Namespace) -> bool:
+    """``schedules`` with ``--app``: the app's own queue, which declares the
+    schedules, is used as it is (not a read-only view of a JSON file)."""
+    return args.app is not None
+
+
 def _if_yes(args: argparse.Namespace) -> bool:
     return bool(args.yes)
 
@@ -235,6 +250,13 @@ COMMANDS: dict[str, Command] = {
             add_dead_arguments,
             _dead,
             _never,
+        ),
+        Command(
+            "schedules",
+            "list the periodic jobs (declared by --app's code, and orphaned ones)",
+            add_schedules_arguments,
+            _schedules,
+            _with_app,
         ),
         Command(
             "show",

@@ -27,7 +27,7 @@ from jobq.cli.render import escape, plural
 from jobq.errors import JobqError, StoreLocked
 from jobq.queue import JobQueue
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
-from jobq.types import JobRecord, JobState, Stats
+from jobq.types import JobRecord, JobState, Schedule, Stats
 
 __all__ = [
     "EXIT_FAILED",
@@ -121,6 +121,13 @@ def command_error(exc: JobqError) -> CommandError:
 def stats(queue: Queue) -> Stats:
     """Pending (delayed included), running and dead jobs as stored."""
     return queue.stats()
+
+
+def schedules(queue: Queue) -> list[Schedule]:
+    """The periodic jobs ``queue``'s code declares, then those its store
+    keeps that no code declares (orphaned). With ``--store`` alone no code
+    is loaded, so every stored schedule shows as orphaned."""
+    return queue.schedules()
 
 
 def dead(queue: Queue) -> list[JobRecord[Any]]:

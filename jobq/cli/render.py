@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from jobq.types import JobRecord, JobState, Stats
+from jobq.types import JobRecord, JobState, Schedule, Stats
 
 __all__ = [
     "ERROR_WIDTH",
@@ -139,6 +139,43 @@ def stats(counts: Stats, *, as_json: bool = False) -> str:
     if as_json:
         return to_json(shown)
     return _fields([(name, str(count)) for name, count in shown.items()])
+
+
+def schedules(shown: Sequence[Schedule], *, as_json: bool = False) -> str:
+    """The periodic jobs: declared ones, then orphaned ones (kept by the
+    store, declared by no code loaded here); times in UTC."""
+    if as_json:
+        return to_json([
+            {
+                "name": s.name,
+                "expression": s.expression,
+                "tz": s.tz,
+                "next_slot": _epoch(s.next_slot),
+                "last_slot": _epoch(s.last_slot),
+                "last_job_id": s.last_job_id,
+                "orphaned": s.orphaned,
+            }
+            for s in shown
+        ])  # fmt: skip
+    if not shown:
+        return "no schedules\n"
+    headers = ["NAME", "EXPRESSION", "TZ", "NEXT (UTC)", "LAST (UTC)", "LAST JOB"]
+    rows = [
+        [
+            escape(s.name) + (" (orphaned)" if s.orphaned else ""),
+            escape(s.expression),
+            escape(s.tz),
+            when(_epoch(s.next_slot)),
+            when(_epoch(s.last_slot)),
+            "-" if s.last_job_id is None else str(s.last_job_id),
+        ]
+        for s in shown
+    ]
+    return _table(headers, rows)
+
+
+def _epoch(moment: dt.datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
 
 
 def dead(records: Sequence[JobRecord[Any]], *, as_json: bool = False) -> str:

@@ -33,7 +33,10 @@ the process that serves the first request (or enqueues first), never in
 ``create_app()``, so the reloader's watcher process of ``flask run --debug``,
 gunicorn's master with ``--preload`` and ``flask`` commands start none.
 
-``flask jobq worker|stats|dead|show|retry|delete|purge-dead|migrate`` are
+``@jobs.periodic(every=...)`` (or ``cron=``) declares a periodic task on
+every app's queue the same way (see ``JobQueue.periodic``).
+
+``flask jobq worker|stats|dead|schedules|show|retry|delete|purge-dead|migrate`` are
 the commands of ``jobq.cli`` over the app's queue: the same operations
 (``jobq.cli.operations``) and output (``jobq.cli.render``), parsed by click.
 """
@@ -65,7 +68,7 @@ from jobq.cli.operations import (
 )
 from jobq.cli.queues import queue_for_command
 from jobq.contrib import flask_dashboard
-from jobq.contrib.options import AUTOSTART, OPTIONS, WORKERS, by_key
+from jobq.contrib.options import AUTOSTART, OPTIONS, PROMETHEUS, WORKERS, by_key
 from jobq.errors import JobqError
 from jobq.middleware import Middleware
 from jobq.queue import JobQueue
@@ -108,6 +111,8 @@ class _TaskSpec:
     max_attempts: int | None
     priority: int
     timeout: float | dt.timedelta | None = None
+    #: ``JobQueue.periodic``'s schedule options, for a periodic task.
+    schedule: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -168,6 +173,10 @@ class JobQ:
         autostart = config.setdefault(PREFIX + AUTOSTART.key, AUTOSTART.default)
         options["middleware"] = [_app_context(app), *(options.get("middleware") or ())]
         queue: JobQueue[Any] = JobQueue(self.handler, **options)
+        if config.setdefault(PREFIX + PROMETHEUS.key, PROMETHEUS.default):
+            from jobq.contrib.prometheus import instrument
+
+            instrument(queue)
         state = JobQState(self, queue, workers, bool(autostart))
         with self._registry.lock:
             for spec in self._registry.tasks:
@@ -256,25 +265,45 @@ class JobQ:
             spec = _TaskSpec(
                 function, task_name(function, name), max_attempts, priority, timeout
             )
-            with self._registry.lock:
-                if any(s.name == spec.name for s in self._registry.tasks):
-                    raise ValueError(
-                        f"a task named {spec.name!r} is already registered"
-                    )
-                for app in list(self._registry.apps):
-                    state: JobQState = app.extensions["jobq"]
-                    _register(app, state, spec)
-                    if (
-                        state.autostart
-                        and not self._registry.tasks
-                        and not self.handler
-                    ):
-                        # the first task: init_app had nothing to start yet
-                        state.queue.start(state.workers, lazy=True)
-                self._registry.tasks.append(spec)
-            return AppTask(self, spec)
+            return self._add(spec)
 
         return decorate if func is None else decorate(func)
+
+    def periodic(
+        self,
+        *,
+        name: str | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        timeout: float | dt.timedelta | None = None,
+        **schedule: Any,
+    ) -> Callable[[Callable[..., R]], AppTask[..., R]]:
+        """``@jobs.periodic(every=...)`` or ``@jobs.periodic(cron=..., tz=...)``:
+        ``JobQueue.periodic`` on every app's queue, with the same options;
+        each slot runs inside the app context."""
+
+        def decorate(function: Callable[..., R]) -> AppTask[..., R]:
+            spec = _TaskSpec(
+                function, task_name(function, name), max_attempts, priority,
+                timeout, dict(schedule),
+            )  # fmt: skip
+            return self._add(spec)
+
+        return decorate
+
+    def _add(self, spec: _TaskSpec) -> AppTask[Any, Any]:
+        """Register ``spec`` on every app's queue, and on those to come."""
+        with self._registry.lock:
+            if any(s.name == spec.name for s in self._registry.tasks):
+                raise ValueError(f"a task named {spec.name!r} is already registered")
+            for app in list(self._registry.apps):
+                state: JobQState = app.extensions["jobq"]
+                _register(app, state, spec)
+                if state.autostart and not self._registry.tasks and not self.handler:
+                    # the first task: init_app had nothing to start yet
+                    state.queue.start(state.workers, lazy=True)
+            self._registry.tasks.append(spec)
+        return AppTask(self, spec)
 
 
 class AppTask(Generic[P, R]):
@@ -350,13 +379,17 @@ def _finite_seconds(ctx: click.Context, param: click.Parameter, value: float) ->
 
 
 def _register(app: Flask, state: JobQState, spec: _TaskSpec) -> None:
-    state.tasks[spec.name] = state.queue.task(
-        spec.func,
-        name=spec.name,
-        max_attempts=spec.max_attempts,
-        priority=spec.priority,
-        timeout=spec.timeout,
-    )
+    options: dict[str, Any] = {
+        "name": spec.name,
+        "max_attempts": spec.max_attempts,
+        "priority": spec.priority,
+        "timeout": spec.timeout,
+    }
+    if spec.schedule is None:
+        state.tasks[spec.name] = state.queue.task(spec.func, **options)
+    else:
+        periodic = state.queue.periodic(**options, **spec.schedule)
+        state.tasks[spec.name] = periodic(spec.func)
 
 
 def _ensure_started(queue: JobQueue[Any]) -> None:
@@ -457,6 +490,14 @@ def _command_group() -> AppGroup:
         """The dead-letter list, oldest first."""
         with _queue(read_only=True) as queue:
             _print(render.dead(operations.dead(queue), as_json=json_))
+
+    @group.command("schedules")
+    @_json_option()
+    def schedules(json_: bool) -> None:
+        """The periodic jobs: declared ones, then orphaned ones."""
+        # The app's own queue declares them (see the jobq command's _with_app).
+        with _queue(read_only=False) as queue:
+            _print(render.schedules(operations.schedules(queue), as_json=json_))
 
     @group.command("show")
     @click.argument("job_id", type=click.IntRange(min=1))

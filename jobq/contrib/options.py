@@ -33,6 +33,7 @@ __all__ = [
     "OPTIONAL_SECONDS",
     "OPTIONS",
     "OWN_OPTIONS",
+    "PROMETHEUS",
     "SECONDS",
     "STORE",
     "STORE_VALUE",
@@ -237,8 +238,17 @@ AUTOSTART = Option(
     "serves it; False: never in the web process (run the worker command)",
 )
 
+PROMETHEUS = Option(
+    "PROMETHEUS",
+    None,
+    BOOL,
+    False,
+    "export the queue's Prometheus metrics (jobq.contrib.prometheus.instrument; "
+    "needs jobq[prometheus])",
+)
+
 #: The integrations' own settings, in both.
-OWN_OPTIONS: tuple[Option, ...] = (STORE, WORKERS, AUTOSTART)
+OWN_OPTIONS: tuple[Option, ...] = (STORE, WORKERS, AUTOSTART, PROMETHEUS)
 
 #: Every setting both integrations take.
 OPTIONS: tuple[Option, ...] = (*OWN_OPTIONS, *JOBQUEUE_OPTIONS)

@@ -10,10 +10,15 @@ member inside it can be mistaken for the row's own ``"payload"``).
 Version 2 added ``started_at``, ``finished_at``, ``timeout`` and ``meta`` to
 rows and the attempt's start to ``run`` records; version 1 files, which have
 none of them, load with those ``None``.
+
+Periodic jobs' schedule states (``SlotState``) live in the snapshot header's
+``schedules`` list and in ``slot`` journal records; files without them
+(older ones) load with no schedule state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -48,6 +53,7 @@ from jobq.stores._entry import (
     Entry,
     started,
 )
+from jobq.stores.base import SlotState
 
 FORMAT = "jobq"
 VERSION = 2
@@ -64,7 +70,7 @@ _PUT_OPEN = '["put",'
 _PAYLOAD_MEMBER = ',"payload":'
 _RESULT_MEMBER = ',"result":'
 _STATES = frozenset((PENDING, RUNNING, DEAD, COMPLETED))
-_OPERATIONS = frozenset(("put", "del", "run"))
+_OPERATIONS = frozenset(("put", "del", "run", "slot"))
 _ROW_CHECK = re.compile(rb'\{"crc32":([0-9]{1,10}),')
 _ROW_START = re.compile(re.escape(b'{"crc32":'))
 _TRAILER = re.compile(rb'.\], "crc32": [0-9]+\}$', re.DOTALL)  # after a hit newline
@@ -133,12 +139,17 @@ def run_record(job_id: int, started_at: float) -> bytes:
     return b'["run",%d,%s]' % (job_id, repr(started_at).encode())
 
 
+def slot_record(state: SlotState) -> bytes:
+    return json.dumps(["slot", *state], ensure_ascii=True).encode()
+
+
 def serialize(
     live: Iterable[Entry],
     dead: Sequence[Entry],
     running: Mapping[int, float | None],
     next_id: int,
     seq: int,
+    schedules: Sequence[SlotState] = (),
 ) -> Iterator[bytes]:
     """A snapshot that, with the journal's records after ``seq`` replayed on
     top, is the whole queue: the ``live`` jobs, then the ``dead`` ones in
@@ -153,8 +164,9 @@ def serialize(
     valid JSON; each row carries its own CRC too (see ``checked_row``).
     """
     head = json.dumps(
-        {"format": FORMAT, "version": VERSION, "seq": seq, "next_id": next_id}
-    )
+        {"format": FORMAT, "version": VERSION, "seq": seq, "next_id": next_id,
+         "schedules": [list(state) for state in schedules]}
+    )  # fmt: skip
     chunk = f'{head[:-1]}, "jobs": [\n'.encode()
     crc = zlib.crc32(chunk)
     yield chunk
@@ -198,6 +210,7 @@ class State:
         self.dead: OrderedDict[int, None] = OrderedDict()  # burial order
         self.next_id = 1
         self.seq = 0  # the newest change this state holds
+        self.schedules: dict[str, SlotState] = {}
 
     def load_snapshot(self, data: bytes) -> None:
         """Read a snapshot line by line: one job per line, so a million jobs
@@ -222,6 +235,7 @@ class State:
             self._put(text_row)
         self.next_id = max(self.next_id, int(head["next_id"]))
         self.seq = int(head["seq"])
+        self._schedules(head)
 
     def salvage_snapshot(self, data: bytes) -> Salvage:
         """Load the rows of a snapshot that failed ``load_snapshot``.
@@ -273,7 +287,28 @@ class State:
             return False
         if type(next_id) is int:
             self.next_id = max(self.next_id, next_id)
+        with contextlib.suppress(*MALFORMED):
+            self._schedules(head)
         return True
+
+    def _schedules(self, head: dict[str, object]) -> None:
+        """The schedule states a snapshot's header holds (none before them)."""
+        listed = head.get("schedules", [])
+        if not isinstance(listed, list):
+            raise TypeError(f"expected a list of schedules, not {listed!r}")
+        for item in listed:
+            self._slot(item)
+
+    def _slot(self, item: object) -> None:
+        """A schedule's state: ``[name, expression, last_slot, last_job_id]``."""
+        if not isinstance(item, list) or len(item) != 4:
+            raise ValueError(f"malformed schedule state: {item!r}")
+        name, expression, slot, job_id = item
+        if not isinstance(name, str) or not isinstance(expression, str):
+            raise TypeError(f"malformed schedule state: {item!r}")
+        if job_id is not None and type(job_id) is not int:
+            raise TypeError(f"malformed schedule state: {item!r}")
+        self.schedules[name] = SlotState(name, expression, _float(slot), job_id)
 
     def apply(self, seq: int, body: bytes) -> None:
         """Replay one journal record; records the snapshot holds are skipped.
@@ -299,6 +334,10 @@ class State:
                     f"a journal record of kind {operation!r} was written by a "
                     "newer jobq: upgrade jobq"
                 )
+            if operation == "slot":
+                self._slot(record[1:])
+                self.seq = seq
+                return
             if len(record) < 2 or type(record[1]) is not int:  # a bool is no id
                 raise ValueError(f"malformed journal record: {text[:80]!r}")
             job_id = record[1]

@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from jobq._failures import type_path
+from jobq._logs import job_extra
 from jobq.errors import ProcessDied, QueueFull
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
@@ -358,6 +359,76 @@ class Store(Protocol):
         """When the earliest pending job becomes due; ``None`` if none is pending."""
 
 
+class SlotState(NamedTuple):
+    """What a store keeps per schedule (periodic job): the expression its
+    last slot was enqueued under, that slot (epoch seconds), and the job it
+    enqueued (``None``: none yet, or gone from an older store)."""
+
+    name: str
+    expression: str
+    last_slot: float
+    last_job_id: int | None
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """What a store needs for ``@queue.periodic``, beyond ``Store``.
+
+    Optional: a store without these members runs everything else, and
+    ``periodic`` refuses it by name (``missing_schedule_members``). Each
+    slot of a schedule is enqueued once by whichever process asks first:
+    ``enqueue_slot`` is one write, all or nothing, so a crash inside it
+    leaves neither the job nor the slot taken.
+    """
+
+    def enqueue_slot(
+        self,
+        name: str,
+        expression: str,
+        slot: float,
+        job: NewJob,
+        now: float,
+        *,
+        skip_running: bool,
+    ) -> Enqueued | None:
+        """In one write: if schedule ``name``'s stored last slot is at or
+        after ``slot``, change nothing and return ``None`` (this slot, or a
+        later one, was enqueued already). Else store ``slot`` and
+        ``expression`` as its last, and: with ``skip_running`` and its last
+        job pending or running, add nothing and return that job as a
+        duplicate (the slot is skipped); otherwise add ``job`` as ``add``
+        does (no ``max_pending``) and keep its id as the last job."""
+
+    def schedule_states(self) -> list[SlotState]:
+        """Every schedule's stored state, by name (orphans included)."""
+
+
+#: The members ``periodic`` needs of a store, beyond ``STORE_MEMBERS``.
+SCHEDULE_MEMBERS = ("enqueue_slot", "schedule_states")
+
+
+def missing_schedule_members(store: object) -> list[str]:
+    """The members of ``ScheduleStore`` that ``store`` lacks."""
+    return [name for name in SCHEDULE_MEMBERS if not hasattr(store, name)]
+
+
+def slot_taken(state: SlotState | None, slot: float) -> bool:
+    """Whether ``slot`` (or a later one) was enqueued already: the first rule
+    of ``enqueue_slot``, the same in every store."""
+    return state is not None and state.last_slot >= slot
+
+
+def overlapping_job(
+    state: SlotState | None, skip_running: bool, live: Callable[[int], bool]
+) -> int | None:
+    """The job that makes ``enqueue_slot`` skip a slot: with ``skip_running``,
+    the schedule's last job if ``live(id)`` says it is pending or running."""
+    last = None if state is None else state.last_job_id
+    if skip_running and last is not None and live(last):
+        return last
+    return None
+
+
 #: Every attribute and method the queue needs of a store.
 STORE_MEMBERS = (
     "lease_seconds", "claim_batch", "shared_between_processes", "keeps_results",
@@ -425,6 +496,7 @@ def log_dropped_dead(limit: int, job_id: int, last_error: str | None) -> None:
         limit,
         job_id,
         last_error,
+        extra=job_extra(job_id),
     )
 
 
@@ -436,4 +508,5 @@ def log_recovered(job_ids: Iterable[int]) -> None:
             "job %d was running in a process that died or stopped renewing its "
             "lease: recorded a failed attempt",
             job_id,
+            extra=job_extra(job_id),
         )

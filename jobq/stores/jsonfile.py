@@ -45,6 +45,7 @@ from jobq.stores.base import (
     Failure,
     NewJob,
     Signal,
+    SlotState,
     StoreStats,
 )
 from jobq.stores.common import (
@@ -227,6 +228,23 @@ class JsonFileStore(OneJobCalls):
         self._commit()
         return cancelled
 
+    def enqueue_slot(
+        self,
+        name: str,
+        expression: str,
+        slot: float,
+        job: NewJob,
+        now: float,
+        *,
+        skip_running: bool,
+    ) -> Enqueued | None:
+        self._require_owner()
+        result = self._memory.enqueue_slot(
+            name, expression, slot, job, now, skip_running=skip_running
+        )
+        self._commit()
+        return result
+
     # -- reads: a reader sees the owner's latest writes -------------------------
 
     def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
@@ -247,6 +265,10 @@ class JsonFileStore(OneJobCalls):
         self._refresh()
         return self._memory.page_jobs(query, now)
 
+    def schedule_states(self) -> list[SlotState]:
+        self._refresh()
+        return self._memory.schedule_states()
+
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         """Claims live as long as this process: nothing to renew."""
 
@@ -263,6 +285,9 @@ class JsonFileStore(OneJobCalls):
 
     def claimed(self, job_id: int, started_at: float) -> None:
         self._record(fmt.run_record(job_id, started_at))
+
+    def scheduled(self, state: SlotState) -> None:
+        self._record(fmt.slot_record(state))
 
     def _record(self, body: bytes) -> None:
         self._seq += 1
@@ -345,6 +370,7 @@ class JsonFileStore(OneJobCalls):
                     records, self._buffer = self._buffer, []
                     seq = self._seq
                     blocks, dead, running, next_id = self._memory.view()
+                    schedules = self._memory.schedule_states()
                 if self._broken is None:
                     try:  # so the old segment holds everything up to seq, durably:
                         if records:  # callers that wait for _sync find it synced
@@ -360,7 +386,9 @@ class JsonFileStore(OneJobCalls):
                     raise self._break(exc) from exc
                 if self._broken is None:
                     self._written = self._synced = seq
-            data = fmt.serialize(self._live_jobs(blocks), dead, running, next_id, seq)
+            data = fmt.serialize(
+                self._live_jobs(blocks), dead, running, next_id, seq, schedules
+            )
             self._snapshot_size = durable_replace(self.path, data, io=self._io)
             with self._journal_lock, self._sync_lock:
                 self._written = max(self._written, seq)
@@ -494,6 +522,7 @@ class JsonFileStore(OneJobCalls):
                 state.entries(), sorted(state.running), state.next_id,
                 self._memory.clock(), recover=recover,
             )  # fmt: skip
+            self._memory.restore_schedules(list(state.schedules.values()))
             if not recover:
                 self._buffer.clear()
                 return

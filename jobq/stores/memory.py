@@ -60,11 +60,14 @@ from jobq.stores.base import (
     Failure,
     NewJob,
     Signal,
+    SlotState,
     StoreStats,
     check_room,
     log_dropped_dead,
+    overlapping_job,
     process_died,
     retries_after_crash,
+    slot_taken,
 )
 from jobq.stores.common import (
     OneJobCalls,
@@ -143,6 +146,9 @@ class ChangeRecorder(Protocol):
     def claimed(self, job_id: int, started_at: float) -> None:
         """This pending job now runs, since ``started_at``."""
 
+    def scheduled(self, state: SlotState) -> None:
+        """A schedule's state was stored (``enqueue_slot``)."""
+
 
 class MemoryStore(OneJobCalls):
     """Jobs in this process's memory, guarded by the queue's lock.
@@ -189,6 +195,7 @@ class MemoryStore(OneJobCalls):
         self._completed: deque[tuple[float, int]] = deque()  # (expires_at, id)
         self._pending = 0  # waiting, not running
         self._next_id = 1
+        self._schedules: dict[str, SlotState] = {}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -489,6 +496,46 @@ class MemoryStore(OneJobCalls):
             while delayed and not self._pending_entry(*delayed[0]):
                 heapq.heappop(delayed)
             return delayed[0][0] if delayed else None
+
+    # -- periodic jobs (ScheduleStore) ----------------------------------------
+
+    def enqueue_slot(
+        self,
+        name: str,
+        expression: str,
+        slot: float,
+        job: NewJob,
+        now: float,
+        *,
+        skip_running: bool,
+    ) -> Enqueued | None:
+        with self._lock:
+            state = self._schedules.get(name)
+            if slot_taken(state, slot):
+                return None
+            skipped = overlapping_job(state, skip_running, self._live)
+            result = (
+                self.add([job], now)[0]
+                if skipped is None
+                else Enqueued(skipped, True)
+            )
+            state = self._schedules[name] = SlotState(name, expression, slot, result.id)
+            if self._recorder is not None:
+                self._recorder.scheduled(state)
+            return result
+
+    def schedule_states(self) -> list[SlotState]:
+        with self._lock:
+            return sorted(self._schedules.values())
+
+    def restore_schedules(self, states: Sequence[SlotState]) -> None:
+        """Replace the schedules' states with loaded ones (``lock`` held)."""
+        self._schedules = {state.name: state for state in states}
+
+    def _live(self, job_id: int) -> bool:
+        """Whether the job is pending or running."""
+        entry = self._jobs.get(job_id)
+        return job_id in self._claims or (entry is not None and entry[STATE] == PENDING)
 
     # -- for a store that keeps these jobs elsewhere (the JSON file) ---------
 

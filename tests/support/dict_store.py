@@ -24,14 +24,17 @@ from jobq.stores.base import (
     Failure,
     NewJob,
     Signal,
+    SlotState,
     StoreStats,
     add_error,
     check_room,
     describe_error,
     log_dropped_dead,
     log_recovered,
+    overlapping_job,
     process_died,
     retries_after_crash,
+    slot_taken,
 )
 
 
@@ -69,6 +72,7 @@ class Shelf:
     last_id: int = 0
     tokens: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     burials: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    schedules: dict[str, SlotState] = field(default_factory=dict)
 
 
 class DictStore:
@@ -283,7 +287,39 @@ class DictStore:
             ]
             return min(pending, default=None)
 
+    # -- periodic jobs (ScheduleStore) --
+
+    def enqueue_slot(
+        self,
+        name: str,
+        expression: str,
+        slot: float,
+        job: NewJob,
+        now: float,
+        *,
+        skip_running: bool,
+    ) -> Enqueued | None:
+        with self.signal.lock:
+            state = self.shelf.schedules.get(name)
+            if slot_taken(state, slot):
+                return None
+            skipped = overlapping_job(state, skip_running, self._live)
+            result = (
+                self.add([job], now)[0] if skipped is None else Enqueued(skipped, True)
+            )
+            self.shelf.schedules[name] = SlotState(name, expression, slot, result.id)
+            return result
+
+    def schedule_states(self) -> list[SlotState]:
+        with self.signal.lock:
+            return sorted(self.shelf.schedules.values())
+
     # -- helpers (with the lock held) --
+
+    def _live(self, job_id: int) -> bool:
+        row = self.shelf.rows.get(job_id)
+        return row is not None and row.state in (JobState.PENDING, JobState.RUNNING)
+
 
     def _held_keys(self) -> dict[str, int]:
         """Keys of pending and running jobs, and the job holding each."""

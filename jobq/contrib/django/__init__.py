@@ -6,10 +6,13 @@ One queue per process, built from ``settings.JOBQ`` by the first
     JOBQ = {"STORE": "sqlite:///jobs.db", "WORKERS": 4, "MAX_ATTEMPTS": 5}
 
     # myapp/tasks.py (imported by the app at startup, like admin.py)
-    from jobq.contrib.django import task
+    from jobq.contrib.django import periodic, task
 
     @task
     def send_welcome(user_id: int) -> None: ...
+
+    @periodic(cron="0 3 * * *", tz="Europe/Berlin")
+    def nightly_report() -> None: ...
 
     send_welcome.enqueue(user.pk)        # in a view
 
@@ -60,6 +63,7 @@ __all__ = [
     "enqueue",
     "enqueue_many",
     "get_queue",
+    "periodic",
     "task",
 ]
 
@@ -241,6 +245,10 @@ def get_queue() -> DjangoJobQueue:
                     autostart=found.autostart,
                     **found.queue_options,
                 )
+                if found.prometheus:
+                    from jobq.contrib.prometheus import instrument
+
+                    instrument(_queue)
     return _queue
 
 
@@ -301,6 +309,13 @@ def task(
     if func is None:
         return queue.task(name=name, max_attempts=max_attempts, priority=priority)
     return queue.task(func, name=name, max_attempts=max_attempts, priority=priority)
+
+
+def periodic(**options: Any) -> Callable[[Callable[..., R]], Task[..., R]]:
+    """``@get_queue().periodic(every=... or cron=..., ...)``: a periodic task of
+    the project's queue (see ``JobQueue.periodic``); declared in an app's
+    ``tasks`` module, it is found in every process like the other tasks."""
+    return get_queue().periodic(**options)
 
 
 def enqueue(payload: Any, **options: Any) -> Enqueued:

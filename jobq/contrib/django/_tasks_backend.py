@@ -12,6 +12,7 @@ import asyncio
 import builtins
 import contextlib
 import datetime as dt
+import functools
 import inspect
 import secrets
 import threading
@@ -185,7 +186,8 @@ class JobqBackend(BaseTaskBackend):
         meta = {QUEUE_NAME: task.queue_name, BACKEND: self.alias, ANNOUNCEMENT: token}
         if task.run_after is not None:
             meta[RUN_AFTER] = task.run_after.isoformat()
-        jobs = queue.prepare(
+        send = functools.partial(
+            queue.send,
             [{"args": result.args, "kwargs": result.kwargs}],
             at=task.run_after,
             priority=task.priority,
@@ -194,13 +196,14 @@ class JobqBackend(BaseTaskBackend):
             # Immediate mode stands in for Django's ImmediateBackend: one attempt.
             max_attempts=1 if queue.immediate else None,
             what=f"the arguments of task {task.module_path!r}",
+            then=written,
         )
         if not queue.immediate:
-            queue.add(jobs, then=written)
+            send()
             return result
         _last_finished.result = None
         with contextlib.suppress(SystemExit):  # recorded: a FAILED result
-            queue.add(jobs, then=written)
+            send()
         _show_immediate_outcome(result, queue)
         return result
 

@@ -94,6 +94,7 @@ class Config:
     autostart: bool = True
     on_commit: bool = True
     database: str = "default"
+    prometheus: bool = False
     queue_options: dict[str, Any] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
 
@@ -174,7 +175,11 @@ def _read_own(config: Config, own: dict[str, Any]) -> None:
     else:
         config.store = store
     _check_types(
-        config, {k: own[k] for k in ("WORKERS", "AUTOSTART", "ON_COMMIT", "DATABASE")}
+        config,
+        {
+            k: own[k]
+            for k in ("WORKERS", "AUTOSTART", "PROMETHEUS", "ON_COMMIT", "DATABASE")
+        },
     )
     handler = own["HANDLER"]
     if handler is not None:
@@ -188,6 +193,7 @@ def _read_own(config: Config, own: dict[str, Any]) -> None:
     config.autostart = own["AUTOSTART"]
     config.on_commit = own["ON_COMMIT"]
     config.database = own["DATABASE"]
+    config.prometheus = own["PROMETHEUS"]
 
 
 def _check_types(config: Config, values: dict[str, Any]) -> bool:

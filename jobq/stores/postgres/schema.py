@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobq.stores.postgres")
 
 #: The schema this code writes; a database with a newer one is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # -- schema (version 1) -------------------------------------------------------------
 # ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
@@ -133,8 +133,21 @@ SCHEMA_V2 = (
         ADD COLUMN meta text                     -- JSON object of str -> str""",
 )
 
+# -- version 3: periodic jobs' schedules, one row per queue and name -----------------
+
+SCHEMA_V3 = (
+    """CREATE TABLE {schedules} (
+        queue text NOT NULL,
+        name text NOT NULL,
+        expression text NOT NULL,           -- what last_slot was computed by
+        last_slot double precision NOT NULL,  -- epoch seconds
+        last_job_id bigint,
+        PRIMARY KEY (queue, name)
+    )""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: SCHEMA_V1, 2: SCHEMA_V2}
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3}
 
 # -- looking at the schema, and changing it ----------------------------------------
 
@@ -158,6 +171,9 @@ PRIVILEGES = (
     ("table", "counts_name", "INSERT"),
     ("table", "counts_name", "UPDATE"),
     ("table", "meta_name", "SELECT"),
+    ("table", "schedules_name", "SELECT"),
+    ("table", "schedules_name", "INSERT"),
+    ("table", "schedules_name", "UPDATE"),
     ("sequence", "burials_name", "USAGE"),
 )
 HAS_PRIVILEGE = {

@@ -44,6 +44,23 @@ NOTIFY = """SELECT set_config('synchronous_commit', 'off', true),
 HELD_KEY = """SELECT id FROM {jobs} WHERE queue = %(q)s AND key = %(key)s
     AND state IN ('scheduled', 'ready', 'running')"""
 
+# -- periodic jobs' schedules ------------------------------------------------------
+# Takes the slot if it is later than the stored one, in one statement: a
+# process asking for the same slot at once waits for the row lock, then finds
+# it taken (no row). It returns the last job as it was (the update keeps it).
+TAKE_SLOT = """INSERT INTO {schedules} AS s (queue, name, expression, last_slot)
+    VALUES (%(q)s, %(name)s, %(expression)s, %(slot)s)
+    ON CONFLICT (queue, name) DO UPDATE
+        SET expression = excluded.expression, last_slot = excluded.last_slot
+        WHERE s.last_slot < excluded.last_slot
+    RETURNING s.last_job_id"""
+SET_SLOT_JOB = """UPDATE {schedules} SET last_job_id = %(job)s
+    WHERE queue = %(q)s AND name = %(name)s"""
+SCHEDULES = """SELECT name, expression, last_slot, last_job_id FROM {schedules}
+    WHERE queue = %(q)s ORDER BY name"""
+LIVE_JOB = """SELECT EXISTS (SELECT 1 FROM {jobs} WHERE id = %(job)s
+    AND state IN ('scheduled', 'ready', 'running'))"""
+
 # ``{lazy_commit}``: claims and successes commit without waiting for the WAL
 # flush (``lazy``, a one-row CTE the statement joins, so that it is
 # evaluated). A crash of the server may forget the last of them, and those
@@ -269,6 +286,7 @@ class Statements:
             "counts": ident("counts"),
             "meta": ident("meta"),
             "burials": ident("burials"),
+            "schedules": ident("schedules"),
             "count_jobs": ident("count_jobs"),
             "now": sql.SQL(NOW),
             "db_now": sql.SQL(DB_NOW),
@@ -284,6 +302,7 @@ class Statements:
             "counts_name": ident("counts").as_string(None),
             "meta_name": ident("meta").as_string(None),
             "burials_name": ident("burials").as_string(None),
+            "schedules_name": ident("schedules").as_string(None),
         }
         self._idents = idents
         render = self.render
@@ -317,6 +336,10 @@ class Statements:
         self.pending = render(PENDING)
         self.live = render(LIVE)
         self.next_due = render(NEXT_DUE)
+        self.take_slot = render(TAKE_SLOT)
+        self.set_slot_job = render(SET_SLOT_JOB)
+        self.schedules = render(SCHEDULES)
+        self.live_job = render(LIVE_JOB)
 
     def render(self, template: str) -> bytes:
         """``template`` with this schema's names in its ``{x}`` fields."""

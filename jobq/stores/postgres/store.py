@@ -47,11 +47,13 @@ from jobq.stores.base import (
     Failure,
     NewJob,
     Signal,
+    SlotState,
     StoreStats,
     check_room,
     describe_error,
     log_dropped_dead,
     log_recovered,
+    overlapping_job,
     process_died,
     retries_after_crash,
 )
@@ -530,6 +532,49 @@ class PostgresStore(OneJobCalls):
             f"key {values['key']!r} kept changing hands; nothing was added for it"
         )
 
+    def enqueue_slot(
+        self,
+        name: str,
+        expression: str,
+        slot: float,
+        job: NewJob,
+        now: float,
+        *,
+        skip_running: bool,
+    ) -> Enqueued | None:
+        """One transaction: take the slot (``TAKE_SLOT``), add the job, and
+        keep its id; hosts asking for the same slot at once wait for the
+        schedule's row, and the later ones find the slot taken."""
+        key = {"q": self.queue, "name": name}
+        with self._connection() as conn, conn.transaction():
+            row = conn.execute(
+                self._sql.take_slot, {**key, "expression": expression, "slot": slot}
+            ).fetchone()
+            if row is None:
+                return None
+            state = SlotState(name, expression, slot, row[0])
+
+            def live(job_id: int) -> bool:
+                return bool(first(conn.execute(
+                    self._sql.live_job, {"job": job_id}).fetchone()))  # fmt: skip
+
+            skipped = overlapping_job(state, skip_running, live)
+            if skipped is not None:
+                return Enqueued(skipped, True)
+            job_id, duplicate = self._insert(
+                conn, [self._add_params(job, now)], self._sql.add
+            )[0]
+            conn.execute(self._sql.set_slot_job, {**key, "job": job_id})
+        if not duplicate:
+            self._signal.jobs_added(1)
+            self._notify_others(1)
+        return Enqueued(job_id, duplicate)
+
+    def schedule_states(self) -> list[SlotState]:
+        with self._connection() as conn:
+            rows = conn.execute(self._sql.schedules, {"q": self.queue}).fetchall()
+        return [SlotState(*row) for row in rows]
+
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         self._offset = now - time.time()  # for next_due: see there
         token = secrets.randbits(63) or 1  # one per batch: (id, token) fences
@@ -780,7 +825,8 @@ class PostgresStore(OneJobCalls):
             return None
         if self.clock == "queue":
             return float(due)
-        return time.time() + self._offset + max(float(due) - float(db_now), 0.0)
+        # Not clamped at now: an overdue job's time tells how long it waited.
+        return time.time() + self._offset + float(due) - float(db_now)
 
     # -- inside transactions: settling, burial --------------------------------------
 

@@ -21,7 +21,7 @@ from jobq.stores.sqlite.connections import Database, primary_code
 logger = logging.getLogger("jobq.stores.sqlite")
 
 #: The schema this code writes; a file with a newer one is refused.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA_V1 = (
     """CREATE TABLE jobq_meta (
@@ -89,8 +89,18 @@ SCHEMA_V2 = (
     "ALTER TABLE jobq_jobs ADD COLUMN meta TEXT",  # JSON object of str -> str
 )
 
+# Version 3: periodic jobs' schedules, one row each (see ``ScheduleStore``).
+SCHEMA_V3 = (
+    """CREATE TABLE jobq_schedules (
+        name TEXT PRIMARY KEY,
+        expression TEXT NOT NULL,              -- what last_slot was computed by
+        last_slot REAL NOT NULL,               -- epoch seconds
+        last_job_id INTEGER
+    )""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: SCHEMA_V1, 2: SCHEMA_V2}
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3}
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"
 GET_VERSION = "SELECT value FROM jobq_meta WHERE name = 'schema_version'"

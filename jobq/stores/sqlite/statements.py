@@ -18,6 +18,19 @@ INSERT = """INSERT INTO jobq_jobs
      timeout, meta)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"""
 
+# -- periodic jobs' schedules -----------------------------------------------------
+
+GET_SCHEDULE = """SELECT name, expression, last_slot, last_job_id FROM jobq_schedules
+    WHERE name = ?"""
+PUT_SCHEDULE = """INSERT INTO jobq_schedules (name, expression, last_slot, last_job_id)
+    VALUES (?, ?, ?, ?)
+    ON CONFLICT (name) DO UPDATE SET expression = excluded.expression,
+        last_slot = excluded.last_slot, last_job_id = excluded.last_job_id"""
+SCHEDULES = """SELECT name, expression, last_slot, last_job_id FROM jobq_schedules
+    ORDER BY name"""
+LIVE_JOB = """SELECT 1 FROM jobq_jobs
+    WHERE id = ? AND state IN ('scheduled', 'ready', 'running')"""
+
 # Cheap read first, so idle workers never take the write lock for nothing.
 ANY_DUE = """SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'ready')
     OR EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= ?)"""

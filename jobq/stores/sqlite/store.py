@@ -35,14 +35,17 @@ from jobq.stores.base import (
     Failure,
     NewJob,
     Signal,
+    SlotState,
     StoreStats,
     add_error,
     check_room,
     describe_error,
     log_dropped_dead,
     log_recovered,
+    overlapping_job,
     process_died,
     retries_after_crash,
+    slot_taken,
 )
 from jobq.stores.common import (
     OneJobCalls,
@@ -73,10 +76,12 @@ from jobq.stores.sqlite.statements import (
     EXPIRE_COMPLETED,
     EXPIRED,
     GET,
+    GET_SCHEDULE,
     HELD_KEY,
     INSERT,
     LISTS,
     LIVE_COUNT,
+    LIVE_JOB,
     NEXT_DUE,
     OLDEST_DEAD,
     OWNED,
@@ -84,10 +89,12 @@ from jobq.stores.sqlite.statements import (
     PAGES,
     PENDING_COUNT,
     PROMOTE,
+    PUT_SCHEDULE,
     RELEASE,
     RENEW_CHUNK,
     RETRY,
     REVIVE,
+    SCHEDULES,
     SYNCHRONOUS,
     renew,
 )
@@ -180,6 +187,20 @@ def _finish_one(
         return bool(conn.execute(DELETE_CLAIMED, (claim.id, claim.token)).rowcount)
     values = (done.result, keep_until, now, claim.id, claim.token)
     return bool(conn.execute(COMPLETE, values).rowcount)
+
+
+def _insert(conn: sqlite3.Connection, new: NewJob, now: float) -> Enqueued:
+    """Insert one job (in the caller's write transaction); a live job
+    holding its key is returned as a duplicate instead."""
+    if new.key is not None:
+        held = conn.execute(HELD_KEY, (new.key,)).fetchone()
+        if held is not None:
+            return Enqueued(held[0], True)
+    state = "ready" if new.run_at <= now else "scheduled"
+    row = (state, new.payload, new.key, new.priority, new.run_at, now,
+           new.max_attempts, new.task, new.timeout, new.meta)  # fmt: skip
+    (job_id,) = conn.execute(INSERT, row).fetchone()
+    return Enqueued(job_id, False)
 
 
 class SqliteStore(OneJobCalls):
@@ -369,18 +390,11 @@ class SqliteStore(OneJobCalls):
             if max_pending is not None:
                 (pending,) = conn.execute(PENDING_COUNT).fetchone()
             for new in jobs:
-                if new.key is not None:
-                    held = conn.execute(HELD_KEY, (new.key,)).fetchone()
-                    if held is not None:
-                        results.append(Enqueued(held[0], True))
-                        continue
-                is_due = new.run_at <= now
-                state = "ready" if is_due else "scheduled"
-                row = (state, new.payload, new.key, new.priority, new.run_at, now,
-                       new.max_attempts, new.task, new.timeout, new.meta)  # fmt: skip
-                (job_id,) = conn.execute(INSERT, row).fetchone()
-                results.append(Enqueued(job_id, False))
-                if is_due:
+                enqueued = _insert(conn, new, now)
+                results.append(enqueued)
+                if enqueued.duplicate:
+                    continue
+                if new.run_at <= now:
                     due += 1
                 else:
                     delayed += 1
@@ -390,6 +404,40 @@ class SqliteStore(OneJobCalls):
             # A delayed job wakes one idle worker so it shortens its wait.
             self._jobs_added(due or 1)
         return results
+
+    def enqueue_slot(
+        self,
+        name: str,
+        expression: str,
+        slot: float,
+        job: NewJob,
+        now: float,
+        *,
+        skip_running: bool,
+    ) -> Enqueued | None:
+        """One IMMEDIATE transaction: processes asking for the same slot take
+        turns, and the later ones find it taken."""
+        with self._write() as conn:
+            row = conn.execute(GET_SCHEDULE, (name,)).fetchone()
+            state = None if row is None else SlotState(*row)
+            if slot_taken(state, slot):
+                return None
+
+            def live(job_id: int) -> bool:
+                return conn.execute(LIVE_JOB, (job_id,)).fetchone() is not None
+
+            skipped = overlapping_job(state, skip_running, live)
+            result = _insert(conn, job, now) if skipped is None else Enqueued(
+                skipped, True
+            )
+            conn.execute(PUT_SCHEDULE, (name, expression, slot, result.id))
+        if not result.duplicate:
+            self._jobs_added(1)
+        return result
+
+    def schedule_states(self) -> list[SlotState]:
+        with self._reading() as conn:
+            return [SlotState(*row) for row in conn.execute(SCHEDULES).fetchall()]
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         self._check_process()

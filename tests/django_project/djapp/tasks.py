@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from djapp.models import Note
-from jobq.contrib.django import task
+from jobq.contrib.django import periodic, task
 
 
 @task
@@ -14,3 +14,9 @@ def add(a: int, b: int) -> int:
 @task
 def note(text: str) -> int:
     return Note.objects.create(text=text).pk
+
+
+# Once a year, so that it never runs during the other tests.
+@periodic(cron="0 3 1 1 *", tz="Europe/Berlin")
+def new_year_report() -> None:
+    Note.objects.create(text="happy new year")

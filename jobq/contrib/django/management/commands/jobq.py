@@ -1,5 +1,5 @@
 """``manage.py jobq COMMAND``: the ``jobq`` command's ``stats``, ``dead``,
-``show``, ``retry``, ``delete``, ``purge-dead`` and ``migrate`` on the
+``schedules``, ``show``, ``retry``, ``delete``, ``purge-dead`` and ``migrate`` on the
 project's queue (``settings.JOBQ["STORE"]``); workers run with ``manage.py
 jobq_worker``.
 
@@ -19,10 +19,9 @@ from jobq.errors import JobqError
 from jobq.queue import JobQueue
 
 #: The ``jobq`` commands this one offers (``worker`` is ``jobq_worker``).
-COMMANDS = {
-    name: cli.COMMANDS[name]
-    for name in ("stats", "dead", "show", "retry", "delete", "purge-dead", "migrate")
-}
+NAMES = ("stats", "dead", "schedules", "show", "retry", "delete", "purge-dead",
+         "migrate")  # fmt: skip
+COMMANDS = {name: cli.COMMANDS[name] for name in NAMES}
 
 
 class Command(BaseCommand):
@@ -55,12 +54,17 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
     if name == "migrate":
         done = operations.migrate(queue.store)
         return render.migration(done.store, done.version, as_json=as_json)
-    changes = name in ("retry", "delete") or (name == "purge-dead" and options["yes"])
+    # schedules: the project's own queue declares them (see cli's _with_app).
+    changes = name in ("retry", "delete", "schedules") or (
+        name == "purge-dead" and options["yes"]
+    )
     with cli.queue_for_command(queue, read_only=not changes) as used:
         if name == "stats":
             return render.stats(operations.stats(used), as_json=as_json)
         if name == "dead":
             return render.dead(operations.dead(used), as_json=as_json)
+        if name == "schedules":
+            return render.schedules(operations.schedules(used), as_json=as_json)
         if name == "show":
             return render.job(operations.show(used, options["id"]), as_json=as_json)
         if name == "retry":

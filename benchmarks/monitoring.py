@@ -1,0 +1,160 @@
+"""The cost of monitoring: jobq's memory store with Prometheus metrics, and
+with OpenTelemetry tracing, beside the same store without them, in the same
+run (``python -m benchmarks --only end_to_end``).
+
+Prometheus: ``instrument(queue)`` into a registry of its own, nothing
+scraping. OpenTelemetry: the SDK's ``TracerProvider`` sampling every span,
+each handed to a ``SimpleSpanProcessor`` whose exporter drops it, so the
+figure is jobq's and the SDK's span cost, not a network's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jobq
+from benchmarks.harness import IN_MEMORY, Contender
+from benchmarks.throughput import WORKLOADS as THROUGHPUT
+from benchmarks.throughput import JobqEngine, Setup, Speed, memory_store
+
+#: ``(queue, cleanup)``: turn one kind of monitoring on for a round.
+Instrument = Callable[[jobq.JobQueue[Any], contextlib.ExitStack], None]
+
+
+class InstrumentedEngine(JobqEngine):
+    """jobq's memory store with monitoring turned on before the clock."""
+
+    def __init__(self, setup: Setup, instrument: Instrument) -> None:
+        super().__init__(setup, memory_store)
+        self.instrument = instrument
+
+    def open(self, cleanup: contextlib.ExitStack) -> None:
+        super().open(cleanup)
+        self.instrument(self.queue, cleanup)
+
+
+def prometheus(queue: jobq.JobQueue[Any], cleanup: contextlib.ExitStack) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from jobq.contrib.prometheus import instrument
+
+    cleanup.callback(instrument(queue, CollectorRegistry()).close)
+
+
+def opentelemetry(queue: jobq.JobQueue[Any], cleanup: contextlib.ExitStack) -> None:
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        SimpleSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    from jobq.contrib.opentelemetry import instrument
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Dropped()))
+    cleanup.callback(provider.shutdown)
+    cleanup.callback(instrument(queue, provider).close)
+
+
+#: Variant name, its instrumentation, the module it needs.
+VARIANTS: list[tuple[str, Instrument, str]] = [
+    ("jobq memory + Prometheus", prometheus, "prometheus_client"),
+    ("jobq memory + OpenTelemetry", opentelemetry, "opentelemetry.sdk"),
+]
+
+
+#: The workloads that run the variants: the end-to-end table, no-op jobs.
+WORKLOADS = ("end_to_end",)
+
+
+def contenders(workload: str) -> tuple[list[Contender], list[str]]:
+    """The instrumented variants of jobq's memory store for ``workload`` (in
+    ``WORKLOADS``); a note for each whose library is not installed."""
+    found: list[Contender] = []
+    notes: list[str] = []
+    if workload not in WORKLOADS:
+        return found, notes
+    table = THROUGHPUT[workload]
+    for name, instrument, module in VARIANTS:
+        try:
+            __import__(module)
+        except ImportError:
+            notes.append(f"{name}: `{module}` is not installed (jobq[bench]).")
+            continue
+        engine = functools.partial(InstrumentedEngine, instrument=instrument)
+        found.append(table.contender(name, IN_MEMORY, engine, Speed.FAST))
+    return found, notes
+
+
+# -- instructions per job (callgrind): load-independent -----------------------
+
+#: ``python -m benchmarks.monitoring``: each variant's instructions per no-op
+#: job, from callgrind runs of N and 2N jobs (their difference over N, so the
+#: interpreter's start and the imports cancel out).
+CALLGRIND_JOBS = 2_000
+
+SETUPS: dict[str, Instrument | None] = {
+    "none": None,
+    "prometheus": prometheus,
+    "opentelemetry": opentelemetry,
+}
+
+
+def run_jobs(variant: str, n: int) -> None:
+    """Enqueue ``n`` no-op jobs on the memory store and run them in this
+    thread (``run_pending``): no worker threads, so the count is the same
+    from one run to the next."""
+    with contextlib.ExitStack() as cleanup:
+        queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+        cleanup.callback(queue.close)
+        setup = SETUPS[variant]
+        if setup is not None:
+            setup(queue, cleanup)
+        for i in range(n):
+            queue.enqueue({"n": i})
+        queue.run_pending()
+
+
+def instructions(variant: str, n: int) -> int:
+    """Instructions callgrind counts for ``run_jobs(variant, n)``, start included."""
+    import re
+    import subprocess
+    import sys
+
+    ran = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+         sys.executable, "-m", "benchmarks.monitoring", "--run", variant, str(n)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", ran.stderr)
+    if found is None:
+        raise RuntimeError(f"no callgrind summary in: {ran.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    import sys
+
+    if sys.argv[1:2] == ["--run"]:
+        run_jobs(sys.argv[2], int(sys.argv[3]))
+        return
+    n = CALLGRIND_JOBS
+    per_job = {}
+    for variant in SETUPS:
+        per_job[variant] = (instructions(variant, 2 * n) - instructions(variant, n)) / n
+    base = per_job["none"]
+    print(f"instructions per no-op job (callgrind, memory store, run_pending, N={n}):")
+    for variant, count in per_job.items():
+        print(f"  {variant:14s} {count:12,.0f}  {count / base - 1:+.0%}")
+
+
+if __name__ == "__main__":
+    main()

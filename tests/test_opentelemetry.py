@@ -1,0 +1,193 @@
+"""``jobq.contrib.opentelemetry`` with the SDK's in-memory exporter: the
+enqueue span is the parent of every attempt's span, through retries and
+across processes (SQLite); a failed attempt's span has the exception."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import SpanKind, StatusCode
+
+import jobq
+from jobq.contrib.opentelemetry import instrument, tracing_for
+from jobq.testing import Clock
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider
+    provider.shutdown()
+
+
+def named(spans: tuple[ReadableSpan, ...], name: str) -> list[ReadableSpan]:
+    return [span for span in spans if span.name == name]
+
+
+def test_each_attempt_s_span_is_a_child_of_the_enqueue_span_through_a_retry(
+    exporter: InMemorySpanExporter, provider: TracerProvider, clock: Clock
+) -> None:
+    attempts = {"left": 1}
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(clock=clock, jitter=False)
+
+    @queue.task(name="flaky")
+    def flaky() -> None:
+        if attempts["left"]:
+            attempts["left"] -= 1
+            raise ValueError("not yet")
+
+    instrument(queue, provider)
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("request"):
+        job = flaky.enqueue()
+    queue.run_pending()
+    clock.advance(60)
+    queue.run_pending()
+
+    spans = exporter.get_finished_spans()
+    (request,) = named(spans, "request")
+    (enqueue,) = named(spans, "jobq.enqueue flaky")
+    runs = named(spans, "jobq.run flaky")
+    assert enqueue.kind is SpanKind.PRODUCER
+    assert enqueue.parent is not None
+    assert enqueue.parent.span_id == request.context.span_id
+    assert dict(enqueue.attributes or {}) == {
+        "messaging.system": "jobq",
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "enqueue",
+        "messaging.destination.name": "flaky",
+        "messaging.message.id": str(job.id),
+    }
+    assert len(runs) == 2
+    for attempt, run in enumerate(runs, start=1):
+        assert run.kind is SpanKind.CONSUMER
+        assert run.parent is not None
+        assert run.parent.span_id == enqueue.context.span_id
+        assert run.context.trace_id == request.context.trace_id
+        assert dict(run.attributes or {}) == {
+            "messaging.system": "jobq",
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "run",
+            "messaging.destination.name": "flaky",
+            "messaging.message.id": str(job.id),
+            "jobq.attempt": attempt,
+        }
+    failed, succeeded = runs
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.status.description == "ValueError: not yet"
+    (event,) = failed.events
+    assert event.name == "exception"
+    assert (event.attributes or {})["exception.type"] == "ValueError"
+    assert succeeded.status.status_code is StatusCode.UNSET
+    record = queue.get(job)
+    assert record is None  # finished; its meta held the context while it waited
+
+
+def test_the_job_s_meta_holds_the_w3c_trace_context(provider: TracerProvider) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    instrument(queue, provider)
+
+    job = queue.enqueue("x", meta={"mine": "kept"})
+
+    record = queue.get(job)
+    assert record is not None
+    assert set(record.meta) == {"mine", "traceparent"}
+    assert record.meta["traceparent"].startswith("00-")
+
+
+def test_a_closed_tracing_adds_no_span_and_no_meta(
+    exporter: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    tracing = instrument(queue, provider)
+    with pytest.raises(ValueError, match="already instrumented"):
+        instrument(queue, provider)
+    assert tracing_for(queue) is tracing
+    tracing.close()
+
+    job = queue.enqueue("x")
+    queue.run_pending()
+
+    assert exporter.get_finished_spans() == ()
+    assert queue.get(job) is None  # it ran
+    assert tracing_for(queue) is None
+    assert queue.middleware == ()
+
+
+RUNNER = """
+import json, sys
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import jobq
+from jobq.contrib.opentelemetry import instrument
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+queue = jobq.JobQueue(store=sys.argv[1])
+
+@queue.task(name="remote")
+def remote():
+    raise jobq.Fatal("over there")
+
+instrument(queue, provider)
+with queue:
+    queue.run_pending()
+print(json.dumps([
+    {"name": s.name, "trace": s.context.trace_id, "parent": s.parent.span_id,
+     "status": s.status.status_code.name, "events": [e.name for e in s.events]}
+    for s in exporter.get_finished_spans()
+]))
+"""
+
+
+def test_the_attempt_in_another_process_is_a_child_of_the_enqueue_span(
+    tmp_path: Path, exporter: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    with jobq.JobQueue[Any](store=store) as queue:
+
+        @queue.task(name="remote")
+        def remote() -> None: ...
+
+        instrument(queue, provider)
+        remote.enqueue()
+    (enqueue,) = exporter.get_finished_spans()
+
+    ran = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(RUNNER), store],
+        check=True, capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+
+    assert json.loads(ran.stdout) == [
+        {
+            "name": "jobq.run remote",
+            "trace": enqueue.context.trace_id,
+            "parent": enqueue.context.span_id,
+            "status": "ERROR",
+            "events": ["exception"],
+        }
+    ]

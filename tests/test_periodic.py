@@ -1,0 +1,479 @@
+"""Periodic jobs in one process: slots, DST, catch-up, overlap, clock steps,
+changed and removed schedules, bad declarations. Time moves by hand (a
+``Clock`` or freezegun); several processes are in test_periodic_processes.py,
+the store's own rules in ``StoreContractTests``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from freezegun import freeze_time
+
+import jobq
+from jobq import JobQueue, Retry, Schedule
+from jobq._slots import CronSlots, EverySlots
+from jobq.stores import MemoryStore, SqliteStore
+from jobq.stores.base import STORE_MEMBERS
+from jobq.testing.clock import Clock
+
+BERLIN = ZoneInfo("Europe/Berlin")
+UTC = dt.UTC
+
+
+def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> float:
+    """Epoch seconds of a wall time in Berlin."""
+    return dt.datetime(year, month, day, hour, minute, tzinfo=BERLIN).timestamp()
+
+
+class Calls:
+    """A periodic function that records the slots it ran for."""
+
+    def __init__(self) -> None:
+        self.slots: list[dt.datetime] = []
+
+    def __call__(self, scheduled_at: dt.datetime) -> None:
+        self.slots.append(scheduled_at)
+
+
+def walk(queue: JobQueue[Any], clock: Clock, until: float, step: float) -> int:
+    """Move the clock by ``step`` up to ``until``, running what is due each time."""
+    ran = 0
+    while clock.now < until:
+        clock.advance(step)
+        ran += queue.run_pending()
+    return ran
+
+
+# -- slots --------------------------------------------------------------------------
+
+
+def test_every_slots_are_multiples_of_the_period_since_the_epoch() -> None:
+    slots = EverySlots(600)
+
+    assert slots.after(1_800_000_000) == 1_800_000_600
+    assert slots.after(1_800_000_001) == 1_800_000_600
+    assert slots.at_or_before(1_800_000_599.9) == 1_800_000_000
+    assert slots.at_or_before(1_800_000_600) == 1_800_000_600
+    assert slots.between(1_800_000_000, 1_800_003_000, 3) == [
+        1_800_001_800, 1_800_002_400, 1_800_003_000,
+    ]  # fmt: skip
+    assert slots.between(1_800_000_000, 1_800_000_599, 3) == []
+
+
+def test_cron_slots_in_berlin() -> None:
+    slots = CronSlots("*/15  9 * * *", "Europe/Berlin")
+
+    assert slots.expression == "*/15 9 * * *"
+    assert slots.after(at(2026, 6, 1, 9, 0)) == at(2026, 6, 1, 9, 15)
+    assert slots.at_or_before(at(2026, 6, 1, 9, 0)) == at(2026, 6, 1, 9, 0)
+    assert slots.at_or_before(at(2026, 6, 1, 9, 0) - 0.5) == at(2026, 5, 31, 9, 45)
+    assert slots.between(at(2026, 6, 1, 9, 0), at(2026, 6, 1, 12), 10) == [
+        at(2026, 6, 1, 9, 15), at(2026, 6, 1, 9, 30), at(2026, 6, 1, 9, 45),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("start", "days", "expected"),
+    [
+        # Spring forward (29 March 2026): 02:00 does not exist; it runs at 03:00.
+        (at(2026, 3, 28), 3, ["2026-03-28T02:00:00+01:00", "2026-03-29T03:00:00+02:00",
+                              "2026-03-30T02:00:00+02:00"]),
+        # Fall back (25 October 2026): 02:00 happens twice; it runs once.
+        (at(2026, 10, 24), 3, ["2026-10-24T02:00:00+02:00", "2026-10-25T02:00:00+02:00",
+                               "2026-10-26T02:00:00+01:00"]),
+    ],
+    ids=["spring-forward", "fall-back"],
+)  # fmt: skip
+def test_a_nightly_cron_in_berlin_runs_once_each_day_across_a_dst_change(
+    start: float, days: int, expected: list[str]
+) -> None:
+    clock = Clock(start)
+    calls = Calls()
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(cron="0 2 * * *", tz="Europe/Berlin", name="nightly")(calls)
+        assert queue.run_pending() == 0
+
+        ran = walk(queue, clock, start + days * 86400, step=300)
+
+    assert ran == days
+    assert [slot.isoformat() for slot in calls.slots] == expected
+    assert all(slot.tzinfo == BERLIN for slot in calls.slots)
+
+
+# -- a queue's schedules --------------------------------------------------------------
+
+
+def test_a_periodic_task_is_a_named_task_with_retries() -> None:
+    clock = Clock(600 * 3_000_000)
+    attempts: list[int] = []
+
+    with JobQueue(clock=clock, base_delay=1, jitter=False) as queue:
+
+        @queue.periodic(every=600, name="flaky", max_attempts=2, priority=3)
+        def flaky() -> None:
+            attempts.append(1)
+            raise ValueError("down")
+
+        assert queue.run_pending() == 0  # the first look: from the next slot on
+        clock.advance(600)
+        assert queue.run_pending() == 1
+        clock.advance(1)
+        assert queue.run_pending() == 1
+
+        assert queue.tasks["flaky"] is flaky
+        (dead,) = queue.dead_jobs()
+    assert (dead.task, dead.priority, dead.attempts, dead.key) == (
+        "flaky", 3, 2, "periodic:flaky@2027-01-15T08:10:00Z",
+    )  # fmt: skip
+    assert dead.payload == {"args": [], "kwargs": {}}
+    assert len(attempts) == 2
+
+
+def test_freezegun_moves_the_schedules_of_a_queue_on_the_real_clock() -> None:
+    calls = Calls()
+    with freeze_time("2026-05-01 00:00:00") as frozen, JobQueue() as queue:
+        queue.periodic(every=dt.timedelta(minutes=10), name="purge")(calls)
+        assert queue.run_pending() == 0
+        frozen.tick(dt.timedelta(minutes=10))
+        assert queue.run_pending() == 1
+
+    assert calls.slots == [dt.datetime(2026, 5, 1, 0, 10, tzinfo=UTC)]
+
+
+def test_running_workers_enqueue_each_slot_as_it_falls_due() -> None:
+    ran = threading.Event()
+    queue: JobQueue[Any] = JobQueue()
+    queue.periodic(every=1, name="second")(ran.set)
+    queue.start(workers=2)
+    try:
+        assert ran.wait(10)
+    finally:
+        queue.close(timeout=5)
+
+
+def test_a_slot_falls_due_on_time_while_every_worker_is_busy() -> None:
+    """The only worker runs a long job: the watchdog enqueues the slot."""
+    started, release, enqueued = threading.Event(), threading.Event(), threading.Event()
+    queue: JobQueue[Any] = JobQueue()
+
+    @queue.task(name="long")
+    def long_job() -> None:
+        started.set()
+        release.wait(30)
+
+    queue.periodic(every=1, name="second", overlap="allow")(lambda: None)
+
+    def on_enqueued(event: jobq.Event) -> None:
+        if event.kind == "enqueued" and event.task == "second" and started.is_set():
+            enqueued.set()
+
+    queue.subscribe(on_enqueued)
+    queue.start(workers=1)
+    try:
+        long_job.enqueue()
+        assert started.wait(10)
+        assert enqueued.wait(10)
+        assert not release.is_set()  # the worker is still in the long job
+    finally:
+        release.set()
+        queue.close(timeout=5)
+
+
+def test_a_slot_job_is_announced_like_any_enqueued_job() -> None:
+    clock = Clock(3_600_000.5)
+    events: list[tuple[str, str | None]] = []
+    queue: JobQueue[Any] = JobQueue(clock=clock)
+    queue.periodic(every=60, name="minute")(lambda: None)
+    queue.subscribe(lambda event: events.append((event.kind, event.task)))
+    clock.advance(60)
+    assert queue.run_pending() == 1
+
+    assert events == [("enqueued", "minute"), ("started", "minute"),
+                      ("succeeded", "minute")]  # fmt: skip
+    queue.close()
+
+
+def test_after_downtime_the_latest_missed_slot_runs_once(tmp_path: Path) -> None:
+    assert catch_up_after_downtime(tmp_path, "latest") == ["03:00"]
+
+
+def test_after_downtime_no_missed_slot_runs_with_catch_up_none(tmp_path: Path) -> None:
+    assert catch_up_after_downtime(tmp_path, "none") == []
+
+
+def test_after_downtime_every_missed_slot_runs_with_catch_up_all(
+    tmp_path: Path,
+) -> None:
+    missed = catch_up_after_downtime(tmp_path, "all")
+    assert missed == [f"{h:02}:{m:02}" for h in (1, 2) for m in (0, 20, 40)] + ["03:00"]
+
+
+def test_catch_up_all_is_bounded_by_max_catch_up(tmp_path: Path) -> None:
+    missed = catch_up_after_downtime(tmp_path, "all", max_catch_up=2)
+    assert missed == ["02:40", "03:00"]
+
+
+def catch_up_after_downtime(
+    tmp_path: Path, catch_up: Any, max_catch_up: int = 100
+) -> list[str]:
+    """A process runs the 00:40 slot of a 20-minute schedule and stops; the
+    next starts at 03:05: the slots it runs at once (UTC times)."""
+    path = tmp_path / "jobs.db"
+    clock = Clock(dt.datetime(2026, 5, 1, 0, 30, tzinfo=UTC).timestamp())
+    with JobQueue(store=SqliteStore(path), clock=clock) as first:
+        first.periodic(every=1200, name="sync")(Calls())
+        assert walk(first, clock, clock.now + 600, step=60) == 1  # 00:40
+    clock.now = dt.datetime(2026, 5, 1, 3, 5, tzinfo=UTC).timestamp()
+    calls = Calls()
+    with JobQueue(store=SqliteStore(path), clock=clock) as second:
+        second.periodic(
+            every=1200, name="sync", catch_up=catch_up, max_catch_up=max_catch_up
+        )(calls)
+        second.run_pending()
+        missed = [slot.strftime("%H:%M") for slot in calls.slots]
+        assert walk(second, clock, clock.now + 900, step=60) == 1  # 03:20, as usual
+    return missed
+
+
+def test_a_slot_is_skipped_while_the_previous_one_waits_for_a_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock(600 * 3_000_000)
+    with JobQueue(clock=clock, base_delay=3600, jitter=False) as queue:
+
+        @queue.periodic(every=600, name="report")
+        def report() -> None:
+            raise Retry("the database is busy")
+
+        assert queue.run_pending() == 0
+        clock.advance(600)
+        assert queue.run_pending() == 1  # failed: pending for an hour
+        clock.advance(600)
+        with caplog.at_level(logging.INFO, logger="jobq"):
+            assert queue.run_pending() == 0
+        assert queue.stats().pending == 1
+        (record,) = [r for r in caplog.records if "skipped the slot" in r.message]
+        assert record.message.startswith(
+            "periodic report: skipped the slot 2027-01-15T08:20:00Z"
+        )
+        (schedule,) = queue.schedules()
+        assert (record.job_id, record.task) == (schedule.last_job_id, "report")
+    assert schedule.last_slot == dt.datetime(2027, 1, 15, 8, 20, tzinfo=UTC)
+
+
+def test_overlapping_slots_are_enqueued_when_allowed() -> None:
+    clock = Clock(600 * 3_000_000)
+    with JobQueue(clock=clock, base_delay=3600, jitter=False) as queue:
+
+        @queue.periodic(every=600, name="report", overlap="allow")
+        def report() -> None:
+            raise Retry("the database is busy")
+
+        ran = walk(queue, clock, clock.now + 1800, step=600)
+        assert (ran, queue.stats().pending) == (3, 3)
+
+
+def test_a_clock_stepped_back_never_enqueues_a_slot_twice() -> None:
+    clock = Clock(600 * 3_000_000)
+    calls = Calls()
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(every=60, name="m")(calls)
+        assert walk(queue, clock, clock.now + 120, step=60) == 2
+        clock.advance(-170)  # NTP steps the clock back
+        assert walk(queue, clock, clock.now + 170, step=10) == 0
+        assert walk(queue, clock, clock.now + 60, step=10) == 1
+
+    assert len(calls.slots) == len(set(calls.slots)) == 3
+
+
+def test_a_clock_stepped_forward_enqueues_the_latest_slot_at_once() -> None:
+    clock = Clock(600 * 3_000_000)
+    calls = Calls()
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(every=60, name="m")(calls)
+        assert walk(queue, clock, clock.now + 60, step=60) == 1
+        clock.advance(3600.5)
+        assert queue.run_pending() == 1
+
+    assert calls.slots[-1].timestamp() == clock.now - 0.5
+
+
+class FailingOnce(MemoryStore):
+    """A memory store whose first ``enqueue_slot`` fails, as a database may."""
+
+    failed = False
+
+    def enqueue_slot(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.failed:
+            self.failed = True
+            raise jobq.StoreError("the database went away")
+        return super().enqueue_slot(*args, **kwargs)
+
+
+def test_a_slot_the_store_failed_to_take_is_asked_again_a_second_later(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock(600 * 3_000_000)
+    calls = Calls()
+    with JobQueue(store=FailingOnce(), clock=clock) as queue:
+        queue.periodic(every=600, name="m")(calls)
+        queue.run_pending()
+        clock.advance(600)
+        assert queue.run_pending() == 0
+        assert "periodic m: enqueueing the slot" in caplog.text
+        clock.advance(0.5)
+        assert queue.run_pending() == 0  # not before RETRY_AFTER
+        clock.advance(0.5)
+        assert queue.run_pending() == 1
+
+    assert calls.slots == [dt.datetime.fromtimestamp(600 * 3_000_001, UTC)]
+
+
+def test_a_changed_expression_takes_effect_without_a_burst(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    clock = Clock(3600 * 500_000)
+    with JobQueue(store=SqliteStore(path), clock=clock) as first:
+        first.periodic(every=3600, name="sync", catch_up="all")(Calls())
+        assert walk(first, clock, clock.now + 3600, step=600) == 1
+    clock.advance(1800)
+    with JobQueue(store=SqliteStore(path), clock=clock) as second:
+        second.periodic(every=60, name="sync", catch_up="all")(Calls())
+        assert second.run_pending() == 0  # not the 30 minutes of every=60 slots
+        assert walk(second, clock, clock.now + 60, step=60) == 1
+        (schedule,) = second.schedules()
+    assert schedule.expression == "every 60s"
+
+
+def test_a_removed_schedule_stops_and_is_listed_as_orphaned(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    clock = Clock(600 * 3_000_000)
+    with JobQueue(store=SqliteStore(path), clock=clock) as first:
+        first.periodic(cron="*/10 * * * *", tz="Europe/Berlin", name="old")(Calls())
+        assert walk(first, clock, clock.now + 600, step=600) == 1
+    new = Calls()
+    with JobQueue(store=SqliteStore(path), clock=clock) as second:
+        second.periodic(every=600, name="new")(new)
+        assert walk(second, clock, clock.now + 1200, step=600) == 2
+        shown = second.schedules()
+
+    assert len(new.slots) == 2
+    slot = dt.datetime.fromtimestamp(600 * 3_000_001, BERLIN)
+    assert shown == [
+        Schedule("new", "every 600s", "UTC", new.slots[-1] + dt.timedelta(minutes=10),
+                 new.slots[-1], 3),
+        Schedule("old", "*/10 * * * *", "Europe/Berlin", None, slot, 1,
+                 orphaned=True),
+    ]  # fmt: skip
+
+
+def test_schedules_show_the_next_slot_before_the_first_one_runs() -> None:
+    clock = Clock(at(2026, 3, 28, 12))
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(cron="0 3 * * *", tz="Europe/Berlin", name="nightly")(Calls())
+
+        assert queue.schedules() == [
+            Schedule("nightly", "0 3 * * *", "Europe/Berlin",
+                     dt.datetime(2026, 3, 29, 3, tzinfo=BERLIN), None, None)
+        ]  # fmt: skip
+
+
+# -- declarations that are refused ----------------------------------------------------
+
+
+def no_arguments() -> None:
+    """A periodic function."""
+
+
+def needs_an_argument(user_id: int) -> None:
+    """Not a periodic function: it needs an argument."""
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({}, TypeError, "exactly one of every= or cron="),
+        ({"every": 60, "cron": "* * * * *"}, TypeError, "exactly one"),
+        ({"every": 0}, ValueError, "more than 0 seconds"),
+        ({"every": -1}, ValueError, ">= 0"),
+        ({"every": "60"}, TypeError, "seconds or a timedelta"),
+        ({"every": 60, "tz": "Europe/Berlin"}, ValueError, "tz= applies to cron="),
+        ({"cron": "0 3 * *"}, ValueError, "five fields"),
+        ({"cron": "0 0 3 * * *"}, ValueError, "five fields"),
+        ({"cron": "61 3 * * *"}, ValueError, "is not valid"),
+        ({"cron": 3}, TypeError, "five-field cron string"),
+        ({"cron": "0 3 * * *", "tz": "Mars/Olympus"}, ValueError, "IANA time zone"),
+        ({"every": 60, "overlap": "queue"}, ValueError, "overlap must be one of"),
+        ({"every": 60, "catch_up": "some"}, ValueError, "catch_up must be one of"),
+        ({"every": 60, "max_catch_up": 0}, ValueError, "max_catch_up"),
+    ],
+)
+def test_a_bad_declaration_is_refused_and_registers_nothing(
+    options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with JobQueue() as queue:
+        with pytest.raises(error, match=message):
+            queue.periodic(name="p", **options)(no_arguments)
+
+        assert (dict(queue.tasks), queue.schedules()) == ({}, [])
+
+
+def test_a_function_that_needs_arguments_is_refused() -> None:
+    with JobQueue() as queue:
+        with pytest.raises(TypeError, match="needs user_id"):
+            queue.periodic(every=60)(needs_an_argument)
+        assert dict(queue.tasks) == {}
+
+
+class OlderStore:
+    """A store written before periodic jobs: the ``Store`` members only."""
+
+    def __init__(self) -> None:
+        self._store = MemoryStore()
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in STORE_MEMBERS:
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def test_a_store_without_schedules_runs_jobs_but_refuses_periodic() -> None:
+    with JobQueue(lambda job: job.payload, store=OlderStore()) as queue:
+        with pytest.raises(TypeError, match="lacks enqueue_slot, schedule_states"):
+            queue.periodic(every=60, name="p")
+        queue.enqueue("x")
+
+        assert (queue.run_pending(), queue.schedules()) == (1, [])
+
+
+def test_import_jobq_needs_no_cron_library() -> None:
+    code = (
+        "import sys, jobq, jobq.contrib.flask; "
+        "q = jobq.JobQueue(); q.periodic(every=60, name='p')(lambda: None); "
+        "assert 'cronsim' not in sys.modules, 'cronsim was imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_public_names() -> None:
+    assert jobq.Schedule is Schedule
+    assert "Schedule" in jobq.__all__
+
+
+def test_each_slot_of_a_day_runs_once_with_a_busy_clock() -> None:
+    clock = Clock(at(2026, 7, 1))
+    calls = Calls()
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(cron="*/5 * * * *", name="feeds.poll")(calls)
+        walk(queue, clock, at(2026, 7, 2), step=37)
+
+    assert len(calls.slots) == 288
+    assert max(Counter(calls.slots).values()) == 1

@@ -1,0 +1,266 @@
+"""``jobq.contrib.prometheus``: the samples a scrape shows after a known
+sequence of jobs, the store's gauges read from another process (SQLite), and
+the config keys of Flask and Django. Multiprocess mode under gunicorn is in
+``test_prometheus_gunicorn.py``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("prometheus_client")
+from prometheus_client import CollectorRegistry, generate_latest
+
+import jobq
+from jobq.contrib.prometheus import PLAIN_TASK, instrument, metrics_for
+from jobq.testing import Clock
+
+ROOT = Path(__file__).resolve().parents[1]
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def samples(registry: CollectorRegistry, prefix: str = "jobq_") -> Samples:
+    """Every sample named ``prefix...`` but the ``_created`` timestamps."""
+    found: Samples = {}
+    for metric in registry.collect():
+        for sample in metric.samples:
+            if sample.name.startswith(prefix) and not sample.name.endswith("_created"):
+                found[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
+    return found
+
+
+def only(found: Samples, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {labels: value for (n, labels), value in found.items() if n == name}
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry(auto_describe=True)
+
+
+def test_a_scrape_after_known_jobs_shows_each_sample(
+    registry: CollectorRegistry, clock: Clock
+) -> None:
+    failures = {"flaky": 1}
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(
+        lambda job: None, max_attempts=2, base_delay=10, jitter=False, clock=clock
+    )
+
+    @queue.task(name="ok")
+    def ok() -> None:
+        clock.advance(2)  # runs 2 s
+
+    @queue.task(name="flaky")
+    def flaky() -> None:
+        if failures["flaky"]:
+            failures["flaky"] -= 1
+            raise ValueError("once")
+
+    @queue.task(name="doomed")
+    def doomed() -> None:
+        raise jobq.Fatal("never")
+
+    metrics = instrument(queue, registry)
+    assert metrics_for(queue) is metrics
+    ok.enqueue()
+    flaky.enqueue()
+    dead = doomed.enqueue()
+    queue.enqueue("plain")
+    queue.enqueue("later", delay=3600)
+    clock.advance(0.3)  # every due job waits 0.3 s
+    queue.run_pending()  # ok, flaky (fails), doomed (dead), plain
+    clock.advance(10)
+    queue.run_pending()  # flaky again, just as its retry falls due
+    assert queue.retry_dead(dead)
+
+    found = samples(registry)
+    def by_task(values: dict[str, float]) -> dict[tuple[tuple[str, str], ...], float]:
+        return {(("task", t),): v for t, v in values.items()}
+
+    assert only(found, "jobq_jobs_enqueued_total") == by_task(
+        {"doomed": 1, "flaky": 1, "ok": 1, PLAIN_TASK: 2}  # "plain" and "later"
+    )
+    assert only(found, "jobq_jobs_succeeded_total") == by_task(
+        {"doomed": 0, "flaky": 1, "ok": 1, PLAIN_TASK: 1}
+    )
+    assert only(found, "jobq_jobs_retried_total") == by_task(
+        {"doomed": 0, "flaky": 1, "ok": 0, PLAIN_TASK: 0}
+    )
+    assert only(found, "jobq_jobs_dead_total") == by_task(
+        {"doomed": 1, "flaky": 0, "ok": 0, PLAIN_TASK: 0}
+    )
+    assert only(found, "jobq_jobs_revived_total") == by_task(
+        {"doomed": 1, "flaky": 0, "ok": 0, PLAIN_TASK: 0}
+    )
+    assert only(found, "jobq_job_duration_seconds_count") == by_task(
+        {"doomed": 1, "flaky": 2, "ok": 1, PLAIN_TASK: 1}
+    )
+    assert only(found, "jobq_job_duration_seconds_sum") == by_task(
+        {"doomed": 0, "flaky": 0, "ok": 2, PLAIN_TASK: 0}
+    )
+    ok_buckets = only(found, "jobq_job_duration_seconds_bucket")
+    assert ok_buckets[("le", "1.0"), ("task", "ok")] == 0
+    assert ok_buckets[("le", "2.5"), ("task", "ok")] == 1
+    assert only(found, "jobq_job_wait_seconds_count") == by_task(
+        {"doomed": 1, "flaky": 2, "ok": 1, PLAIN_TASK: 1}
+    )
+    waits = only(found, "jobq_job_wait_seconds_sum")
+    assert waits == {
+        (("task", "ok"),): pytest.approx(0.3),  # first
+        (("task", "flaky"),): pytest.approx(2.3),  # after ok's 2 s; its retry: 0
+        (("task", "doomed"),): pytest.approx(2.3),
+        (("task", PLAIN_TASK),): pytest.approx(2.3),
+    }
+    assert only(found, "jobq_jobs") == {
+        (("state", "pending"),): 2,  # the revived job and the delayed one
+        (("state", "running"),): 0,
+        (("state", "dead"),): 0,
+    }
+    # The revived job is due again from when it was revived: now.
+    assert only(found, "jobq_oldest_pending_age_seconds") == {(): 0.0}
+    assert only(found, "jobq_workers") == {
+        (("state", "busy"),): 0,
+        (("state", "idle"),): 0,
+    }
+    assert only(found, "jobq_abandoned_threads") == {(): 0}
+    text = generate_latest(registry).decode()
+    assert 'jobq_jobs_dead_total{task="doomed"} 1.0' in text
+    for forbidden in (str(dead.id), "plain", "later"):  # no ids, no payloads
+        assert f'"{forbidden}"' not in text
+    metrics.close()
+    assert samples(registry) == {}
+    assert metrics_for(queue) is None
+
+
+def test_the_oldest_pending_age_grows_while_jobs_wait(
+    registry: CollectorRegistry, clock: Clock
+) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None, clock=clock)
+    instrument(queue, registry, namespace="app_jobs")
+    queue.enqueue("a")
+    clock.advance(5)
+    queue.enqueue("b")
+    clock.advance(7)
+
+    found = samples(registry, "app_jobs_")
+
+    assert found["app_jobs_oldest_pending_age_seconds", ()] == 12
+    assert found["app_jobs_jobs", (("state", "pending"),)] == 2
+
+
+def test_a_queue_is_instrumented_once(registry: CollectorRegistry) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    instrument(queue, registry)
+    with pytest.raises(ValueError, match="already instrumented"):
+        instrument(queue, CollectorRegistry())
+
+
+def test_a_new_queue_replaces_an_old_one_in_the_same_registry(
+    registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    old: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    new: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    instrument(old, registry)
+    old.enqueue("x")
+
+    instrument(new, registry)
+    old.enqueue("y")
+    new.enqueue("z")
+
+    assert metrics_for(old) is None
+    assert samples(registry)["jobq_jobs_enqueued_total", (("task", PLAIN_TASK),)] == 1
+    assert "replace those of" in caplog.text
+    other = instrument(old, registry, namespace="old")  # beside it: both kept
+    assert metrics_for(new) is not None
+    other.close()
+
+
+def test_instrumenting_opens_nothing_and_a_closed_queue_scrapes_empty(
+    tmp_path: Path, registry: CollectorRegistry
+) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(store=str(tmp_path / "jobs.json"))
+    instrument(queue, registry)
+    assert list(tmp_path.iterdir()) == []  # registering read nothing
+    queue.close()
+    assert only(samples(registry), "jobq_jobs") == {}
+
+
+ENQUEUER = """
+import sys, jobq
+queue = jobq.JobQueue(store=sys.argv[1], max_attempts=1)
+with queue:
+    queue.enqueue("a")
+    queue.enqueue("b", delay=3600)
+    queue.enqueue("c")
+"""
+
+
+def test_gauges_read_a_sqlite_store_that_another_process_filled(
+    tmp_path: Path, registry: CollectorRegistry
+) -> None:
+    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    subprocess.run(  # the other process: it enqueues and exits
+        [sys.executable, "-c", textwrap.dedent(ENQUEUER), store],
+        check=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    with jobq.JobQueue[Any](store=store) as queue:
+        instrument(queue, registry)
+        found = samples(registry)
+
+    assert only(found, "jobq_jobs") == {
+        (("state", "pending"),): 3,
+        (("state", "running"),): 0,
+        (("state", "dead"),): 0,
+    }
+    assert 0 < found["jobq_oldest_pending_age_seconds", ()] < 60
+    assert only(found, "jobq_jobs_enqueued_total") == {}  # counted over there
+
+
+def test_flask_s_config_key_instruments_the_app_s_queue() -> None:
+    from flask import Flask
+
+    from jobq.contrib.flask import JobQ
+
+    app = Flask("metrics")
+    app.config.update(JOBQ_PROMETHEUS=True, JOBQ_AUTOSTART=False)
+    JobQ(app)
+    queue = app.extensions["jobq"].queue
+    metrics = metrics_for(queue)
+    try:
+        assert metrics is not None
+        queue.enqueue("x")
+        assert ("jobq_jobs_enqueued_total", (("task", PLAIN_TASK),)) in samples(
+            metrics.registry
+        )
+    finally:
+        if metrics is not None:
+            metrics.close()
+        queue.close()
+
+
+@pytest.fixture
+def django_queue(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A queue built from ``JOBQ`` for this test (the process's own is kept)."""
+    import jobq.contrib.django as integration
+
+    settings.JOBQ = {"PROMETHEUS": True, "AUTOSTART": False}
+    monkeypatch.setattr(integration, "_queue", None)
+    queue = integration.get_queue()
+    yield queue
+    metrics = metrics_for(queue)
+    if metrics is not None:
+        metrics.close()
+    queue.close()
+
+
+def test_django_s_setting_instruments_the_queue(django_queue: Any) -> None:
+    metrics = metrics_for(django_queue)
+    assert metrics is not None
+    assert ("jobq_jobs", (("state", "dead"),)) in samples(metrics.registry)
