@@ -310,3 +310,21 @@ def test_bad_input_answers_400_or_404(queue: jobq.JobQueue[Any]) -> None:
 def test_the_dashboard_needs_a_queue() -> None:
     with pytest.raises(TypeError, match="needs a JobQueue"):
         Dashboard("not a queue")  # type: ignore[arg-type]
+
+
+def test_the_overview_shows_the_periodic_jobs_with_their_slots(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(clock=clock)
+
+    @queue.periodic(every=600, name="reports.hourly")
+    def report() -> None: ...
+
+    queue.run_pending()  # the first slot, enqueued and run
+    page = Client(make_app(queue)).get("/")
+
+    (schedule,) = queue.schedules()
+    assert "Periodic jobs" in page.text
+    assert "reports.hourly" in page.text
+    assert schedule.next_slot is not None
+    assert schedule.next_slot.strftime("%Y-%m-%d %H:%M:%S") in page.text

@@ -32,6 +32,13 @@ def when(value: float | None) -> str:
     return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def slot(value: dt.datetime | None) -> str:
+    """A schedule's slot (an aware datetime) as text in its own zone."""
+    if value is None:
+        return "—"
+    return value.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 def pretty(value: Any) -> str:
     """A JSON value, indented (escaped by the template like any text)."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
@@ -54,6 +61,7 @@ class Renderer:
         )
         self.env.filters["when"] = when
         self.env.filters["pretty"] = pretty
+        self.env.filters["slot"] = slot
         files = resources.files("jobq.web") / "static"
         self.assets = {
             item.name: item.read_bytes() for item in files.iterdir() if item.is_file()

@@ -49,6 +49,7 @@ def overview(dashboard: Dashboard, request: Request) -> Response:
         dashboard, request, "overview.html",
         counts=counts(dashboard),
         throughput=dashboard.throughput.recent(now),
+        schedules=dashboard.queue.schedules(),
         message=MESSAGES.get(request.query.get("msg", "")),
     )  # fmt: skip
 
