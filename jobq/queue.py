@@ -51,6 +51,7 @@ from jobq.producers import EnqueueHook, EnqueueHooks, Sending
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
 from jobq.stores.base import NewJob, ScheduleStore, Signal, missing_schedule_members
+from jobq.stores.pages import JobPage, JobQuery, page_from_list
 from jobq.tasks import Task, register, task_name
 from jobq.types import (
     Enqueued,
@@ -841,7 +842,32 @@ class JobQueue(Generic[P]):
             counters.completed,
             counters.retried,
             self._pool.abandoned,
+            stored.delayed,
         )
+
+    def browse(
+        self,
+        view: str,
+        *,
+        limit: int = 50,
+        after: str | None = None,
+        task: str | None = None,
+        key: str | None = None,
+        error: str | None = None,
+    ) -> JobPage:
+        """One page of a job list: ``view`` is ``"due"`` (in run order),
+        ``"delayed"``, ``"running"``, ``"dead"`` (newest death first) or
+        ``"completed"``; ``after`` the cursor of the page before; filters by
+        task name, key (exact) and text of the last error. Keyset pages:
+        see ``jobq.stores.pages``."""
+        query = JobQuery(view, limit, after, task, key, error)
+        self._ensure_open()
+        now = self._clock()
+        page_jobs = getattr(self.store, "page_jobs", None)
+        if page_jobs is None:
+            return page_from_list(self.store, query, now)
+        page: JobPage = page_jobs(query, now)
+        return page
 
     @property
     def clock(self) -> Callable[[], float]:

@@ -100,7 +100,8 @@ class JobRecord(Generic[P]):
 class Stats:
     """``pending`` (delayed included), ``running`` and ``dead`` as stored, across
     processes; ``completed``, ``retried`` and ``abandoned`` (worker threads
-    given up at a time limit) counted by this queue object."""
+    given up at a time limit) counted by this queue object; ``delayed``: the
+    pending jobs not due yet, as stored (0 from a store written before it)."""
 
     pending: int
     running: int
@@ -108,6 +109,7 @@ class Stats:
     completed: int
     retried: int
     abandoned: int = 0
+    delayed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

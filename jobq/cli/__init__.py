@@ -12,6 +12,7 @@ workers, migrate its store's schema.
     jobq purge-dead --yes [--json]           remove every dead job
     jobq migrate    [--json]                 create or upgrade a store's schema
     jobq worker --app MODULE:ATTRIBUTE [--workers N] [--shutdown-timeout S]
+    jobq dashboard [--bind HOST:PORT] [--read-only] [--no-token]
 
 Every command finds the jobs with ``--store URL_OR_PATH`` (or the environment
 variable ``JOBQ_STORE``) or with ``--app MODULE:ATTRIBUTE``, a ``JobQueue`` in

@@ -20,6 +20,7 @@ from typing import Any
 
 import jobq
 from jobq.cli import operations, render
+from jobq.cli.dashboard import add_dashboard_arguments, run_dashboard
 from jobq.cli.operations import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -291,6 +292,13 @@ COMMANDS: dict[str, Command] = {
             add_migrate_arguments,
             _migrate,
             _always,
+        ),
+        Command(
+            "dashboard",
+            "serve the web dashboard (prints its URL with a token)",
+            add_dashboard_arguments,
+            run_dashboard,
+            _never,  # a JSON file is only read; the databases do not care
         ),
         Command(
             "worker",

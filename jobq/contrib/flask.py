@@ -67,6 +67,7 @@ from jobq.cli.operations import (
     run_worker,
 )
 from jobq.cli.queues import queue_for_command
+from jobq.contrib import flask_dashboard
 from jobq.contrib.options import AUTOSTART, OPTIONS, PROMETHEUS, WORKERS, by_key
 from jobq.errors import JobqError
 from jobq.middleware import Middleware
@@ -129,6 +130,10 @@ class JobQ:
     ``handler``: for plain jobs (``jobs.queue.enqueue(payload)``), called with
     a ``jobq.Job`` inside the app context. ``queue_options``: ``JobQueue``
     keyword arguments, the defaults under the app's ``JOBQ_*`` config.
+    ``dashboard``: the path to serve the dashboard at (``jobq.web``; or
+    ``JOBQ_DASHBOARD``), ``dashboard_auth`` who may see it (a callable
+    without arguments, called in the request; without one, this machine
+    only), ``dashboard_read_only`` (or ``JOBQ_DASHBOARD_READ_ONLY``).
     """
 
     def __init__(
@@ -136,9 +141,15 @@ class JobQ:
         app: Flask | None = None,
         *,
         handler: Callable[[Job[Any]], Any] | None = None,
+        dashboard: str | None = None,
+        dashboard_auth: Callable[[], object] | None = None,
+        dashboard_read_only: bool = False,
         **queue_options: Any,
     ) -> None:
         self.handler = handler
+        self.dashboard = dashboard
+        self.dashboard_auth = dashboard_auth
+        self.dashboard_read_only = dashboard_read_only
         self.queue_options = queue_options
         self._registry = _Registry()
         if app is not None:
@@ -177,6 +188,12 @@ class JobQ:
         if autostart:
             app.before_request(functools.partial(_ensure_started, queue))
         app.cli.add_command(_command_group())
+        prefix = config.get("JOBQ_DASHBOARD", self.dashboard)
+        if prefix is not None:
+            read_only = config.get("JOBQ_DASHBOARD_READ_ONLY", self.dashboard_read_only)
+            flask_dashboard.mount(
+                app, queue, prefix, self.dashboard_auth, bool(read_only)
+            )
 
     # -- the current app's queue -----------------------------------------------
 
@@ -328,6 +345,8 @@ def _check_config(config: Mapping[str, Any]) -> None:
         if not key.startswith(PREFIX):
             continue
         option = known.get(key.removeprefix(PREFIX))
+        if option is None and key in flask_dashboard.CONFIG_KEYS:
+            continue
         if option is None:
             logger.warning(
                 "app.config[%r] is not a jobq setting; known: %s",

@@ -52,6 +52,13 @@ string headers; ``None`` means none) are stored as ``add`` receives them,
 handed back in each ``Claim`` and shown in each ``JobRecord`` (``meta``
 decoded), through retries, revive and restarts.
 
+Pages (optional): a store may also answer ``page_jobs(query, now) ->
+JobPage`` (``jobq.stores.pages``), one keyset page of a job list with
+filters, reading only that page (O(page) with an index on the database
+stores). The dashboard and ``JobQueue.browse`` use it where present, and
+``page_from_list`` (the whole of ``list_jobs``) where not, so a store
+written before keeps working.
+
 Dead letters: each burial keeps the newest ``dead_letter_limit`` dead jobs
 (given to ``open``), dropping the oldest beyond it and logging each with
 ``log_dropped_dead``: nothing disappears silently.
@@ -137,11 +144,16 @@ class Failure(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class StoreStats:
-    """The counts a store can answer in O(1) (memory, JSON) or one query."""
+    """The counts a store can answer in O(1) (memory, JSON) or one query.
+
+    ``pending`` counts delayed jobs too; ``delayed`` those of them not due yet
+    (a store written before it reports 0).
+    """
 
     pending: int
     running: int
     dead: int
+    delayed: int = 0
 
 
 class Signal:
@@ -340,7 +352,8 @@ class Store(Protocol):
 
     def stats(self) -> StoreStats:
         """Pending (delayed included), running and dead counts (completed
-        jobs are in none)."""
+        jobs are in none), and how many pending jobs are not due yet at the
+        clock ``open`` was given (``Signal.clock``)."""
 
     def next_due(self) -> float | None:
         """When the earliest pending job becomes due; ``None`` if none is pending."""

@@ -8,11 +8,12 @@ them, but need not.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from jobq._json import decode, decode_meta
 from jobq.stores.base import Claim, Done, Failure
+from jobq.stores.pages import JobPage, write_cursor
 from jobq.types import AttemptError, JobRecord, JobState
 
 
@@ -79,6 +80,20 @@ def record_from_row(
         timeout=timeout,
         meta=decode_meta(meta),
     )
+
+
+def database_page(
+    rows: Sequence[Sequence[Any]],
+    limit: int,
+    width: int,
+    load_errors: Callable[[Any], Iterable[Sequence[Any]]],
+) -> JobPage:
+    """A page from up to ``limit`` + 1 rows, each a record's ``width``
+    columns (``record_from_row``) and then its sort key: one row more than
+    the page means another page, after the last one shown."""
+    jobs = [record_from_row(row, load_errors(row[11])) for row in rows[:limit]]
+    more = len(rows) > limit
+    return JobPage(jobs, write_cursor(tuple(rows[limit - 1][width:])) if more else None)
 
 
 class _Batches(Protocol):

@@ -53,6 +53,7 @@ from jobq.stores.common import (
     batch_size,
 )
 from jobq.stores.memory import MemoryStore
+from jobq.stores.pages import JobPage, JobQuery
 from jobq.types import Enqueued, JobRecord, JobState
 
 logger = logging.getLogger(__name__)
@@ -259,6 +260,10 @@ class JsonFileStore(OneJobCalls):
     def stats(self) -> StoreStats:
         self._refresh()
         return self._memory.stats()
+
+    def page_jobs(self, query: JobQuery, now: float) -> JobPage:
+        self._refresh()
+        return self._memory.page_jobs(query, now)
 
     def schedule_states(self) -> list[SlotState]:
         self._refresh()

@@ -22,7 +22,7 @@ import heapq
 import itertools
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from jobq._fork import reset_after_fork
@@ -32,6 +32,7 @@ from jobq.stores._entry import (
     COMPLETED,
     DEAD,
     EXPIRES_AT,
+    FINISHED_AT,
     ID,
     KEY,
     LAST_ERROR,
@@ -71,6 +72,7 @@ from jobq.stores.base import (
 from jobq.stores.common import (
     OneJobCalls,
 )
+from jobq.stores.pages import JobPage, JobQuery, sort_key, take_page
 from jobq.types import Enqueued, JobRecord, JobState
 
 
@@ -437,7 +439,51 @@ class MemoryStore(OneJobCalls):
 
     def stats(self) -> StoreStats:
         with self._lock:
-            return StoreStats(self._pending, len(self._claims), len(self._dead))
+            now = self._signal.clock()
+            # Delayed jobs wait in their heap until a claim moves them: a walk
+            # of it (O(delayed), no record built) skips the stale items.
+            delayed = sum(
+                1
+                for run_at, job_id in self._delayed
+                if run_at > now and self._pending_entry(run_at, job_id) is not None
+            )
+            return StoreStats(
+                self._pending, len(self._claims), len(self._dead), delayed
+            )
+
+    def page_jobs(self, query: JobQuery, now: float) -> JobPage:
+        """A page of a list (see ``jobq.stores.pages``): a walk of the jobs
+        in memory that builds records for the page's jobs only."""
+        view = query.view
+        with self._lock:
+            claims = self._claims
+            if view == "running":
+                entries: Iterable[Entry] = (
+                    started(self._jobs[i], held[1]) for i, held in claims.items()
+                )
+            elif view == "dead":
+                entries = (self._jobs[i] for i in self._dead)
+            else:
+                state = COMPLETED if view == "completed" else PENDING
+                entries = (
+                    e
+                    for e in self._jobs.values()
+                    if e[STATE] == state
+                    and e[ID] not in claims
+                    and (e[EXPIRES_AT] is None or e[EXPIRES_AT] > now)
+                    and (view != "due" or e[RUN_AT] <= now)
+                    and (view != "delayed" or e[RUN_AT] > now)
+                )
+            running = view == "running"
+            return take_page(
+                (
+                    (sort_key(view, e[PRIORITY], e[RUN_AT], e[ID], e[FINISHED_AT]), e)
+                    for e in entries
+                    if query.admits(e[TASK], e[KEY], e[LAST_ERROR])
+                ),
+                query,
+                lambda entry: record(entry, running),
+            )
 
     def next_due(self) -> float | None:
         with self._lock:

@@ -1260,8 +1260,126 @@ class StoreContractTests:
         queue.enqueue("later", delay=3600)
 
         assert queue.stats() == Stats(
-            pending=2, running=0, dead=0, completed=0, retried=0
+            pending=2, running=0, dead=0, completed=0, retried=0, delayed=1
         )
+
+    def test_stats_stop_counting_a_job_as_delayed_once_it_is_due(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        queue.enqueue("later", delay=60)
+        assert queue.stats().delayed == 1
+
+        clock.advance(60)
+
+        assert (queue.stats().pending, queue.stats().delayed) == (1, 0)
+
+    # -- pages of the job lists (JobQueue.browse; Store.page_jobs where present) -------
+
+    def test_browse_pages_due_jobs_in_run_order(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        ids = [queue.enqueue(i, priority=i % 2).id for i in range(7)]
+        queue.enqueue("later", delay=60)
+
+        seen, after = [], None
+        for _ in range(4):
+            page = queue.browse("due", limit=2, after=after)
+            seen += [job.id for job in page.jobs]
+            after = page.after
+            if after is None:
+                break
+
+        assert seen == [ids[1], ids[3], ids[5], ids[0], ids[2], ids[4], ids[6]]
+        assert after is None
+
+    def test_browse_lists_delayed_jobs_earliest_first(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        queue.enqueue("now")
+        late = queue.enqueue("late", delay=120)
+        early = queue.enqueue("early", delay=60)
+
+        page = queue.browse("delayed")
+
+        assert [job.id for job in page.jobs] == [early.id, late.id]
+        assert page.after is None
+
+        clock.advance(60)
+        assert [job.payload for job in queue.browse("due").jobs] == ["now", "early"]
+
+    def test_browse_lists_dead_jobs_newest_death_first_with_filters(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        def handler(job: Job[Any]) -> None:
+            raise Fatal(f"bad {job.payload}")
+
+        queue = make_queue(handler, clock=clock)
+        first = bury(queue, "a", key="k1")
+        clock.advance(1)
+        second = bury(queue, "b")
+        clock.advance(1)
+        third = bury(queue, "c", key="k3")
+
+        page = queue.browse("dead", limit=2)
+        assert [job.id for job in page.jobs] == [third.id, second.id]
+        rest = queue.browse("dead", limit=2, after=page.after)
+        assert [job.id for job in rest.jobs] == [first.id]
+        assert rest.after is None
+        assert [j.id for j in queue.browse("dead", error="bad b").jobs] == [second.id]
+        assert [j.id for j in queue.browse("dead", key="k1").jobs] == [first.id]
+        assert queue.browse("dead", task="no.such.task").jobs == []
+
+    def test_browse_filters_by_task_name(self, make_queue: MakeQueue) -> None:
+        queue = make_queue()
+
+        @queue.task(name="mail.send")
+        def send(to: str) -> None: ...
+
+        @queue.task(name="other")
+        def other() -> None: ...
+
+        job = send.enqueue("x")
+        other.enqueue()
+
+        page = queue.browse("due", task=send.name)
+
+        assert [(j.id, j.task) for j in page.jobs] == [(job.id, send.name)]
+
+    def test_browse_lists_running_and_kept_completed_jobs(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        seen: list[list[int]] = []
+
+        def handler(job: Job[Any]) -> str:
+            seen.append([j.id for j in queue.browse("running").jobs])
+            return "ok"
+
+        queue = make_queue(handler, clock=clock, keep_completed=60)
+        first, second = queue.enqueue_many([1, 2])
+        queue.run_pending(limit=1)
+        clock.advance(1)
+        queue.run_pending(limit=1)
+
+        assert seen == [[first.id], [second.id]]
+        completed = queue.browse("completed")
+        assert [(j.id, j.result) for j in completed.jobs] == [
+            (second.id, "ok"), (first.id, "ok"),
+        ]  # fmt: skip
+        clock.advance(59.5)  # the first one's 60 s are over, not the second's
+        assert [j.id for j in queue.browse("completed").jobs] == [second.id]
+
+    def test_browse_refuses_a_cursor_it_did_not_make(
+        self, make_queue: MakeQueue
+    ) -> None:
+        queue = make_queue(succeed)
+
+        with pytest.raises(ValueError, match="not a page cursor"):
+            queue.browse("due", after="[1, 2]")
+        with pytest.raises(ValueError, match="view must be one of"):
+            queue.browse("everything")
 
     def test_stats_count_a_running_job(self, make_queue: MakeQueue) -> None:
         seen: list[Stats] = []
@@ -1294,7 +1412,7 @@ class StoreContractTests:
         queue.run_pending()
 
         assert queue.stats() == Stats(
-            pending=1, running=0, dead=1, completed=1, retried=1
+            pending=1, running=0, dead=1, completed=1, retried=1, delayed=1
         )
 
     def test_stats_count_completed_and_retried_per_queue_object(
@@ -1951,7 +2069,7 @@ class StoreContractTests:
 
         assert again.get(job) == before
         assert again.stats() == Stats(
-            pending=1, running=0, dead=0, completed=0, retried=0
+            pending=1, running=0, dead=0, completed=0, retried=0, delayed=1
         )
         assert again.enqueue("x", key="k") == Enqueued(job.id, True)
         clock.advance(5)

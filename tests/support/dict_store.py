@@ -267,10 +267,15 @@ class DictStore:
     def stats(self) -> StoreStats:
         with self.signal.lock:
             states = [row.state for row in self.shelf.rows.values()]
+            now = self.signal.clock()
             return StoreStats(
                 pending=states.count(JobState.PENDING),
                 running=states.count(JobState.RUNNING),
                 dead=states.count(JobState.DEAD),
+                delayed=sum(
+                    row.state is JobState.PENDING and row.run_at > now
+                    for row in self.shelf.rows.values()
+                ),
             )
 
     def next_due(self) -> float | None:

@@ -170,10 +170,10 @@ EXPIRED = """SELECT id, token, attempts, max_attempts FROM {jobs}
     WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now}
     ORDER BY id FOR UPDATE SKIP LOCKED"""
 
-RECORD = """SELECT id, state, payload::text, attempts, run_at, created_at, last_error,
+_COLUMNS = """id, state, payload::text, attempts, run_at, created_at, last_error,
     key, priority, result::text, task, errors, max_attempts, started_at,
-    finished_at, timeout, meta, expires_at IS NOT NULL AND expires_at <= {now}
-    FROM {jobs}"""
+    finished_at, timeout, meta, expires_at IS NOT NULL AND expires_at <= {now}"""
+RECORD = "SELECT " + _COLUMNS + " FROM {jobs}"  # noqa: S608
 GET = RECORD + " WHERE id = %(id)s AND queue = %(q)s"
 LIST_DEAD = (
     RECORD + " WHERE queue = %(q)s AND state = 'dead' ORDER BY buried LIMIT %(limit)s"
@@ -216,6 +216,57 @@ NEXT_DUE = """SELECT
     (SELECT run_at FROM {jobs} WHERE queue = %(q)s AND state = 'scheduled'
      ORDER BY run_at LIMIT 1),
     {now}"""
+
+
+# -- pages of a list (``page_jobs``), as the SQLite store's: each selects a
+# job's record, then its sort key (the cursor); ``%(cN)s`` the cursor's values.
+_FILTERS = """ AND (%(task)s::text IS NULL OR task = %(task)s)
+    AND (%(key)s::text IS NULL OR key = %(key)s)
+    AND (%(error)s::text IS NULL OR strpos(last_error, %(error)s) > 0)"""
+_PAGE_DUE = (
+    "SELECT * FROM ((SELECT " + _COLUMNS + ", priority, run_at, id FROM {jobs}"  # noqa: S608
+    " WHERE queue = %(q)s AND state = 'ready' AND priority = %(c0)s"
+    " AND (run_at, id) > (%(c1)s, %(c2)s)"
+    + _FILTERS
+    + " ORDER BY run_at, id LIMIT %(limit)s)"
+    " UNION ALL (SELECT " + _COLUMNS + ", priority, run_at, id FROM {jobs}"
+    " WHERE queue = %(q)s AND state = 'ready' AND priority < %(c0)s"
+    + _FILTERS
+    + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    " UNION ALL (SELECT " + _COLUMNS + ", priority, run_at, id FROM {jobs}"
+    " WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}"
+    " AND (priority < %(c0)s OR (priority = %(c0)s"
+    " AND (run_at, id) > (%(c1)s, %(c2)s)))"
+    + _FILTERS
+    + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)) AS due"
+    " ORDER BY 19 DESC, 20, 21 LIMIT %(limit)s"
+)
+PAGES = {
+    "due": _PAGE_DUE,
+    "delayed": "SELECT " + _COLUMNS + ", run_at, id FROM {jobs}"  # noqa: S608
+    " WHERE queue = %(q)s AND state = 'scheduled' AND run_at > {now}"
+    " AND (run_at, id) > (%(c0)s, %(c1)s)"
+    + _FILTERS
+    + " ORDER BY run_at, id LIMIT %(limit)s",
+    "running": "SELECT " + _COLUMNS + ", id FROM {jobs}"  # noqa: S608
+    " WHERE queue = %(q)s AND state = 'running' AND id > %(c0)s"
+    + _FILTERS
+    + " ORDER BY id LIMIT %(limit)s",
+    "dead": "SELECT " + _COLUMNS + ", buried FROM {jobs}"  # noqa: S608
+    " WHERE queue = %(q)s AND state = 'dead' AND buried < %(c0)s"
+    + _FILTERS
+    + " ORDER BY buried DESC LIMIT %(limit)s",
+    "completed": "SELECT " + _COLUMNS + ", expires_at, id FROM {jobs}"  # noqa: S608
+    " WHERE queue = %(q)s AND state = 'completed' AND expires_at > {now}"
+    " AND (expires_at, id) < (%(c0)s, %(c1)s)"
+    + _FILTERS
+    + " ORDER BY expires_at DESC, id DESC LIMIT %(limit)s",
+}
+#: For the transaction of a read that must not start parallel workers.
+SERIAL = "SET LOCAL max_parallel_workers_per_gather = 0"
+#: Scheduled jobs already due that no claim moved yet (see ``stats``).
+DUE_SCHEDULED = """SELECT count(*) FROM {jobs}
+    WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}"""
 
 
 class Statements:
@@ -279,6 +330,9 @@ class Statements:
         self.delete_dead = render(DELETE_DEAD)
         self.cancel = render(CANCEL)
         self.counts = render(COUNTS)
+        self.due_scheduled = render(DUE_SCHEDULED)
+        self.serial = render(SERIAL)
+        self.pages = {view: render(text) for view, text in PAGES.items()}
         self.pending = render(PENDING)
         self.live = render(LIVE)
         self.next_due = render(NEXT_DUE)

@@ -33,7 +33,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -60,9 +60,11 @@ from jobq.stores.base import (
 from jobq.stores.common import (
     OneJobCalls,
     batch_size,
+    database_page,
     positive_seconds,
     record_from_row,
 )
+from jobq.stores.pages import DATABASE_FIRST, JobPage, JobQuery, read_cursor
 from jobq.stores.postgres.connections import (
     Database,
     first,
@@ -780,13 +782,30 @@ class PostgresStore(OneJobCalls):
         return row is not None
 
     def stats(self) -> StoreStats:
-        with self._connection() as conn:
-            counts = dict(conn.execute(self._sql.counts, {"q": self.queue}).fetchall())
+        params = {"q": self.queue, "now": self._now(self._signal.clock())}
+        with self._serial_reads() as conn:
+            counts = dict(conn.execute(self._sql.counts, params).fetchall())
+            due = first(conn.execute(self._sql.due_scheduled, params).fetchone())
         return StoreStats(
             int(counts.get("scheduled", 0) + counts.get("ready", 0)),
             int(counts.get("running", 0)),
             int(counts.get("dead", 0)),
+            int(counts.get("scheduled", 0) - due),
         )
+
+    def page_jobs(self, query: JobQuery, now: float) -> JobPage:
+        """A page of a list (see ``jobq.stores.pages``): one statement over
+        the list's index, reading that page's rows."""
+        start = DATABASE_FIRST[query.view]
+        cursor = read_cursor(query.after, len(start)) or start
+        params: dict[str, object] = {
+            "q": self.queue, "now": self._now(now), "limit": query.limit + 1,
+            "task": query.task, "key": query.key, "error": query.error,
+        }  # fmt: skip
+        params.update((f"c{i}", value) for i, value in enumerate(cursor))
+        with self._serial_reads() as conn:
+            rows = conn.execute(self._sql.pages[query.view], params).fetchall()
+        return database_page(rows, query.limit, 18, lambda errors: errors)
 
     def next_due(self) -> float | None:
         """When the earliest pending job falls due, on the queue's clock.
@@ -845,6 +864,17 @@ class PostgresStore(OneJobCalls):
     def _now(self, now: float) -> float | None:
         """The ``now`` parameter: the queue's clock, or NULL for the database's."""
         return now if self.clock == "queue" else None
+
+    @contextlib.contextmanager
+    def _serial_reads(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection in a transaction without parallel workers, for reads
+        that compare ``run_at`` with now: the planner takes "due scheduled
+        jobs" for most of them (every run_at in the table is compared, not
+        those of scheduled jobs), and starting workers for the handful there
+        are costs ten times the query (stats, page_jobs)."""
+        with self._connection() as conn, conn.transaction():
+            conn.execute(self._sql.serial)
+            yield conn
 
     # -- connections and wake-ups ----------------------------------------------------
 

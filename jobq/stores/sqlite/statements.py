@@ -101,9 +101,10 @@ EXPIRED = """SELECT id, attempts, max_attempts, errors FROM jobq_jobs
 OWNED = """SELECT id, attempts, max_attempts, errors FROM jobq_jobs
     WHERE state = 'running' AND owner_host = ? AND owner_pid = ? AND owner_nonce = ?"""
 
-RECORD = """SELECT id, state, payload, attempts, run_at, created_at, last_error, key,
+_COLUMNS = """id, state, payload, attempts, run_at, created_at, last_error, key,
     priority, result, task, errors, max_attempts, started_at, finished_at,
-    timeout, meta, expires_at FROM jobq_jobs"""
+    timeout, meta, expires_at"""
+RECORD = f"SELECT {_COLUMNS} FROM jobq_jobs"  # noqa: S608
 GET = RECORD + " WHERE id = ?"
 LIST_DEAD = RECORD + " WHERE state = 'dead' ORDER BY buried LIMIT ?"
 LIST_PENDING = (
@@ -150,3 +151,46 @@ SYNCHRONOUS = {
     "NORMAL": "PRAGMA synchronous = NORMAL",  # WAL: survives a process crash
     "FULL": "PRAGMA synchronous = FULL",  # also an OS crash or power loss
 }
+
+# -- pages of a list (``page_jobs``): one index range each, filters on top -----
+# Each statement selects a job's record and then its cursor (its sort key);
+# the first page starts from a cursor before every job (``FIRST_CURSORS``).
+
+_FILTERS = """ AND (:task IS NULL OR task = :task) AND (:key IS NULL OR key = :key)
+    AND (:error IS NULL OR instr(last_error, :error) > 0)"""
+#: Due jobs in run order: the rest of the cursor's priority, then the lower
+#: priorities (two ranges of ``jobq_ready``), and scheduled jobs already due
+#: that no claim moved to ready yet (few: every claim moves them).
+_PAGE_DUE = f"""SELECT * FROM (
+    SELECT * FROM (SELECT {_COLUMNS}, priority, run_at, id
+        FROM jobq_jobs WHERE state = 'ready' AND priority = :c0
+        AND (run_at, id) > (:c1, :c2){_FILTERS} ORDER BY run_at, id LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (SELECT {_COLUMNS}, priority, run_at, id
+        FROM jobq_jobs WHERE state = 'ready' AND priority < :c0{_FILTERS}
+        ORDER BY priority DESC, run_at, id LIMIT :limit)
+    UNION ALL
+    SELECT * FROM (SELECT {_COLUMNS}, priority, run_at, id
+        FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= :now
+        AND (priority < :c0 OR (priority = :c0 AND (run_at, id) > (:c1, :c2))){_FILTERS}
+        ORDER BY priority DESC, run_at, id LIMIT :limit)
+    ) ORDER BY 19 DESC, 20, 21 LIMIT :limit"""  # noqa: S608
+PAGES = {
+    "due": _PAGE_DUE,
+    "delayed": f"""SELECT {_COLUMNS}, run_at, id FROM jobq_jobs
+        WHERE state = 'scheduled' AND run_at > :now AND (run_at, id) > (:c0, :c1)
+        {_FILTERS} ORDER BY run_at, id LIMIT :limit""",  # noqa: S608
+    "running": f"""SELECT {_COLUMNS}, id FROM jobq_jobs INDEXED BY jobq_running
+        WHERE state = 'running' AND id > :c0{_FILTERS} ORDER BY id LIMIT :limit""",  # noqa: S608
+    "dead": f"""SELECT {_COLUMNS}, buried FROM jobq_jobs
+        WHERE state = 'dead' AND buried < :c0{_FILTERS}
+        ORDER BY buried DESC LIMIT :limit""",  # noqa: S608
+    "completed": f"""SELECT {_COLUMNS}, expires_at, id FROM jobq_jobs
+        WHERE state = 'completed' AND expires_at > :now
+        AND (expires_at, id) < (:c0, :c1){_FILTERS}
+        ORDER BY expires_at DESC, id DESC LIMIT :limit""",  # noqa: S608
+}
+#: Scheduled jobs due at ``now`` that no claim moved yet: the delayed count is
+#: the scheduled count less these (a range of ``jobq_scheduled``; few).
+DUE_SCHEDULED = """SELECT count(*) FROM jobq_jobs
+    WHERE state = 'scheduled' AND run_at <= ?"""

@@ -50,9 +50,11 @@ from jobq.stores.base import (
 from jobq.stores.common import (
     OneJobCalls,
     batch_size,
+    database_page,
     positive_seconds,
     record_from_row,
 )
+from jobq.stores.pages import DATABASE_FIRST, JobPage, JobQuery, read_cursor
 from jobq.stores.sqlite.connections import Database, guard, inherited
 from jobq.stores.sqlite.schema import migrate_schema
 from jobq.stores.sqlite.statements import (
@@ -70,6 +72,7 @@ from jobq.stores.sqlite.statements import (
     DELETE,
     DELETE_CLAIMED,
     DELETE_DEAD,
+    DUE_SCHEDULED,
     EXPIRE_COMPLETED,
     EXPIRED,
     GET,
@@ -83,6 +86,7 @@ from jobq.stores.sqlite.statements import (
     OLDEST_DEAD,
     OWNED,
     OWNERS,
+    PAGES,
     PENDING_COUNT,
     PROMOTE,
     PUT_SCHEDULE,
@@ -572,9 +576,27 @@ class SqliteStore(OneJobCalls):
             self._watcher.joining()
         with self._reading() as conn:
             counts = dict(conn.execute(COUNTS).fetchall())
+            due = conn.execute(DUE_SCHEDULED, (self._signal.clock(),)).fetchone()[0]
         return StoreStats(
-            counts["scheduled"] + counts["ready"], counts["running"], counts["dead"]
+            counts["scheduled"] + counts["ready"],
+            counts["running"],
+            counts["dead"],
+            counts["scheduled"] - due,
         )
+
+    def page_jobs(self, query: JobQuery, now: float) -> JobPage:
+        """A page of a list (see ``jobq.stores.pages``): one statement over
+        the list's index, reading that page's rows."""
+        first = DATABASE_FIRST[query.view]
+        cursor = read_cursor(query.after, len(first)) or first
+        params: dict[str, object] = {
+            "now": now, "limit": query.limit + 1, "task": query.task,
+            "key": query.key, "error": query.error,
+        }  # fmt: skip
+        params.update((f"c{i}", value) for i, value in enumerate(cursor))
+        with self._reading() as conn:
+            rows = conn.execute(PAGES[query.view], params).fetchall()
+        return database_page(rows, query.limit, 18, json.loads)
 
     def next_due(self) -> float | None:
         with self._reading() as conn:

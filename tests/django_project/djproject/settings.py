@@ -13,15 +13,25 @@ DEBUG = False
 ALLOWED_HOSTS = ["testserver", "localhost"]
 USE_TZ = True
 ROOT_URLCONF = "djproject.urls"
+STATIC_URL = "/static/"  # pytest-django's live_server serves it
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
     "django.contrib.contenttypes",
+    "django.contrib.auth",  # the dashboard's staff check, and its session
+    "django.contrib.sessions",
     "jobq.contrib.django",
     "djapp",
 ]
 if importlib.util.find_spec("django.tasks") is None:  # Django 5.2: the backport,
     INSTALLED_APPS.append("django_tasks")  # whose app runs the backends' checks
+
+# The dashboard's staff check needs the user; its view checks CSRF itself
+# (csrf_protect), with or without CsrfViewMiddleware.
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
 
 DATABASES = {
     "default": {

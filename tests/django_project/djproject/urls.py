@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 from djapp import views
 
-urlpatterns = [path("notes/", views.add_note)]
+urlpatterns = [
+    path("notes/", views.add_note),
+    path("admin/jobq/", include("jobq.contrib.django.urls")),
+]

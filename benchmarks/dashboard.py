@@ -1,0 +1,207 @@
+"""The dashboard with a million jobs: how long a page of 50 rows and the
+overview take to render, beside the store's own query time.
+
+    python -m benchmarks.dashboard [--jobs 1000000] [--rounds 20]
+
+Fills a SQLite file and a PostgreSQL schema with bulk SQL (800,000 due
+jobs over 3 priorities, 100,000 delayed, 100,000 dead with an error each),
+then renders each page through the WSGI application (as a browser's request
+would, minus the network) and times the store call it makes alone. Prints
+the median of ``--rounds`` renders, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import jobq
+from benchmarks.common import POSTGRES_URL, postgres_unavailable
+from jobq.stores import PostgresStore, SqliteStore
+from jobq.web import make_app
+
+DUE, DELAYED, DEAD = 0.8, 0.1, 0.1
+ERROR = json.dumps([["app.errors.Bounce", "mailbox full", "Traceback ...", 0.0]])
+
+
+def shares(n: int) -> tuple[int, int, int]:
+    due, delayed = int(n * DUE), int(n * DELAYED)
+    return due, delayed, n - due - delayed
+
+
+def fill_sqlite(path: Path, n: int, now: float) -> None:
+    SqliteStore(path).migrate()
+    due, delayed, _ = shares(n)
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        for i in range(n):
+            payload = json.dumps({"to": f"user{i}@example.com", "n": i})
+            task = f"mail.send{i % 5}"
+            past = now - n + i
+            if i < due:
+                yield ("ready", payload, i % 3, past, task, None, "[]", None, None)
+            elif i < due + delayed:
+                yield ("scheduled", payload, 0, now + 3600 + i, task, None, "[]",
+                       None, None)  # fmt: skip
+            else:
+                error = f"app.errors.Bounce: mailbox {i} full"
+                yield ("dead", payload, 0, past, task, error, ERROR, i, past)
+
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.executemany(
+            """INSERT INTO jobq_jobs (state, payload, priority, run_at, task,
+                last_error, errors, buried, created_at, max_attempts, finished_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 5, ?)""",
+            rows(),
+        )
+
+
+def fill_postgres(schema: str, n: int, now: float) -> None:
+    import psycopg
+
+    PostgresStore(POSTGRES_URL, schema=schema).migrate()
+    due, delayed, _ = shares(n)
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(
+            f"""INSERT INTO "{schema}".jobs (queue, state, payload, priority, run_at,
+                task, last_error, errors, buried, created_at, max_attempts,
+                finished_at)
+            SELECT 'default',
+                CASE WHEN i < %(due)s THEN 'ready'
+                     WHEN i < %(due)s + %(delayed)s THEN 'scheduled' ELSE 'dead' END,
+                json_build_object('to', 'user' || i || '@example.com', 'n', i),
+                CASE WHEN i < %(due)s THEN i %% 3 ELSE 0 END,
+                CASE WHEN i < %(due)s + %(delayed)s AND i >= %(due)s
+                     THEN %(now)s + 3600 + i ELSE %(now)s - %(n)s + i END,
+                'mail.send' || (i %% 5),
+                CASE WHEN i >= %(due)s + %(delayed)s
+                     THEN 'app.errors.Bounce: mailbox ' || i || ' full' END,
+                CASE WHEN i >= %(due)s + %(delayed)s THEN %(error)s::jsonb
+                     ELSE '[]'::jsonb END,
+                CASE WHEN i >= %(due)s + %(delayed)s THEN i END,
+                0, 5, %(now)s - %(n)s + i
+            FROM generate_series(0, %(n)s - 1) AS i""",  # noqa: S608
+            {"due": due, "delayed": delayed, "now": now, "n": n, "error": ERROR},
+        )
+        conn.execute(f'ANALYZE "{schema}".jobs')
+
+
+def median_ms(call: Callable[[], object], rounds: int) -> float:
+    call()  # warm: caches, prepared statements, templates
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def render(app: Any, path: str, expect: bytes = b"</html>") -> bytes:
+    route, _, query = path.partition("?")
+    environ = {
+        "REQUEST_METHOD": "GET", "PATH_INFO": route, "QUERY_STRING": query,
+        "REMOTE_ADDR": "127.0.0.1", "SCRIPT_NAME": "", "wsgi.input": io.BytesIO(),
+    }  # fmt: skip
+    status: list[str] = []
+    body = b"".join(app(environ, lambda s, h: status.append(s)))
+    if not status[0].startswith("200") or expect not in body:
+        raise RuntimeError(f"{path}: {status[0]}")
+    return body
+
+
+def measure(
+    name: str, queue: jobq.JobQueue[Any], n: int, now: float, rounds: int
+) -> list[str]:
+    app = make_app(queue)
+    due, delayed, _ = shares(n)
+    middle = due // 2 - due // 2 % 3 + 1  # a priority-1 job halfway through
+    deep = json.dumps([1, now - n + middle, middle + 1])  # (priority, run_at, id)
+    if len(queue.browse("due", after=deep).jobs) != 50:
+        raise RuntimeError("the deep page is not a full page")
+    if render(app, "/jobs/due").count(b'<a href="/job/') != 50:
+        raise RuntimeError("the first page is not a full page")
+    if b"app.errors.Bounce" not in render(app, f"/job/{due + delayed + 5}"):
+        raise RuntimeError("the job page does not show the dead job")
+    pages: list[tuple[str, str, Callable[[], object]]] = [
+        ("overview", "/", queue.stats),
+        ("due, first page", "/jobs/due", lambda: queue.browse("due")),
+        (
+            "due, a page deep in",
+            f"/jobs/due?after={deep}",
+            lambda: queue.browse("due", after=deep),
+        ),
+        (
+            "due, task filter",
+            "/jobs/due?task=mail.send3",
+            lambda: queue.browse("due", task="mail.send3"),
+        ),
+        ("delayed", "/jobs/delayed", lambda: queue.browse("delayed")),
+        ("dead", "/jobs/dead", lambda: queue.browse("dead")),
+        (
+            "dead, error filter",
+            "/jobs/dead?error=mailbox+99",
+            lambda: queue.browse("dead", error="mailbox 99"),
+        ),
+        (
+            "dead, error filter matching none (worst case: every dead job read)",
+            "/jobs/dead?error=no+such+text",
+            lambda: queue.browse("dead", error="no such text"),
+        ),
+        ("one job", f"/job/{due + delayed + 5}", lambda: queue.get(due + delayed + 5)),
+    ]
+    lines = []
+    for title, path, query in pages:
+        page_ms = median_ms(lambda p=path: render(app, p), rounds)
+        store_ms = median_ms(query, rounds)
+        lines.append(f"| {name} | {title} | {page_ms:.1f} | {store_ms:.1f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dashboard")
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=20)
+    args = parser.parse_args(argv)
+    now = time.time()
+    print(f"{args.jobs:,} jobs; median of {args.rounds} renders, ms")
+    print("| store | page | render (ms) | store query (ms) |\n|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "jobs.db"
+        started = time.perf_counter()
+        fill_sqlite(path, args.jobs, now)
+        print(f"(SQLite filled in {time.perf_counter() - started:.0f} s)", flush=True)
+        with jobq.JobQueue(store=SqliteStore(path)) as queue:
+            measure("SQLite", queue, args.jobs, now, args.rounds)
+    reason = postgres_unavailable()
+    if reason is not None:
+        print(f"PostgreSQL skipped: {reason}")
+        return
+    import psycopg
+
+    schema = f"jobq_bench_dash_{int(now)}"
+    try:
+        started = time.perf_counter()
+        fill_postgres(schema, args.jobs, now)
+        print(
+            f"(PostgreSQL filled in {time.perf_counter() - started:.0f} s)", flush=True
+        )
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        with jobq.JobQueue(store=store) as queue:
+            measure("PostgreSQL", queue, args.jobs, now, args.rounds)
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+if __name__ == "__main__":
+    main()

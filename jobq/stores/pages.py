@@ -1,0 +1,199 @@
+"""Pages of a job list: what a store's optional ``page_jobs`` is asked and
+answers (the dashboard's lists, ``JobQueue.browse``).
+
+A list is one of ``VIEWS``: ``due`` (pending and due now, in run order:
+highest priority, earliest due, lowest id), ``delayed`` (pending, not yet due,
+earliest due first), ``running`` (by id), ``dead`` (newest death first) and
+``completed`` (kept ones, newest first). Filters: a task name and a key (each
+exact), and text the job's ``last_error`` contains (case-sensitive).
+
+Pages are keyset-paginated: each ends with an opaque cursor (``after``), the
+sort key of its last job as the store chose it, and the next page starts
+after it. So a page costs what its rows cost on the database stores (one
+index range each), never an offset's walk, and a job added or removed
+between two pages shifts nothing. Cursors are plain text (a JSON list of
+numbers): safe in a URL once quoted, checked when read back
+(``read_cursor``: ``ValueError`` for anything else).
+
+A store without ``page_jobs`` (one written before it) still pages through
+``page_from_list``, which reads its ``list_jobs`` whole: correct, not fast.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from jobq.types import JobRecord, JobState
+
+T = TypeVar("T")
+
+#: The lists a page may come from.
+VIEWS = ("due", "delayed", "running", "dead", "completed")
+
+#: The most jobs one page may hold.
+MAX_PAGE = 1000
+
+#: The state of the jobs of each list.
+VIEW_STATES = {
+    "due": JobState.PENDING,
+    "delayed": JobState.PENDING,
+    "running": JobState.RUNNING,
+    "dead": JobState.DEAD,
+    "completed": JobState.COMPLETED,
+}
+
+Key = tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobQuery:
+    """One page to read: the list (``view``), at most ``limit`` jobs, after
+    the cursor of the page before (``None``: the first page), and filters
+    (``None``: any)."""
+
+    view: str
+    limit: int = 50
+    after: str | None = None
+    task: str | None = None
+    key: str | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.view not in VIEWS:
+            raise ValueError(
+                f"view must be one of {', '.join(VIEWS)}, not {self.view!r}"
+            )
+        if type(self.limit) is not int or not 1 <= self.limit <= MAX_PAGE:
+            raise ValueError(
+                f"limit must be an int from 1 to {MAX_PAGE}, not {self.limit!r}"
+            )
+        for name in ("after", "task", "key", "error"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be a str or None, not {value!r}")
+
+    def admits(self, task: str | None, key: str | None, last_error: str | None) -> bool:
+        """Whether a job with these fields passes the filters."""
+        return (
+            (self.task is None or task == self.task)
+            and (self.key is None or key == self.key)
+            and (
+                self.error is None
+                or (last_error is not None and self.error in last_error)
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """Up to ``limit`` jobs, and the cursor of the next page (``None``: this
+    page is the last)."""
+
+    jobs: list[JobRecord[Any]]
+    after: str | None
+
+
+def write_cursor(key: Key) -> str:
+    """A sort key as cursor text."""
+    return json.dumps(list(key), separators=(",", ":"))
+
+
+def read_cursor(text: str | None, length: int) -> Key | None:
+    """The sort key of cursor text (``None`` for none); ``ValueError`` if it
+    is not a list of ``length`` finite numbers (a cursor made elsewhere)."""
+    if text is None:
+        return None
+    try:
+        values = json.loads(text)
+    except ValueError:
+        raise ValueError(f"not a page cursor: {text[:40]!r}") from None
+    if (
+        not isinstance(values, list)
+        or len(values) != length
+        or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in values
+        )
+    ):
+        raise ValueError(f"not a page cursor: {text[:40]!r}")
+    return tuple(values)
+
+
+def take_page(
+    candidates: Iterable[tuple[Key, T]],
+    query: JobQuery,
+    show: Callable[[T], JobRecord[Any]],
+) -> JobPage:
+    """The page of ``candidates`` (sort key, job; already filtered) after the
+    query's cursor, smallest keys first; ``show`` makes a record of each job
+    on the page only (the stores that scan memory)."""
+    after = read_cursor(query.after, _KEY_LENGTHS[query.view])
+    if after is not None:
+        candidates = ((k, job) for k, job in candidates if k > after)
+    best = heapq.nsmallest(query.limit + 1, candidates, key=lambda pair: pair[0])
+    more = len(best) > query.limit
+    best = best[: query.limit]
+    return JobPage(
+        [show(job) for _, job in best],
+        write_cursor(best[-1][0]) if more else None,
+    )
+
+
+def sort_key(view: str, priority: int, run_at: float, job_id: int,
+             finished_at: float | None) -> Key:  # fmt: skip
+    """A job's place in ``view`` for the stores that sort in Python."""
+    if view == "due":
+        return (-priority, run_at, job_id)
+    if view == "delayed":
+        return (run_at, -priority, job_id)
+    if view == "running":
+        return (job_id,)
+    return (-(finished_at or 0.0), -job_id)  # dead, completed: newest first
+
+
+#: The database stores' cursor before every job of each list: due (priority,
+#: run_at, id), delayed (run_at, id), running (id), dead (burial number),
+#: completed (expires_at, id).
+DATABASE_FIRST: dict[str, tuple[float, ...]] = {
+    "due": (2**63 - 1, -1e308, 0),
+    "delayed": (-1e308, 0),
+    "running": (0,),
+    "dead": (2**63 - 1,),
+    "completed": (1e308, 2**63 - 1),
+}
+
+_KEY_LENGTHS = {"due": 3, "delayed": 3, "running": 1, "dead": 2, "completed": 2}
+
+
+def in_view(store: Any, view: str, record: JobRecord[Any], now: float) -> bool:
+    """Whether a job ``list_jobs`` gave belongs in ``view`` at ``now``
+    (``list_jobs`` knows no time: a kept job past its time is gone for
+    ``get``)."""
+    if view == "due":
+        return record.run_at <= now
+    if view == "delayed":
+        return record.run_at > now
+    if view == "completed":
+        return store.get(record.id, now) is not None
+    return True
+
+
+def page_from_list(store: Any, query: JobQuery, now: float) -> JobPage:
+    """A page read from ``store.list_jobs`` whole: for a store without
+    ``page_jobs``."""
+    records = store.list_jobs(VIEW_STATES[query.view])
+    return take_page(
+        (
+            (sort_key(query.view, r.priority, r.run_at, r.id, r.finished_at), r)
+            for r in records
+            if query.admits(r.task, r.key, r.last_error)
+            and in_view(store, query.view, r, now)
+        ),
+        query,
+        lambda record: record,
+    )

@@ -1,0 +1,14 @@
+"""The jobq dashboard: a WSGI application to see the queue and fix dead jobs
+from a browser (``pip install 'jobq[web]'``; see the README, "Dashboard").
+
+``make_app(queue)`` builds it; the Flask and Django integrations and the
+``jobq dashboard`` command mount it. Jinja2 is imported here only, so
+``import jobq`` still needs nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+from jobq.web.app import Dashboard, make_app
+from jobq.web.security import CsrfPolicy, framework_csrf
+
+__all__ = ["CsrfPolicy", "Dashboard", "framework_csrf", "make_app"]

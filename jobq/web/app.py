@@ -1,0 +1,163 @@
+"""The dashboard as a WSGI application: who may look, which route, and the
+headers every answer carries. The pages and actions are in ``views``."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from jobq.queue import JobQueue
+from jobq.web import views
+from jobq.web.http import Request, Response, redirect, text
+from jobq.web.rendering import Renderer
+from jobq.web.security import (
+    TOKEN_COOKIE,
+    CsrfPolicy,
+    cookie,
+    double_submit,
+    loopback,
+    token_matches,
+    with_headers,
+)
+from jobq.web.throughput import Throughput
+
+logger = logging.getLogger("jobq.web")
+
+#: Routes: (method, pattern) -> view; a view takes the dashboard, the
+#: request and the pattern's groups.
+View = Callable[..., Response]
+ROUTES: list[tuple[str, re.Pattern[str], View]] = [
+    ("GET", re.compile(r"/"), views.overview),
+    ("GET", re.compile(r"/stats\.json"), views.stats_json),
+    ("GET", re.compile(r"/static/([a-z]+\.(?:js|css))"), views.asset),
+    ("GET", re.compile(r"/jobs/([a-z]+)"), views.job_list),
+    ("GET", re.compile(r"/job/([0-9]{1,19})"), views.job_page),
+    ("POST", re.compile(r"/job/([0-9]{1,19})/(retry|delete|cancel)"), views.job_action),
+    ("POST", re.compile(r"/jobs/dead/(retry|delete)"), views.bulk_action),
+]
+
+
+class Dashboard:
+    """The dashboard of one queue, a WSGI application (see the README,
+    "Dashboard"). ``read_only`` shows no actions and refuses them, with
+    ``notice`` saying why where it is not the user's choice.
+
+    Access: ``allow(environ)`` decides (the mounting application's check),
+    else only loopback addresses are served; with ``token``, a request must
+    also carry it (``?token=`` once, then a cookie). ``csrf``: the
+    dashboard's own double-submit check unless a framework gives its own.
+    """
+
+    def __init__(
+        self,
+        queue: JobQueue[Any],
+        *,
+        read_only: bool = False,
+        notice: str | None = None,
+        allow: Callable[[Mapping[str, Any]], bool] | None = None,
+        token: str | None = None,
+        csrf: CsrfPolicy | None = None,
+        refresh_seconds: float = 3.0,
+    ) -> None:
+        if not isinstance(queue, JobQueue):
+            raise TypeError(f"the dashboard needs a JobQueue, not {queue!r}")
+        if allow is not None and not callable(allow):
+            raise TypeError(f"allow must be callable, not {allow!r}")
+        if token is not None and len(token) < 16:
+            raise ValueError("token must be a str of at least 16 characters")
+        self.queue = queue
+        self.read_only = bool(read_only)
+        self.notice = notice
+        self.allow = allow
+        self.token = token
+        self.csrf = csrf or double_submit()
+        self.refresh_seconds = refresh_seconds
+        self.renderer = Renderer()
+        self.throughput = Throughput()
+        queue.subscribe(self.throughput)
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        request = Request(environ)
+        try:
+            response = self.handle(request)
+        except Exception:
+            logger.exception(
+                "the dashboard failed on %s %s", request.method, request.path
+            )
+            response = text(500, "the dashboard failed; see the log")
+        return with_headers(response).start(start_response)
+
+    def handle(self, request: Request) -> Response:
+        refused = self._refuse(request)
+        if refused is not None:
+            return refused
+        allowed = []
+        for method, pattern, view in ROUTES:
+            found = pattern.fullmatch(request.path)
+            if found is None:
+                continue
+            if method != request.method:
+                allowed.append(method)
+                continue
+            if method == "POST":
+                refused = self._refuse_action(request)
+                if refused is not None:
+                    return refused
+            try:
+                return view(self, request, *found.groups())
+            except ValueError as exc:
+                return self.renderer.page(
+                    self, request, "error.html", 400, message=str(exc)
+                )
+        if allowed:
+            return Response(
+                405,
+                b"method not allowed",
+                "text/plain",
+                [("Allow", ", ".join(allowed))],
+            )
+        return self.renderer.page(
+            self, request, "error.html", 404, message="no such page"
+        )
+
+    def _refuse(self, request: Request) -> Response | None:
+        """403 unless the request may see the dashboard (see the class)."""
+        if self.token is not None:
+            given = request.query.get("token")
+            if given is not None and token_matches(given, self.token):
+                response = redirect(request.url("/"))
+                response.headers.append(
+                    ("Set-Cookie", cookie(TOKEN_COOKIE, self.token, request))
+                )
+                return response
+            if not token_matches(request.cookies.get(TOKEN_COOKIE, ""), self.token):
+                return text(
+                    403, "forbidden: open the URL with the token the dashboard printed"
+                )
+        if self.allow is not None:
+            if not self.allow(request.environ):
+                return text(403, "forbidden")
+        elif self.token is None and not loopback(request):
+            return text(403, "forbidden: this dashboard serves this machine only")
+        return None
+
+    def _refuse_action(self, request: Request) -> Response | None:
+        if self.read_only:
+            return text(403, "forbidden: this dashboard is read-only")
+        try:
+            valid = self.csrf.check(request)
+        except ValueError:
+            return text(413, "form too large")
+        if not valid:
+            return text(403, "forbidden: missing or wrong CSRF token; reload the page")
+        return None
+
+
+def make_app(queue: JobQueue[Any], **options: Any) -> Dashboard:
+    """The dashboard of ``queue`` as a WSGI application (options: see
+    ``Dashboard``)."""
+    return Dashboard(queue, **options)

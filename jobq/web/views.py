@@ -1,0 +1,144 @@
+"""The dashboard's pages and actions. Each takes the dashboard, the request
+and its route's groups, and returns a ``Response``; GET never changes
+anything, and every POST has passed the CSRF and read-only checks."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
+
+from jobq.stores.pages import VIEWS
+from jobq.web.http import Request, Response, redirect
+from jobq.web.rendering import ASSET_TYPES
+
+if TYPE_CHECKING:
+    from jobq.web.app import Dashboard
+
+#: What an action's redirect may say (a code from here, never request text).
+MESSAGES = {
+    "retried": "The job is pending again.",
+    "deleted": "The dead job was deleted.",
+    "cancelled": "The pending job was cancelled.",
+    "unchanged": "Nothing changed: the job is no longer in that state.",
+    "bulk-retried": "Retried the dead jobs matching the filter.",
+    "bulk-deleted": "Deleted the dead jobs matching the filter.",
+}
+PAST = {"retry": "retried", "delete": "deleted"}
+#: Jobs a bulk action reads per page.
+BULK_PAGE = 500
+FILTERS = ("task", "key", "error")
+
+
+def counts(dashboard: Dashboard) -> dict[str, int]:
+    stats = dashboard.queue.stats()
+    return {
+        "due": stats.pending - stats.delayed,
+        "delayed": stats.delayed,
+        "running": stats.running,
+        "dead": stats.dead,
+        "completed": stats.completed,
+        "retried": stats.retried,
+    }
+
+
+def overview(dashboard: Dashboard, request: Request) -> Response:
+    now = time.time()
+    return dashboard.renderer.page(
+        dashboard, request, "overview.html",
+        counts=counts(dashboard),
+        throughput=dashboard.throughput.recent(now),
+        schedules=dashboard.queue.schedules(),
+        message=MESSAGES.get(request.query.get("msg", "")),
+    )  # fmt: skip
+
+
+def stats_json(dashboard: Dashboard, request: Request) -> Response:
+    """What the overview refreshes itself with."""
+    now = time.time()
+    body = {
+        "counts": counts(dashboard),
+        "throughput": dashboard.throughput.recent(now),
+    }
+    return Response(200, json.dumps(body).encode(), "application/json")
+
+
+def asset(dashboard: Dashboard, request: Request, name: str) -> Response:
+    data = dashboard.renderer.assets.get(name)
+    if data is None:
+        return Response(404, b"no such asset", "text/plain")
+    return Response(200, data, ASSET_TYPES[name.rsplit(".", 1)[1]])
+
+
+def job_list(dashboard: Dashboard, request: Request, view: str) -> Response:
+    if view not in VIEWS:
+        return dashboard.renderer.page(
+            dashboard, request, "error.html", 404, message="no such list"
+        )
+    filters = {name: request.query.get(name) or None for name in FILTERS}
+    page = dashboard.queue.browse(
+        view, limit=50, after=request.query.get("after") or None, **filters
+    )
+    shown = {name: value for name, value in filters.items() if value}
+    return dashboard.renderer.page(
+        dashboard, request, "list.html",
+        view=view, page=page, filters=filters,
+        first_query=urlencode(shown),
+        next_query=None if page.after is None
+        else urlencode({**shown, "after": page.after}),
+        message=MESSAGES.get(request.query.get("msg", "")),
+    )  # fmt: skip
+
+
+def job_page(dashboard: Dashboard, request: Request, job_id: str) -> Response:
+    job = dashboard.queue.get(int(job_id))
+    if job is None:
+        return dashboard.renderer.page(
+            dashboard, request, "error.html", 404, message="no such job (any more)"
+        )
+    return dashboard.renderer.page(
+        dashboard, request, "job.html", job=job,
+        message=MESSAGES.get(request.query.get("msg", "")),
+    )  # fmt: skip
+
+
+def job_action(
+    dashboard: Dashboard, request: Request, job_id: str, action: str
+) -> Response:
+    queue, number = dashboard.queue, int(job_id)
+    if action == "retry":
+        done, code = queue.retry_dead(number), "retried"
+        target = f"/job/{number}"
+    elif action == "delete":
+        done, code, target = queue.delete_dead(number), "deleted", "/jobs/dead"
+    else:
+        done, code, target = queue.cancel(number), "cancelled", "/jobs/due"
+    if not done:
+        code, target = "unchanged", f"/job/{number}"
+    return redirect(request.url(f"{target}?msg={code}"))
+
+
+def bulk_action(dashboard: Dashboard, request: Request, action: str) -> Response:
+    """Retry or delete every dead job the form's filters match; without
+    ``confirmed`` (no JavaScript to ask), a page that asks first."""
+    form = request.form()
+    filters = {name: form.get(name) or None for name in FILTERS}
+    if form.get("confirmed") != "yes":
+        return dashboard.renderer.page(
+            dashboard, request, "confirm.html",
+            action=action, filters=filters,
+        )  # fmt: skip
+    queue = dashboard.queue
+    change = queue.retry_dead if action == "retry" else queue.delete_dead
+    after = None
+    while True:
+        page = queue.browse("dead", limit=BULK_PAGE, after=after, **filters)
+        for job in page.jobs:
+            change(job.id)
+        if page.after is None:
+            break
+        after = page.after
+    shown = {name: value for name, value in filters.items() if value}
+    query = urlencode({**shown, "msg": f"bulk-{PAST[action]}"})
+    return redirect(request.url(f"/jobs/dead?{query}"))

@@ -1,0 +1,330 @@
+"""The dashboard over WSGI (werkzeug's test client): every route and action
+on every store, and the security checks the README promises."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from werkzeug.test import Client as WerkzeugClient
+from werkzeug.test import TestResponse
+
+import jobq
+from jobq import Fatal, Job, JobState
+from jobq.testing import Clock
+from jobq.web import Dashboard, make_app
+
+MakeQueue = Callable[..., jobq.JobQueue[Any]]
+XSS = "<script>alert(1)</script>"
+
+
+def die(job: Job[Any]) -> None:
+    raise Fatal(f"failed on {job.payload!r} {XSS}")
+
+
+class Client(WerkzeugClient):
+    """werkzeug's test client, from 127.0.0.1 unless told otherwise."""
+
+    def open(self, *args: Any, **kwargs: Any) -> TestResponse:
+        kwargs["environ_base"] = {
+            "REMOTE_ADDR": "127.0.0.1",
+            **kwargs.get("environ_base", {}),
+        }
+        return super().open(*args, **kwargs)
+
+
+def csrf_of(page: TestResponse) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None, page.text
+    return found.group(1)
+
+
+def dead_queue(
+    make_queue: MakeQueue, count: int = 1, **options: Any
+) -> jobq.JobQueue[Any]:
+    queue = make_queue(die, **options)
+    queue.enqueue_many([{"n": i} for i in range(count)])
+    queue.run_pending()
+    assert queue.stats().dead == count
+    return queue
+
+
+# -- pages, on every store ---------------------------------------------------------
+
+
+def test_the_overview_shows_the_counts_and_refreshes_from_stats_json(
+    make_queue: MakeQueue,
+) -> None:
+    queue = make_queue(die)
+    client = Client(make_app(queue))  # counts the attempts from now on
+    queue.enqueue("dies")
+    queue.run_pending()
+    queue.enqueue("now")
+    queue.enqueue("later", delay=3600)
+
+    page = client.get("/")
+    stats = client.get("/stats.json")
+
+    assert page.status_code == 200
+    for name, value in [("due", 1), ("delayed", 1), ("running", 0), ("dead", 1)]:
+        assert f'data-count="{name}">{value}<' in page.text
+    assert stats.json is not None
+    assert stats.json["counts"] == {
+        "due": 1, "delayed": 1, "running": 0, "dead": 1, "completed": 0, "retried": 0,
+    }  # fmt: skip
+    assert [row[1:] for row in stats.json["throughput"]][-1] == [0, 1]
+    assert "{% block schedules %}" not in page.text
+
+
+def test_each_list_shows_its_jobs_with_filters_and_pages(make_queue: MakeQueue) -> None:
+    queue = dead_queue(make_queue, 2)
+    queue.enqueue_many(list(range(51)))
+    queue.enqueue("later", delay=3600, key="k-later")
+    client = Client(make_app(queue))
+
+    first = client.get("/jobs/due")
+    found = re.search(r'rel="next" href="/jobs/due\?after=([^"]+)"', first.text)
+    assert found is not None
+    second = client.get(f"/jobs/due?after={found.group(1)}")
+    delayed = client.get("/jobs/delayed?key=k-later")
+    dead = client.get("/jobs/dead?error=%7B%27n%27%3A+1%7D")  # "{'n': 1}"
+
+    assert first.text.count('<a href="/job/') == 50
+    assert second.text.count('<a href="/job/') == 1
+    assert 'rel="next"' not in second.text
+    assert delayed.text.count('<a href="/job/') == 1
+    assert dead.text.count('<a href="/job/') == 1
+    for view in ("running", "completed"):
+        assert "No jobs." in client.get(f"/jobs/{view}").text
+
+
+def test_the_job_page_shows_payload_errors_and_tracebacks(
+    make_queue: MakeQueue,
+) -> None:
+    queue = dead_queue(make_queue)
+    job = queue.dead_jobs()[0]
+    client = Client(make_app(queue))
+
+    page = client.get(f"/job/{job.id}")
+
+    assert page.status_code == 200
+    assert "&#34;n&#34;: 0" in page.text  # pretty JSON, escaped
+    assert "jobq.errors.Fatal" in page.text
+    assert "Traceback (most recent call last)" in page.text
+    assert client.get("/job/999999").status_code == 404
+
+
+def test_retry_delete_and_cancel_act_with_the_csrf_token(make_queue: MakeQueue) -> None:
+    queue = dead_queue(make_queue, 2)
+    first, second = (job.id for job in queue.dead_jobs())
+    pending = queue.enqueue("waits", delay=3600).id
+    client = Client(make_app(queue))
+    token = csrf_of(client.get(f"/job/{first}"))
+
+    retried = client.post(f"/job/{first}/retry", data={"csrf": token})
+    deleted = client.post(f"/job/{second}/delete", data={"csrf": token})
+    cancelled = client.post(f"/job/{pending}/cancel", data={"csrf": token})
+    again = client.post(f"/job/{second}/delete", data={"csrf": token})
+
+    assert (retried.status_code, retried.location) == (303, f"/job/{first}?msg=retried")
+    assert deleted.location == "/jobs/dead?msg=deleted"
+    assert cancelled.location == "/jobs/due?msg=cancelled"
+    assert again.location == f"/job/{second}?msg=unchanged"
+    record = queue.get(first)
+    assert record is not None
+    assert record.state is JobState.PENDING
+    assert queue.get(second) is None
+    assert queue.get(pending) is None
+
+
+def test_bulk_actions_ask_first_then_act_on_the_filtered_dead_jobs(
+    make_queue: MakeQueue,
+) -> None:
+    queue = dead_queue(make_queue, 3)
+    client = Client(make_app(queue))
+    token = csrf_of(client.get("/jobs/dead"))
+    only_n1 = {"csrf": token, "error": "{'n': 1}"}
+
+    asked = client.post("/jobs/dead/delete", data=only_n1)
+    assert asked.status_code == 200
+    assert 'name="confirmed" value="yes"' in asked.text
+    assert queue.stats().dead == 3
+
+    deleted = client.post("/jobs/dead/delete", data={**only_n1, "confirmed": "yes"})
+    assert deleted.status_code == 303
+    assert sorted(j.payload["n"] for j in queue.dead_jobs()) == [0, 2]
+
+    client.post("/jobs/dead/retry", data={"csrf": token, "confirmed": "yes"})
+    assert queue.stats().dead == 0
+    assert queue.stats().pending == 2
+
+
+# -- security ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def queue() -> jobq.JobQueue[Any]:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(die, clock=Clock())
+    queue.enqueue(XSS, key=XSS)
+    queue.run_pending()
+    return queue
+
+
+ROUTES = ["/", "/stats.json", "/static/dashboard.js", "/static/dashboard.css",
+          "/jobs/dead", "/job/1"]  # fmt: skip
+
+
+def test_every_answer_carries_the_security_headers(queue: jobq.JobQueue[Any]) -> None:
+    client = Client(make_app(queue))
+    for path in [*ROUTES, "/nothing"]:
+        headers = client.get(path).headers
+        assert "script-src 'self'" in headers["Content-Security-Policy"]
+        assert "unsafe-inline" not in headers["Content-Security-Policy"]
+        assert headers["X-Frame-Options"] == "DENY"
+        assert headers["Referrer-Policy"] == "same-origin"
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["Cache-Control"] == "no-store"
+
+
+def test_store_text_is_escaped_everywhere(queue: jobq.JobQueue[Any]) -> None:
+    client = Client(make_app(queue))
+    for path in ["/jobs/dead", "/job/1", "/jobs/dead?key=" + XSS]:
+        text = client.get(path).text
+        assert XSS not in text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "<script" not in client.get("/job/1").text.replace(
+        '<script src="/static/dashboard.js" defer></script>', ""
+    )
+
+
+def test_store_text_in_a_link_is_url_encoded(queue: jobq.JobQueue[Any]) -> None:
+    for i in range(3):
+        queue.enqueue(i, key=f'a&b"<{i}>')
+    queue.run_pending()
+    page = Client(make_app(queue)).get('/jobs/dead?error=Fatal&key=a%26b"<5>')
+
+    assert 'href="/jobs/dead?key=a%26b%22%3C5%3E&amp;error=Fatal"' in page.text
+
+
+@pytest.mark.parametrize("form", [{}, {"csrf": "x" * 43}], ids=["none", "wrong"])
+def test_an_action_without_the_right_csrf_token_changes_nothing(
+    queue: jobq.JobQueue[Any], form: dict[str, str]
+) -> None:
+    client = Client(make_app(queue))
+    client.get("/")  # the cookie is set
+
+    for path in ["/job/1/retry", "/job/1/delete", "/jobs/dead/delete"]:
+        answer = client.post(path, data={**form, "confirmed": "yes"})
+        assert answer.status_code == 403
+    assert queue.stats().dead == 1
+
+
+def test_get_never_changes_anything(queue: jobq.JobQueue[Any]) -> None:
+    client = Client(make_app(queue))
+    for path in ["/job/1/retry", "/job/1/delete", "/jobs/dead/retry"]:
+        assert client.get(path).status_code == 405
+    assert client.post("/", data={}).status_code == 405
+    assert queue.stats().dead == 1
+
+
+def test_read_only_shows_no_action_and_refuses_them(queue: jobq.JobQueue[Any]) -> None:
+    client = Client(make_app(queue, read_only=True, notice="A JSON file: read-only"))
+    page = client.get("/job/1")
+
+    assert '<form method="post"' not in page.text
+    assert "A JSON file: read-only" in page.text
+    assert '<form method="post"' not in client.get("/jobs/dead").text
+    answer = client.post("/job/1/retry", data={"csrf": "x" * 43})
+    assert answer.status_code == 403
+    assert queue.stats().dead == 1
+
+
+def test_without_a_check_only_loopback_addresses_are_served(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    client = Client(make_app(queue))
+    for path in ROUTES:
+        remote = client.get(path, environ_base={"REMOTE_ADDR": "203.0.113.9"})
+        assert remote.status_code == 403, path
+        assert client.get(path, environ_base={"REMOTE_ADDR": "::1"}).status_code == 200
+
+
+def test_the_application_check_decides_on_every_route(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    allowed = False
+    client = Client(make_app(queue, allow=lambda environ: allowed))
+    for path in ROUTES:
+        assert client.get(path).status_code == 403, path
+    assert client.post("/job/1/retry").status_code == 403
+    allowed = True
+    for path in ROUTES:
+        assert client.get(path).status_code == 200, path
+
+
+def test_a_token_is_asked_on_every_route_then_kept_in_a_cookie(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    token = "t" * 32
+    client = Client(
+        make_app(queue, token=token),
+    )
+    for path in ROUTES:
+        assert client.get(path).status_code == 403, path
+    assert client.get("/?token=wrong").status_code == 403
+
+    entered = client.get(f"//evil.example/?token={token}")
+
+    assert (entered.status_code, entered.location) == (303, "/")  # no open redirect
+    for path in ROUTES:
+        assert client.get(path).status_code == 200, path
+
+
+def test_a_mount_point_prefixes_every_link_and_redirect(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    client = Client(make_app(queue))
+    mounted = {"SCRIPT_NAME": "/admin/jobq"}
+    page = client.get("/jobs/dead", environ_overrides=mounted)
+    token = csrf_of(page)
+
+    answer = client.post(
+        "/job/1/retry", data={"csrf": token}, environ_overrides=mounted
+    )
+
+    assert 'href="/admin/jobq/job/1"' in page.text
+    assert 'src="/admin/jobq/static/dashboard.js"' in page.text
+    assert answer.location == "/admin/jobq/job/1?msg=retried"
+
+
+def test_bad_input_answers_400_or_404(queue: jobq.JobQueue[Any]) -> None:
+    client = Client(make_app(queue))
+    assert client.get("/jobs/dead?after=nonsense").status_code == 400
+    assert client.get("/jobs/everything").status_code == 404
+    assert client.get("/static/../app.py").status_code == 404
+    assert client.get("/job/99999999999999999999").status_code == 404
+
+
+def test_the_dashboard_needs_a_queue() -> None:
+    with pytest.raises(TypeError, match="needs a JobQueue"):
+        Dashboard("not a queue")  # type: ignore[arg-type]
+
+
+def test_the_overview_shows_the_periodic_jobs_with_their_slots(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(clock=clock)
+
+    @queue.periodic(every=600, name="reports.hourly")
+    def report() -> None: ...
+
+    queue.run_pending()  # the first slot, enqueued and run
+    page = Client(make_app(queue)).get("/")
+
+    (schedule,) = queue.schedules()
+    assert "Periodic jobs" in page.text
+    assert "reports.hourly" in page.text
+    assert schedule.next_slot is not None
+    assert schedule.next_slot.strftime("%Y-%m-%d %H:%M:%S") in page.text

@@ -1,0 +1,150 @@
+"""The dashboard mounted in Flask (``JobQ(app, dashboard=...)``) and Django
+(``jobq.contrib.django.urls``): who may see it, its CSRF, its links."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from dashboard_helpers import django_dead_job, no_autostart  # noqa: F401 (fixture)
+from flask import Flask
+
+from jobq import Fatal, Job, JobState
+from jobq.contrib.flask import JobQ
+
+XSS = "<script>alert(1)</script>"
+
+
+def die(job: Job[Any]) -> None:
+    raise Fatal(f"failed: {XSS}")
+
+
+def flask_app(**options: Any) -> tuple[Flask, JobQ]:
+    app = Flask("dashboard_test")
+    app.config["JOBQ_AUTOSTART"] = False
+    jobs = JobQ(app, handler=die, **options)
+    jobs.state(app).queue.enqueue(XSS)
+    jobs.state(app).queue.run_pending()
+    return app, jobs
+
+
+def test_flask_serves_the_dashboard_under_its_prefix_to_this_machine() -> None:
+    app, _ = flask_app(dashboard="/admin/jobq")
+    client = app.test_client()
+
+    overview = client.get("/admin/jobq/")
+    dead = client.get("/admin/jobq/jobs/dead")
+    remote = client.get("/admin/jobq/", environ_base={"REMOTE_ADDR": "203.0.113.9"})
+    proxied = client.get("/admin/jobq/", headers={"X-Forwarded-For": "203.0.113.9"})
+    asset = client.get(
+        "/admin/jobq/static/dashboard.js", environ_base={"REMOTE_ADDR": "203.0.113.9"}
+    )
+
+    assert overview.status_code == 200
+    assert 'href="/admin/jobq/jobs/dead"' in overview.text
+    assert 'href="/admin/jobq/job/1"' in dead.text
+    assert XSS not in dead.text
+    assert overview.headers["X-Frame-Options"] == "DENY"
+    assert [remote.status_code, proxied.status_code, asset.status_code] == [403] * 3
+
+
+def test_flask_dashboard_auth_decides_and_actions_need_the_csrf_token() -> None:
+    allowed = {"yes": False}
+    app, jobs = flask_app(dashboard="/jobq", dashboard_auth=lambda: allowed["yes"])
+    queue = jobs.state(app).queue
+    client = app.test_client()
+
+    assert client.get("/jobq/").status_code == 403
+    assert client.get("/jobq/stats.json").status_code == 403
+    allowed["yes"] = True
+    page = client.get("/jobq/job/1", environ_base={"REMOTE_ADDR": "203.0.113.9"})
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None
+
+    refused = client.post("/jobq/job/1/retry", data={"csrf": "wrong" * 9})
+    assert refused.status_code == 403
+    record = queue.get(1)
+    assert record is not None
+    assert record.state is JobState.DEAD
+
+    done = client.post("/jobq/job/1/retry", data={"csrf": found.group(1)})
+    assert done.status_code == 303
+    assert done.location.endswith("/jobq/job/1?msg=retried")
+    record = queue.get(1)
+    assert record is not None
+    assert record.state is JobState.PENDING
+
+
+def test_flask_config_keys_mount_a_read_only_dashboard() -> None:
+    app = Flask("dashboard_config")
+    app.config.update(
+        JOBQ_AUTOSTART=False, JOBQ_DASHBOARD="/q", JOBQ_DASHBOARD_READ_ONLY=True
+    )
+    JobQ(app, handler=die)
+    client = app.test_client()
+
+    assert client.get("/q/").status_code == 200
+    assert client.post("/q/job/1/retry").status_code == 403
+
+
+def test_flask_refuses_an_empty_prefix() -> None:
+    with pytest.raises(ValueError, match="prefix"):
+        JobQ(Flask("bad"), dashboard="/")
+
+
+# -- Django ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_serves_the_dashboard_to_staff_only(django_user_model: Any) -> None:
+    from django.test import Client
+
+    job_id = django_dead_job()
+    client = Client()
+    assert client.get("/admin/jobq/").status_code == 403
+    user = django_user_model.objects.create_user("ann", is_staff=False)
+    client.force_login(user)
+    assert client.get("/admin/jobq/stats.json").status_code == 403
+    user.is_staff = True
+    user.save()
+
+    overview = client.get("/admin/jobq/")
+    job = client.get(f"/admin/jobq/job/{job_id}")
+
+    assert overview.status_code == 200
+    assert 'href="/admin/jobq/jobs/dead"' in overview.text
+    assert 'name="csrfmiddlewaretoken"' in job.text
+    assert overview["Content-Security-Policy"].startswith("default-src 'none'")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_actions_use_djangos_csrf_check(django_user_model: Any) -> None:
+    from django.test import Client
+
+    from jobq.contrib.django import get_queue
+
+    job_id = django_dead_job()
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(django_user_model.objects.create_user("bo", is_staff=True))
+    page = client.get(f"/admin/jobq/job/{job_id}")
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    assert found is not None
+
+    refused = client.post(f"/admin/jobq/job/{job_id}/retry", {})
+    record = get_queue().get(job_id)
+    assert refused.status_code == 403
+    assert record is not None
+    assert record.state is JobState.DEAD
+
+    done = client.post(
+        f"/admin/jobq/job/{job_id}/retry", {"csrfmiddlewaretoken": found.group(1)}
+    )
+    assert done.status_code == 303
+    assert done["Location"] == f"/admin/jobq/job/{job_id}?msg=retried"
+    record = get_queue().get(job_id)
+    assert record is not None
+    assert record.state is JobState.PENDING
+    get_queue().cancel(job_id)
