@@ -206,11 +206,10 @@ def test_the_standalone_command_in_a_browser(tmp_path: Path, page: Any) -> None:
         process.communicate(timeout=10)
 
 
-# Run before test_django.py's tests (this module's name sorts first): after
-# its `jobq migrate`, `jobq stats` and a worker process that exits, the
-# project's SQLite file has lost its -wal and -shm files under the test
-# process's open connections (a store bug reported with this branch), and
-# the live server's new connection then fails with "disk I/O error".
+# The test project's SQLite file is shared with test_django.py's processes:
+# before SqliteStore stopped opening an existing file itself (see
+# test_another_store_on_the_file_leaves_this_process_its_locks), their exit
+# could delete its -wal and -shm files under this process's connections.
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("no_autostart")
 def test_the_django_mounting_in_a_browser(

@@ -967,3 +967,38 @@ def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
         }
     assert {"started_at", "finished_at", "timeout", "meta"} <= columns
     assert schedules == {"name", "expression", "last_slot", "last_job_id"}
+
+
+_OPEN_AND_CLOSE = """
+import sys, jobq
+from jobq.stores import SqliteStore
+queue = jobq.JobQueue(store=SqliteStore(sys.argv[1]))
+queue.stats()
+queue.close()
+"""
+
+
+def test_another_store_on_the_file_leaves_this_process_its_locks(
+    tmp_path: Path,
+) -> None:
+    """A second store object opened and closed here must not drop the first
+    one's SQLite locks: another process closing its last connection would
+    then take itself for the last one and delete the -wal and -shm files
+    under the first store's connections ("disk I/O error" later)."""
+    path = str(tmp_path / "jobs.db")
+    first = jobq.JobQueue(store=SqliteStore(path))
+    try:
+        job = first.enqueue("kept")
+        jobq.JobQueue(store=SqliteStore(path)).close()  # opens, then closes
+        second = jobq.JobQueue(store=SqliteStore(path))
+        second.stats()
+        second.close()
+        subprocess.run([sys.executable, "-c", _OPEN_AND_CLOSE, path], check=True)
+
+        assert (tmp_path / "jobs.db-wal").exists()
+        assert (tmp_path / "jobs.db-shm").exists()
+        record = first.get(job)
+        assert record is not None
+        assert record.payload == "kept"
+    finally:
+        first.close()

@@ -42,9 +42,18 @@ class Database:
 
     def create_file(self) -> None:
         """Create the database file with mode 0600 (SQLite gives its -wal and
-        -shm files the same mode); an existing file keeps its mode."""
+        -shm files the same mode); an existing file is left unopened.
+
+        Never open an existing file here: closing any descriptor of a file
+        drops every POSIX lock this process holds on it, SQLite's included,
+        and another process closing its last connection would then think
+        itself the last one and delete the -wal and -shm files under this
+        process's open connections."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(self.path, flags, 0o600)
+        except FileExistsError:
+            return
         except OSError as exc:
             raise StoreError(f"cannot open {self.path}: {exc.strerror}") from exc
         os.close(fd)
