@@ -20,6 +20,7 @@ can kill the caller.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -32,7 +33,7 @@ from jobq._json import decode, decode_meta, encode
 from jobq._logs import claim_extra
 from jobq._time import to_seconds
 from jobq.errors import Fatal, JobTimeout, Retry
-from jobq.events import EventKind, Subscribers, new_event, publish
+from jobq.events import EventKind, Subscriber, Subscribers, new_event, publish
 from jobq.middleware import Middleware, wrap
 from jobq.retry import RetryPolicy
 from jobq.stores.base import Claim, Done, Failure, Store
@@ -43,6 +44,11 @@ if TYPE_CHECKING:
     from jobq._limits import ThreadLimit
 
 logger = logging.getLogger("jobq")
+
+# The kinds the runner publishes, read once (an enum member's lookup on its
+# class costs a call, and these are read for every job).
+STARTED, SUCCEEDED = EventKind.STARTED, EventKind.SUCCEEDED
+RETRYING, DEAD = EventKind.RETRYING, EventKind.DEAD
 
 Handler = Callable[[Job[Any]], Any]
 
@@ -211,7 +217,10 @@ class Runner:
             job = job_of(claim)
             if self.subscribers.started:
                 self._started(claim, job, started_at)
-            call = wrap(self.middleware, job, lambda: self._invoke(claim, job))
+            if self.middleware:
+                call = wrap(self.middleware, job, lambda: self._invoke(claim, job))
+            else:
+                call = functools.partial(self._invoke, claim, job)
             if limit is None or claim.timeout is None:
                 value = call()
             else:
@@ -336,10 +345,11 @@ class Runner:
                 "completed",
                 [1] * len(done),
             )
-            if self.subscribers.succeeded:
+            callbacks = self.subscribers.succeeded
+            if callbacks:
                 for success, ok in zip(succeeded, recorded, strict=True):
                     if ok and isinstance(success, Succeeded):
-                        self._ended(success, EventKind.SUCCEEDED)
+                        self._ended(success, SUCCEEDED, callbacks)
         if failed:
             failures = [f.failure for f in failed]
             recorded = self._record(
@@ -353,7 +363,10 @@ class Runner:
                 if ok:
                     _log_failure(outcome)
                     dead = outcome.failure.retry_at is None
-                    self._ended(outcome, EventKind.DEAD if dead else EventKind.RETRYING)
+                    kind = DEAD if dead else RETRYING
+                    callbacks = self.subscribers.of(kind)
+                    if callbacks:
+                        self._ended(outcome, kind, callbacks)
 
     def release(self, claims: Sequence[Claim]) -> None:
         """Give claims whose jobs did not start back to the store."""
@@ -411,30 +424,33 @@ class Runner:
     # -- events ------------------------------------------------------------------
 
     def _started(self, claim: Claim, job: Job[Any] | None, at: float) -> None:
+        wait = at - claim.run_at
         publish(
             self.subscribers.started,
             new_event(
-                EventKind.STARTED, claim.id, claim.task, claim.attempt, at,
-                None, max(at - claim.run_at, 0.0), None, None, job,
+                STARTED, claim.id, claim.task, claim.attempt, at,
+                None, wait if wait > 0.0 else 0.0, None, None, job,
             ),
         )  # fmt: skip
 
-    def _ended(self, outcome: Succeeded | Failed, kind: EventKind) -> None:
-        """Publish ``kind`` (succeeded, retrying, dead) if anyone wants it."""
-        callbacks = self.subscribers.of(kind)
-        if not callbacks:
-            return
+    def _ended(
+        self,
+        outcome: Succeeded | Failed,
+        kind: EventKind,
+        callbacks: tuple[Subscriber, ...],
+    ) -> None:
         claim = outcome.claim
         if isinstance(outcome, Succeeded):
             error, result, ended_at = None, outcome.value, outcome.ended_at
         else:
             error, result = outcome.failure.error, None
             ended_at = error.at
+        ran = ended_at - outcome.started_at
         publish(
             callbacks,
             new_event(
                 kind, claim.id, claim.task, claim.attempt, ended_at,
-                max(ended_at - outcome.started_at, 0.0), None, error, result,
+                ran if ran > 0.0 else 0.0, None, error, result,
                 outcome.job,
             ),
         )  # fmt: skip

@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobq._logs import job_extra
 from jobq.types import AttemptError, Job
@@ -83,18 +83,19 @@ Kinds = EventKind | str | Iterable[EventKind | str]
 
 
 class _Draft:
-    """An ``Event`` being built: the same slots, set by a plain ``__init__``
-    (one store each), then turned into an ``Event`` by ``new_event``. The
-    frozen dataclass's own ``__init__`` sets each field with
+    """``new_event(...)``: an ``Event`` as ``Event(...)`` builds it, cheaper.
+    The frozen dataclass's own ``__init__`` sets each field with
     ``object.__setattr__``, three times as slow, and jobq builds up to three
-    events per job."""
+    events per job; a draft has the same slots, set by plain stores, and
+    then takes the ``Event`` class (Python allows that between classes of
+    the same layout): what comes out is the frozen dataclass itself."""
 
     __slots__ = Event.__slots__
 
     def __init__(self, kind: EventKind, job_id: int, task: str | None,
-                 attempt: int, at: float, duration: float | None,
-                 wait: float | None, error: AttemptError | None, result: Any,
-                 job: Job[Any] | None) -> None:  # fmt: skip
+                 attempt: int, at: float, duration: float | None = None,
+                 wait: float | None = None, error: AttemptError | None = None,
+                 result: Any = None, job: Job[Any] | None = None) -> None:  # fmt: skip
         self.kind = kind
         self.job_id = job_id
         self.task = task
@@ -105,17 +106,20 @@ class _Draft:
         self.error = error
         self.result = result
         self.job = job
+        self.__class__ = Event  # type: ignore[assignment]
 
 
-def new_event(kind: EventKind, job_id: int, task: str | None, attempt: int,
-              at: float, duration: float | None = None, wait: float | None = None,
-              error: AttemptError | None = None, result: Any = None,
-              job: Job[Any] | None = None) -> Event:  # fmt: skip
-    """``Event(...)``, cheaper: the same frozen dataclass once built (its
-    class is assigned to a draft of the same layout, which Python allows)."""
-    draft = _Draft(kind, job_id, task, attempt, at, duration, wait, error, result, job)
-    draft.__class__ = Event  # type: ignore[assignment]
-    return draft  # type: ignore[return-value]
+if TYPE_CHECKING:
+
+    def new_event(kind: EventKind, job_id: int, task: str | None, attempt: int,
+                  at: float, duration: float | None = None,
+                  wait: float | None = None, error: AttemptError | None = None,
+                  result: Any = None,
+                  job: Job[Any] | None = None) -> Event:  # fmt: skip
+        """``Event(...)``, cheaper (see ``_Draft``)."""
+
+else:
+    new_event = _Draft  # the call itself: no function around it (per event)
 
 
 class Subscribers:
@@ -148,7 +152,7 @@ class Subscribers:
 
     def of(self, kind: EventKind) -> tuple[Subscriber, ...]:
         """The callbacks that want ``kind``."""
-        callbacks: tuple[Subscriber, ...] = getattr(self, kind.value)
+        callbacks: tuple[Subscriber, ...] = getattr(self, kind._value_)
         return callbacks
 
     def subscribe(

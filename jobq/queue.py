@@ -80,6 +80,9 @@ R = TypeVar("R")
 
 logger = logging.getLogger("jobq")
 
+#: Read once: an enum member's lookup on its class costs a call (per job).
+ENQUEUED = EventKind.ENQUEUED
+
 Delay = float | dt.timedelta
 JobRef = int | Enqueued
 
@@ -561,10 +564,12 @@ class JobQueue(Generic[P]):
             added = add(jobs, now, max_pending=self.max_pending, connection=connection)
         if then is not None:
             then(added)
-        if self._subscribers.enqueued:
+        callbacks = self._subscribers.enqueued
+        if callbacks:
             for job, enqueued in zip(jobs, added, strict=True):
                 if not enqueued.duplicate:
-                    self._publish(EventKind.ENQUEUED, enqueued.id, job.task, now)
+                    event = new_event(ENQUEUED, enqueued.id, job.task, 0, now)
+                    publish(callbacks, event)
         if self.immediate:
             self._run_due()
         return added
@@ -829,8 +834,9 @@ class JobQueue(Generic[P]):
         )[0]
 
     def _slot_enqueued(self, job_id: int, task: str, now: float) -> None:
-        if self._subscribers.enqueued:
-            self._publish(EventKind.ENQUEUED, job_id, task, now)
+        callbacks = self._subscribers.enqueued
+        if callbacks:
+            publish(callbacks, new_event(ENQUEUED, job_id, task, 0, now))
 
     @property
     def tasks(self) -> Mapping[str, Task[Any, Any]]:
@@ -920,18 +926,14 @@ class JobQueue(Generic[P]):
             return False
         now = self._clock()
         task = None
-        if self._subscribers.of(kind):
+        callbacks = self._subscribers.of(kind)
+        if callbacks:
             record = self.store.get(job_id, now)
             task = None if record is None else record.task
         changed = change(job_id, now) if at_now else change(job_id)
-        if changed and self._subscribers.of(kind):
-            self._publish(kind, job_id, task, now)
+        if changed and callbacks:
+            publish(callbacks, new_event(kind, job_id, task, 0, now))
         return changed
-
-    def _publish(
-        self, kind: EventKind, job_id: int, task: str | None, at: float
-    ) -> None:
-        publish(self._subscribers.of(kind), new_event(kind, job_id, task, 0, at))
 
     def save(self) -> None:
         """Write the store now."""
