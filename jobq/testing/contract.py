@@ -1664,7 +1664,9 @@ class StoreContractTests:
     def test_a_kept_success_keeps_when_its_attempt_started_and_finished(
         self, make_queue: MakeQueue, clock: Clock
     ) -> None:
-        queue = make_queue(lambda job: clock.advance(2), keep_completed=60, clock=clock)
+        queue = make_queue(
+            lambda job: clock.advance(2), keep_completed=60, clock=clock
+        )
         job = queue.enqueue("x")
 
         queue.run_pending()
