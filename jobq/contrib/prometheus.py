@@ -1,9 +1,11 @@
 """Prometheus metrics of a queue: ``instrument(queue)`` turns them on.
 
 Counters and histograms move with the queue's events (``queue.subscribe``),
-in the process where each change happens; the gauges (jobs by state, the
-oldest wait, worker threads) are read from the queue when Prometheus
-scrapes, so they cost nothing between scrapes. Labels are task names only
+in the process where each change happens: counted in plain lists
+(``Tally``) turned into metric families at each scrape, or in multiprocess
+mode in prometheus_client's file-backed metric objects. The gauges (jobs
+by state, the oldest wait, worker threads) are read from the queue when
+Prometheus scrapes, so they cost nothing between scrapes. Labels are task names only
 (``PLAIN_TASK`` for plain handler jobs): never job ids, keys or payloads,
 so the number of series stays that of the code's tasks.
 
