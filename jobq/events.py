@@ -147,9 +147,6 @@ class Subscribers:
         self.attempts = False
         self._index()
 
-    def __bool__(self) -> bool:
-        return bool(self._entries)
-
     def of(self, kind: EventKind) -> tuple[Subscriber, ...]:
         """The callbacks that want ``kind``."""
         callbacks: tuple[Subscriber, ...] = getattr(self, kind._value_)
