@@ -64,6 +64,15 @@ def opentelemetry(queue: jobq.JobQueue[Any], cleanup: contextlib.ExitStack) -> N
     cleanup.callback(instrument(queue, provider).close)
 
 
+def opentelemetry_api(queue: jobq.JobQueue[Any], cleanup: contextlib.ExitStack) -> None:
+    """Tracing with the API alone (no SDK): jobq's share of tracing's cost."""
+    from opentelemetry.trace import NoOpTracerProvider
+
+    from jobq.contrib.opentelemetry import instrument
+
+    cleanup.callback(instrument(queue, NoOpTracerProvider()).close)
+
+
 #: Variant name, its instrumentation, the module it needs.
 VARIANTS: list[tuple[str, Instrument, str]] = [
     ("jobq memory + Prometheus", prometheus, "prometheus_client"),
@@ -105,6 +114,7 @@ SETUPS: dict[str, Instrument | None] = {
     "none": None,
     "prometheus": prometheus,
     "opentelemetry": opentelemetry,
+    "otel API only": opentelemetry_api,
 }
 
 

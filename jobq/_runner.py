@@ -20,6 +20,7 @@ can kill the caller.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -32,7 +33,7 @@ from jobq._json import decode, decode_meta, encode
 from jobq._logs import claim_extra
 from jobq._time import to_seconds
 from jobq.errors import Fatal, JobTimeout, Retry
-from jobq.events import Event, EventKind, Subscribers
+from jobq.events import EventKind, Subscriber, Subscribers, new_event, publish
 from jobq.middleware import Middleware, wrap
 from jobq.retry import RetryPolicy
 from jobq.stores.base import Claim, Done, Failure, Store
@@ -43,6 +44,11 @@ if TYPE_CHECKING:
     from jobq._limits import ThreadLimit
 
 logger = logging.getLogger("jobq")
+
+# The kinds the runner publishes, read once (an enum member's lookup on its
+# class costs a call, and these are read for every job).
+STARTED, SUCCEEDED = EventKind.STARTED, EventKind.SUCCEEDED
+RETRYING, DEAD = EventKind.RETRYING, EventKind.DEAD
 
 Handler = Callable[[Job[Any]], Any]
 
@@ -182,7 +188,7 @@ class Runner:
         Without middleware and subscribers it is the bare call (the hot path
         of every job: no ``Job`` for a task, no clock); else ``_observed``.
         """
-        if self.middleware or self.subscribers.callbacks:
+        if self.middleware or self.subscribers.attempts:
             return self._observed(claim, limit)
         running = id(claim)  # the claim is alive until it is deleted below
         self.active[running] = (claim, time.monotonic())
@@ -209,9 +215,12 @@ class Runner:
         job = None
         try:
             job = job_of(claim)
-            if self.subscribers.callbacks:
+            if self.subscribers.started:
                 self._started(claim, job, started_at)
-            call = wrap(self.middleware, job, lambda: self._invoke(claim, job))
+            if self.middleware:
+                call = wrap(self.middleware, job, lambda: self._invoke(claim, job))
+            else:
+                call = functools.partial(self._invoke, claim, job)
             if limit is None or claim.timeout is None:
                 value = call()
             else:
@@ -231,7 +240,7 @@ class Runner:
         shows where the thread ``thread`` was stuck."""
         running = self.active.pop(id(claim), None)
         ran_for = 0.0 if running is None else time.monotonic() - running[1]
-        job = job_of(claim) if self.subscribers.callbacks else None
+        job = job_of(claim) if self.subscribers.attempts else None
         failed = self._failed(claim, exc, job, self.clock() - ran_for)
         frame = None if thread is None else sys._current_frames().get(thread)
         if frame is None:
@@ -336,10 +345,11 @@ class Runner:
                 "completed",
                 [1] * len(done),
             )
-            if self.subscribers.callbacks:
+            callbacks = self.subscribers.succeeded
+            if callbacks:
                 for success, ok in zip(succeeded, recorded, strict=True):
                     if ok and isinstance(success, Succeeded):
-                        self._ended(success, EventKind.SUCCEEDED)
+                        self._ended(success, SUCCEEDED, callbacks)
         if failed:
             failures = [f.failure for f in failed]
             recorded = self._record(
@@ -352,11 +362,11 @@ class Runner:
             for outcome, ok in zip(failed, recorded, strict=True):
                 if ok:
                     _log_failure(outcome)
-                    if self.subscribers.callbacks:
-                        dead = outcome.failure.retry_at is None
-                        self._ended(
-                            outcome, EventKind.DEAD if dead else EventKind.RETRYING
-                        )
+                    dead = outcome.failure.retry_at is None
+                    kind = DEAD if dead else RETRYING
+                    callbacks = self.subscribers.of(kind)
+                    if callbacks:
+                        self._ended(outcome, kind, callbacks)
 
     def release(self, claims: Sequence[Claim]) -> None:
         """Give claims whose jobs did not start back to the store."""
@@ -414,26 +424,35 @@ class Runner:
     # -- events ------------------------------------------------------------------
 
     def _started(self, claim: Claim, job: Job[Any] | None, at: float) -> None:
-        self.subscribers.publish(
-            Event(
-                EventKind.STARTED, claim.id, claim.task, claim.attempt, at,
-                wait=max(at - claim.run_at, 0.0), job=job,
-            )
+        wait = at - claim.run_at
+        publish(
+            self.subscribers.started,
+            new_event(
+                STARTED, claim.id, claim.task, claim.attempt, at,
+                None, wait if wait > 0.0 else 0.0, None, None, job,
+            ),
         )  # fmt: skip
 
-    def _ended(self, outcome: Succeeded | Failed, kind: EventKind) -> None:
+    def _ended(
+        self,
+        outcome: Succeeded | Failed,
+        kind: EventKind,
+        callbacks: tuple[Subscriber, ...],
+    ) -> None:
         claim = outcome.claim
         if isinstance(outcome, Succeeded):
             error, result, ended_at = None, outcome.value, outcome.ended_at
         else:
             error, result = outcome.failure.error, None
             ended_at = error.at
-        self.subscribers.publish(
-            Event(
+        ran = ended_at - outcome.started_at
+        publish(
+            callbacks,
+            new_event(
                 kind, claim.id, claim.task, claim.attempt, ended_at,
-                duration=max(ended_at - outcome.started_at, 0.0),
-                error=error, result=result, job=outcome.job,
-            )
+                ran if ran > 0.0 else 0.0, None, error, result,
+                outcome.job,
+            ),
         )  # fmt: skip
 
 

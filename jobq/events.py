@@ -2,10 +2,12 @@
 recorded it.
 
 ``queue.subscribe(callback)`` registers a callback and returns the function
-that unregisters it. Each callback receives an ``Event`` in the thread that
-made the change (a worker, or the caller of ``enqueue``, ``run_pending``,
-``retry_dead`` ...), once the store holds the change, so a callback that
-looks the job up sees it as the event says. Callbacks are called one after
+that unregisters it; ``kinds=`` (an ``EventKind`` or several) limits it to
+those kinds, and an event no callback wants is not built at all. Each
+callback receives an ``Event`` in the thread that made the change (a
+worker, or the caller of ``enqueue``, ``run_pending``, ``retry_dead`` ...),
+once the store holds the change, so a callback that looks the job up sees
+it as the event says. Callbacks are called one after
 the other and must be quick: a metrics counter, a log line, a signal. One
 that raises is logged at ERROR and changes nothing, for the job or for the
 callbacks after it.
@@ -21,9 +23,9 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobq._logs import job_extra
 from jobq.types import AttemptError, Job
@@ -76,53 +78,133 @@ class Event:
 #: A callback of ``queue.subscribe``.
 Subscriber = Callable[[Event], object]
 
+#: What ``queue.subscribe(kinds=...)`` takes: a kind, or several.
+Kinds = EventKind | str | Iterable[EventKind | str]
+
+
+class _Draft:
+    """``new_event(...)``: an ``Event`` as ``Event(...)`` builds it, cheaper.
+    The frozen dataclass's own ``__init__`` sets each field with
+    ``object.__setattr__``, three times as slow, and jobq builds up to three
+    events per job; a draft has the same slots, set by plain stores, and
+    then takes the ``Event`` class (Python allows that between classes of
+    the same layout): what comes out is the frozen dataclass itself."""
+
+    __slots__ = Event.__slots__
+
+    def __init__(self, kind: EventKind, job_id: int, task: str | None,
+                 attempt: int, at: float, duration: float | None = None,
+                 wait: float | None = None, error: AttemptError | None = None,
+                 result: Any = None, job: Job[Any] | None = None) -> None:  # fmt: skip
+        self.kind = kind
+        self.job_id = job_id
+        self.task = task
+        self.attempt = attempt
+        self.at = at
+        self.duration = duration
+        self.wait = wait
+        self.error = error
+        self.result = result
+        self.job = job
+        self.__class__ = Event  # type: ignore[assignment]
+
+
+if TYPE_CHECKING:
+
+    def new_event(kind: EventKind, job_id: int, task: str | None, attempt: int,
+                  at: float, duration: float | None = None,
+                  wait: float | None = None, error: AttemptError | None = None,
+                  result: Any = None,
+                  job: Job[Any] | None = None) -> Event:  # fmt: skip
+        """``Event(...)``, cheaper (see ``_Draft``)."""
+
+else:
+    new_event = _Draft  # the call itself: no function around it (per event)
+
 
 class Subscribers:
-    """The callbacks of one queue. Publishing reads a tuple that subscribing
-    replaces whole, so it takes no lock, and costs one truth test when
-    nobody subscribed."""
+    """The callbacks of one queue, by the kind of event each wants: one
+    tuple per kind, replaced whole when someone subscribes, so publishing
+    takes no lock, and an event nobody wants is not even built (its tuple
+    is empty: one attribute read and a truth test)."""
+
+    enqueued: tuple[Subscriber, ...]
+    started: tuple[Subscriber, ...]
+    succeeded: tuple[Subscriber, ...]
+    retrying: tuple[Subscriber, ...]
+    dead: tuple[Subscriber, ...]
+    revived: tuple[Subscriber, ...]
+    deleted: tuple[Subscriber, ...]
+    cancelled: tuple[Subscriber, ...]
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.callbacks: tuple[Subscriber, ...] = ()
+        #: Each subscription: its callback and kinds (a tuple of its own, so
+        #: the same callback twice is two subscriptions).
+        self._entries: tuple[tuple[Subscriber, frozenset[EventKind]], ...] = ()
+        #: Whether anyone wants an event about an attempt: the runner builds
+        #: a ``Job`` and reads the clock for them only then.
+        self.attempts = False
+        self._index()
 
-    def __bool__(self) -> bool:
-        return bool(self.callbacks)
+    def of(self, kind: EventKind) -> tuple[Subscriber, ...]:
+        """The callbacks that want ``kind``."""
+        callbacks: tuple[Subscriber, ...] = getattr(self, kind._value_)
+        return callbacks
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Add ``callback``; the function returned removes it (idempotent)."""
+    def subscribe(
+        self, callback: Subscriber, kinds: Kinds | None = None
+    ) -> Callable[[], None]:
+        """Add ``callback`` for ``kinds`` (default: every kind); the function
+        returned removes it (idempotent)."""
         if not callable(callback):
             raise TypeError(f"an event subscriber must be callable, not {callback!r}")
-        entry = _Entry(callback)  # the same callback twice is two subscriptions
+        entry = (callback, _kinds(kinds))
         with self._lock:
-            self.callbacks = (*self.callbacks, entry)
+            self._entries = (*self._entries, entry)
+            self._index()
 
         def unsubscribe() -> None:
             with self._lock:
-                self.callbacks = tuple(c for c in self.callbacks if c is not entry)
+                self._entries = tuple(e for e in self._entries if e is not entry)
+                self._index()
 
         return unsubscribe
 
-    def publish(self, event: Event) -> None:
-        for callback in self.callbacks:
-            try:
-                callback(event)
-            except Exception:
-                logger.exception(
-                    "an event subscriber failed on %s of job %d; ignored",
-                    event.kind,
-                    event.job_id,
-                    extra=job_extra(event.job_id, event.task, event.attempt or None),
-                )
+    def _index(self) -> None:
+        """Rebuild the tuple of each kind (under the lock, or in ``__init__``)."""
+        for kind in EventKind:
+            wanting = tuple(c for c, kinds in self._entries if kind in kinds)
+            setattr(self, kind.value, wanting)
+        self.attempts = bool(
+            self.started or self.succeeded or self.retrying or self.dead
+        )
 
 
-class _Entry:
-    """One subscription: the callback, with an identity of its own."""
+def _kinds(kinds: Kinds | None) -> frozenset[EventKind]:
+    """``kinds=`` checked: a clear error at ``subscribe``, not at an event."""
+    if kinds is None:
+        return frozenset(EventKind)
+    given = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    known = {kind.value for kind in EventKind}
+    unknown = [k for k in given if k not in known]
+    if unknown or not given:
+        raise ValueError(
+            f"kinds= takes event kinds ({', '.join(sorted(known))}), "
+            f"not {unknown[0] if unknown else 'nothing'}"
+        )
+    return frozenset(EventKind(k) for k in given)
 
-    __slots__ = ("callback",)
 
-    def __init__(self, callback: Subscriber) -> None:
-        self.callback = callback
-
-    def __call__(self, event: Event) -> object:
-        return self.callback(event)
+def publish(callbacks: tuple[Subscriber, ...], event: Event) -> None:
+    """Call each of ``callbacks`` (``subscribers.of(kind)``) with ``event``."""
+    for callback in callbacks:
+        try:
+            callback(event)
+        except Exception:
+            logger.exception(
+                "an event subscriber failed on %s of job %d; ignored",
+                event.kind,
+                event.job_id,
+                extra=job_extra(event.job_id, event.task, event.attempt or None),
+            )

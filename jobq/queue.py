@@ -45,7 +45,14 @@ from jobq._runner import Runner, TaskResolver
 from jobq._time import to_epoch, to_seconds
 from jobq._workers import WorkerPool
 from jobq.errors import QueueClosed, StoreError, StoreLocked
-from jobq.events import Event, EventKind, Subscriber, Subscribers
+from jobq.events import (
+    EventKind,
+    Kinds,
+    Subscriber,
+    Subscribers,
+    new_event,
+    publish,
+)
 from jobq.middleware import Middleware, check_middleware
 from jobq.producers import EnqueueHook, EnqueueHooks, Sending
 from jobq.retry import RetryPolicy
@@ -73,6 +80,9 @@ TaskParams = ParamSpec("TaskParams")
 R = TypeVar("R")
 
 logger = logging.getLogger("jobq")
+
+#: Read once: an enum member's lookup on its class costs a call (per job).
+ENQUEUED = EventKind.ENQUEUED
 
 Delay = float | dt.timedelta
 JobRef = int | Enqueued
@@ -555,10 +565,12 @@ class JobQueue(Generic[P]):
             added = add(jobs, now, max_pending=self.max_pending, connection=connection)
         if then is not None:
             then(added)
-        if self._subscribers.callbacks:
+        callbacks = self._subscribers.enqueued
+        if callbacks:
             for job, enqueued in zip(jobs, added, strict=True):
                 if not enqueued.duplicate:
-                    self._publish(EventKind.ENQUEUED, enqueued.id, job.task, now)
+                    event = new_event(ENQUEUED, enqueued.id, job.task, 0, now)
+                    publish(callbacks, event)
         if self.immediate:
             self._run_due()
         return added
@@ -583,15 +595,19 @@ class JobQueue(Generic[P]):
         self.middleware = chain
         self._runner.middleware = chain
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+    def subscribe(
+        self, callback: Subscriber, kinds: Kinds | None = None
+    ) -> Callable[[], None]:
         """Call ``callback`` with an ``Event`` after each change the store
         recorded in this process; returns the function that unsubscribes.
+        ``kinds``: an ``EventKind`` or several (their values too): only
+        those (``ValueError`` for an unknown or none); default every kind.
 
         Callbacks run synchronously in the thread that made the change, so
         they must be quick; one that raises is logged at ERROR and changes
         nothing. See ``jobq.events``.
         """
-        return self._subscribers.subscribe(callback)
+        return self._subscribers.subscribe(callback, kinds)
 
     def _encode(self, payload: object, what: str = "payload") -> str:
         """The payload as JSON text, within ``max_payload_bytes``."""
@@ -819,8 +835,9 @@ class JobQueue(Generic[P]):
         )[0]
 
     def _slot_enqueued(self, job_id: int, task: str, now: float) -> None:
-        if self._subscribers.callbacks:
-            self._publish(EventKind.ENQUEUED, job_id, task, now)
+        callbacks = self._subscribers.enqueued
+        if callbacks:
+            publish(callbacks, new_event(ENQUEUED, job_id, task, 0, now))
 
     @property
     def tasks(self) -> Mapping[str, Task[Any, Any]]:
@@ -935,18 +952,14 @@ class JobQueue(Generic[P]):
             return False
         now = self._clock()
         task = None
-        if self._subscribers:
+        callbacks = self._subscribers.of(kind)
+        if callbacks:
             record = self.store.get(job_id, now)
             task = None if record is None else record.task
         changed = change(job_id, now) if at_now else change(job_id)
-        if changed and self._subscribers:
-            self._publish(kind, job_id, task, now)
+        if changed and callbacks:
+            publish(callbacks, new_event(kind, job_id, task, 0, now))
         return changed
-
-    def _publish(
-        self, kind: EventKind, job_id: int, task: str | None, at: float
-    ) -> None:
-        self._subscribers.publish(Event(kind, job_id, task, 0, at))
 
     def save(self) -> None:
         """Write the store now."""

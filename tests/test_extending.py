@@ -7,6 +7,7 @@ comes from an injected clock, so durations and waits are exact.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 
 import jobq
+import jobq._runner
+import jobq.queue
 from jobq import Event, EventKind, Fatal, Job, JobState
 from jobq.stores import MemoryStore, store_from
 from jobq.testing import T0, Clock
@@ -359,6 +362,75 @@ def test_a_subscriber_that_raises_is_logged_and_changes_nothing(
 def test_a_subscriber_must_be_callable() -> None:
     with pytest.raises(TypeError, match="subscriber must be callable"):
         jobq.JobQueue(succeed).subscribe("print")  # type: ignore[arg-type]
+
+
+def test_a_subscriber_with_kinds_receives_only_those(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    every, failures, revivals = Recorder(), Recorder(), Recorder()
+    queue = make_queue(Timed(clock, 1.0), clock=clock, max_attempts=1)
+    queue.subscribe(every)
+    queue.subscribe(failures, kinds=[EventKind.RETRYING, "dead"])
+    queue.subscribe(revivals, kinds=EventKind.REVIVED)  # one kind alone
+    queue.enqueue("ok")
+    dead = queue.enqueue("fatal")
+    queue.run_pending()
+    assert queue.retry_dead(dead)
+
+    assert every.kinds() == [
+        "enqueued", "enqueued", "started", "succeeded", "started", "dead", "revived",
+    ]  # fmt: skip
+    assert failures.kinds() == ["dead"]
+    assert revivals.kinds() == ["revived"]
+    assert failures.events[0] == every.events[5]  # the same event, shared
+
+
+def test_events_nobody_wants_are_not_built(
+    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[EventKind] = []
+    real = jobq._runner.new_event
+
+    def counted(kind: EventKind, *args: Any) -> Event:
+        built.append(kind)
+        return real(kind, *args)
+
+    monkeypatch.setattr(jobq.queue, "new_event", counted)
+    monkeypatch.setattr(jobq._runner, "new_event", counted)
+    dead = Recorder()
+    queue = make_queue(succeed)
+    queue.subscribe(dead, kinds=["dead"])
+    queue.enqueue("a")
+    queue.run_pending()
+
+    assert built == []
+    assert dead.events == []
+
+
+@pytest.mark.parametrize("kinds", [["finished"], [], [EventKind.DEAD, 3]])
+def test_unknown_kinds_are_refused_at_subscribe(kinds: list[Any]) -> None:
+    queue = jobq.JobQueue(succeed)
+    with pytest.raises(ValueError, match="kinds= takes event kinds"):
+        queue.subscribe(print, kinds=kinds)
+    queue.enqueue("a")  # nothing subscribed: the refused call left nothing
+
+
+def test_an_event_is_a_frozen_dataclass_equal_to_one_built_by_hand(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    events = Recorder()
+    queue = make_queue(succeed, clock=clock)
+    queue.subscribe(events)
+    job = queue.enqueue("a")
+    (enqueued,) = events.events
+
+    assert type(enqueued) is Event
+    assert enqueued == Event(EventKind.ENQUEUED, job.id, None, 0, T0)
+    assert hash(enqueued) == hash(Event(EventKind.ENQUEUED, job.id, None, 0, T0))
+    assert dataclasses.replace(enqueued, attempt=2).attempt == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        enqueued.attempt = 1  # type: ignore[misc]
+    assert repr(enqueued).startswith("Event(kind=<EventKind.ENQUEUED: 'enqueued'>")
 
 
 def test_events_come_from_worker_threads_too(make_queue: MakeQueue) -> None:

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import INVALID_SPAN, SpanKind, StatusCode
 
 import jobq
 from jobq.contrib.opentelemetry import instrument, tracing_for
@@ -134,6 +135,50 @@ def test_a_closed_tracing_adds_no_span_and_no_meta(
     assert queue.get(job) is None  # it ran
     assert tracing_for(queue) is None
     assert queue.middleware == ()
+
+
+def test_spans_made_inside_are_children_and_the_context_is_restored(
+    exporter: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    tracer = provider.get_tracer("app")
+
+    def handler(job: jobq.Job[Any]) -> None:
+        with tracer.start_as_current_span("inside the handler"):
+            pass
+
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(handler)
+    instrument(queue, provider)
+    queue.enqueue_many(["a", "b"])
+    queue.run_pending()
+
+    spans = exporter.get_finished_spans()
+    (enqueue,) = named(spans, "jobq.enqueue (handler)")
+    assert (enqueue.attributes or {})["messaging.batch.message_count"] == 2
+    runs = named(spans, "jobq.run (handler)")
+    inside = named(spans, "inside the handler")
+    assert [i.parent.span_id for i in inside if i.parent] == [
+        run.context.span_id for run in runs
+    ]
+    assert trace.get_current_span() is INVALID_SPAN  # each span detached
+
+
+def test_a_failed_enqueue_s_span_has_the_exception(
+    exporter: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None, max_pending=1)
+    instrument(queue, provider)
+    queue.enqueue("a")
+
+    with pytest.raises(jobq.QueueFull):
+        queue.enqueue("b")
+
+    ok, failed = named(exporter.get_finished_spans(), "jobq.enqueue (handler)")
+    assert ok.status.status_code is StatusCode.UNSET
+    assert failed.status.status_code is StatusCode.ERROR
+    assert (failed.status.description or "").startswith("QueueFull: ")
+    assert [event.name for event in failed.events] == ["exception"]
+    assert "messaging.message.id" not in (failed.attributes or {})
+    assert trace.get_current_span() is INVALID_SPAN
 
 
 RUNNER = """

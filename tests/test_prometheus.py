@@ -18,7 +18,13 @@ pytest.importorskip("prometheus_client")
 from prometheus_client import CollectorRegistry, generate_latest
 
 import jobq
-from jobq.contrib.prometheus import PLAIN_TASK, instrument, metrics_for
+from jobq.contrib.prometheus import (
+    COUNTED,
+    PLAIN_TASK,
+    SharedCounts,
+    instrument,
+    metrics_for,
+)
 from jobq.testing import Clock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,6 +143,49 @@ def test_a_scrape_after_known_jobs_shows_each_sample(
     metrics.close()
     assert samples(registry) == {}
     assert metrics_for(queue) is None
+
+
+def exposition(registry: CollectorRegistry) -> tuple[list[str], list[str]]:
+    """The text a scrape shows: its lines but the ``_created`` ones, and the
+    series those name (their values are times)."""
+    lines = generate_latest(registry).decode().splitlines()
+    created = [line.rsplit(" ", 1)[0] for line in lines if "_created{" in line]
+    return [line for line in lines if "_created" not in line], created
+
+
+def test_the_exposition_is_that_of_prometheus_client_s_own_metrics(
+    registry: CollectorRegistry, clock: Clock
+) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(
+        lambda job: None, max_attempts=2, jitter=False, clock=clock
+    )
+    queue.task(name="slow")(lambda: clock.advance(7.5))
+    queue.task(name="fails")(lambda: 1 / 0)
+    # The reference: prometheus_client's Counter and Histogram objects (the
+    # ones multiprocess mode uses), fed the same events, in a registry.
+    reference = CollectorRegistry()
+    shared = SharedCounts(queue, "jobq")
+    for metric in (*shared._counters, *shared._histograms):
+        reference.register(metric)
+    for kind in COUNTED:
+        queue.subscribe(getattr(shared, kind.value), kinds=kind)
+    instrument(queue, registry)
+    for name, wait in [("slow", 0.01), ("fails", 0.05), (None, 3600), ("slow", 4000)]:
+        if name is None:
+            queue.enqueue("plain")
+        else:
+            queue.tasks[name].enqueue()
+        clock.advance(wait)  # a bound itself, and beyond the last one
+        queue.run_pending()
+    clock.advance(60)
+    queue.run_pending()  # "fails" fails again: dead
+    assert queue.retry_dead(queue.dead_jobs()[0].id)
+
+    ours, our_created = exposition(registry)
+    theirs, their_created = exposition(reference)
+    assert ours[: len(theirs)] == theirs
+    assert len(theirs) > 100
+    assert our_created == their_created
 
 
 def test_the_oldest_pending_age_grows_while_jobs_wait(

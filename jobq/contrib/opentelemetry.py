@@ -17,21 +17,30 @@ no-op spans.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from contextvars import Token
+from types import TracebackType
+from typing import Any, NamedTuple
 
-from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry import context, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import (
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    Tracer,
+    TracerProvider,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
 import jobq
 from jobq import Job, JobQueue, Sending
 
-__all__ = ["Tracing", "instrument", "tracing_for"]
+__all__ = ["EnqueueSpan", "TaskSpans", "Tracing", "instrument", "tracing_for"]
 
 #: W3C Trace Context, the headers the issue and every tracer speak.
 PROPAGATOR = TraceContextTextMapPropagator()
@@ -61,10 +70,6 @@ def tracing_for(queue: JobQueue[Any]) -> Tracing | None:
     return _instrumented.get(queue)
 
 
-def _name(task: str | None) -> str:
-    return "(handler)" if task is None else task
-
-
 def _messaging(kind: str, operation: str, task: str) -> dict[str, AttributeValue]:
     """The messaging conventions' attributes of a span about ``task``."""
     return {
@@ -75,8 +80,20 @@ def _messaging(kind: str, operation: str, task: str) -> dict[str, AttributeValue
     }
 
 
+class TaskSpans(NamedTuple):
+    """What the spans of one task share, built at its first enqueue or
+    attempt here (tracers copy the attributes they are given)."""
+
+    task: str
+    enqueue_name: str
+    enqueue_attributes: dict[str, AttributeValue]
+    run_name: str
+
+
 class Tracing:
-    """One queue's tracing: an enqueue hook and a middleware."""
+    """One queue's tracing: an enqueue hook and a middleware. Each span is
+    started, made current and ended directly (no context manager layers:
+    the per-job cost is the tracer's, not jobq's)."""
 
     def __init__(
         self, queue: JobQueue[Any], tracer_provider: TracerProvider | None
@@ -85,6 +102,7 @@ class Tracing:
         self.tracer = trace.get_tracer(
             "jobq", jobq.__version__, tracer_provider=tracer_provider
         )
+        self._tasks: dict[str | None, TaskSpans] = {}
         self._undo: list[Callable[[], None]] = [
             queue.around_enqueue(self.enqueue_span),
             queue.add_middleware(self.run_span),
@@ -99,44 +117,94 @@ class Tracing:
             if _instrumented.get(self.queue) is self:
                 del _instrumented[self.queue]
 
-    @contextlib.contextmanager
-    def enqueue_span(self, sending: Sending) -> Iterator[None]:
+    def _spans(self, task: str | None) -> TaskSpans:
+        spans = self._tasks.get(task)
+        if spans is None:  # a race builds it twice, equal: no lock needed
+            name = "(handler)" if task is None else task
+            spans = TaskSpans(
+                name, f"jobq.enqueue {name}", _messaging("send", "enqueue", name),
+                f"jobq.run {name}",
+            )  # fmt: skip
+            self._tasks[task] = spans
+        return spans
+
+    def enqueue_span(self, sending: Sending) -> EnqueueSpan:
         """The enqueue hook: a PRODUCER span whose context the jobs carry."""
-        task = _name(sending.task)
-        with self.tracer.start_as_current_span(
-            f"jobq.enqueue {task}",
-            kind=SpanKind.PRODUCER,
-            attributes=_messaging("send", "enqueue", task),
-        ) as span:
-            PROPAGATOR.inject(sending.meta)
-            yield
-            ids = [e.id for e in sending.added if e.id]  # 0: written at a commit
-            if len(ids) == 1:
-                span.set_attribute("messaging.message.id", str(ids[0]))
-            elif ids:
-                span.set_attribute("messaging.batch.message_count", len(ids))
+        return EnqueueSpan(self.tracer, self._spans(sending.task), sending)
 
     def run_span(self, job: Job[Any], call_next: Callable[[], object]) -> object:
         """The middleware: a CONSUMER span for the attempt, its parent the
-        enqueue span of the job's ``meta`` (if it has one)."""
-        task = _name(job.task)
+        enqueue span of the job's ``meta`` (if it has one), current while
+        the handler runs (its own spans are its children)."""
+        spans = self._tasks.get(job.task) or self._spans(job.task)
         parent = PROPAGATOR.extract(job.meta) if "traceparent" in job.meta else None
-        with self.tracer.start_as_current_span(
-            f"jobq.run {task}",
-            context=parent,
-            kind=SpanKind.CONSUMER,
-            attributes={
-                **_messaging("process", "run", task),
+        span = self.tracer.start_span(
+            spans.run_name,
+            parent,
+            SpanKind.CONSUMER,
+            {
+                "messaging.system": "jobq",
+                "messaging.operation.type": "process",
+                "messaging.operation.name": "run",
+                "messaging.destination.name": spans.task,
                 "messaging.message.id": str(job.id),
                 "jobq.attempt": job.attempt,
             },
             record_exception=False,  # below: BaseException too (SystemExit,
             set_status_on_exception=False,  # KeyboardInterrupt) fails an attempt
-        ) as span:
-            try:
-                return call_next()
-            except BaseException as exc:
-                span.record_exception(exc)
-                failed = f"{type(exc).__name__}: {exc}"
-                span.set_status(Status(StatusCode.ERROR, failed))
-                raise
+        )
+        token = context.attach(trace.set_span_in_context(span))
+        try:
+            return call_next()
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            raise
+        finally:
+            context.detach(token)
+            span.end()
+
+
+class EnqueueSpan:
+    """The enqueue hook's context manager: the PRODUCER span, current while
+    the jobs are written (a database's spans are its children); as the
+    tracer's own ``start_as_current_span``, an exception (not a
+    ``BaseException`` such as ``KeyboardInterrupt``) is recorded on it."""
+
+    __slots__ = ("sending", "span", "spans", "token", "tracer")
+    span: Span
+    token: Token[Context]
+
+    def __init__(self, tracer: Tracer, spans: TaskSpans, sending: Sending) -> None:
+        self.tracer = tracer
+        self.spans = spans
+        self.sending = sending
+
+    def __enter__(self) -> None:
+        self.span = self.tracer.start_span(
+            self.spans.enqueue_name,
+            kind=SpanKind.PRODUCER,
+            attributes=self.spans.enqueue_attributes,
+        )
+        current = trace.set_span_in_context(self.span)
+        PROPAGATOR.inject(self.sending.meta, current)
+        self.token = context.attach(current)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        span = self.span
+        context.detach(self.token)
+        if exc is None:
+            ids = [e.id for e in self.sending.added if e.id]  # 0: written at a commit
+            if len(ids) == 1:
+                span.set_attribute("messaging.message.id", str(ids[0]))
+            elif ids:
+                span.set_attribute("messaging.batch.message_count", len(ids))
+        elif isinstance(exc, Exception) and span.is_recording():
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        span.end()

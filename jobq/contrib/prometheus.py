@@ -1,9 +1,11 @@
 """Prometheus metrics of a queue: ``instrument(queue)`` turns them on.
 
 Counters and histograms move with the queue's events (``queue.subscribe``),
-in the process where each change happens; the gauges (jobs by state, the
-oldest wait, worker threads) are read from the queue when Prometheus
-scrapes, so they cost nothing between scrapes. Labels are task names only
+in the process where each change happens: counted in plain lists
+(``Tally``) turned into metric families at each scrape, or in multiprocess
+mode in prometheus_client's file-backed metric objects. The gauges (jobs
+by state, the oldest wait, worker threads) are read from the queue when
+Prometheus scrapes, so they cost nothing between scrapes. Labels are task names only
 (``PLAIN_TASK`` for plain handler jobs): never job ids, keys or payloads,
 so the number of series stays that of the code's tasks.
 
@@ -17,17 +19,28 @@ the live processes. See the README, "Monitoring".
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
 import os
 import threading
+import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
+import prometheus_client.metrics
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY
+from prometheus_client.utils import floatToGoString
 
 from jobq import Event, EventKind, JobqError, JobQueue
 
@@ -114,16 +127,9 @@ def metrics_for(queue: JobQueue[Any]) -> Metrics | None:
     return _instrumented.get(queue)
 
 
-class _TaskSeries(NamedTuple):
-    """One task's series, looked up once (``labels()`` takes a lock)."""
-
-    enqueued: Counter
-    succeeded: Counter
-    retried: Counter
-    dead: Counter
-    revived: Counter
-    duration: Histogram
-    wait: Histogram
+#: The events the counters and histograms count (not deleted, cancelled).
+COUNTED = (EventKind.ENQUEUED, EventKind.STARTED, EventKind.SUCCEEDED,
+           EventKind.RETRYING, EventKind.DEAD, EventKind.REVIVED)  # fmt: skip
 
 
 class Metrics:
@@ -137,59 +143,24 @@ class Metrics:
     ) -> None:
         self.queue = queue
         self.multiprocess = multiprocess_mode()
-        # In multiprocess mode the values live in files: the metric objects
-        # belong to no registry, and the one to scrape reads the files.
-        own = None
-        if not self.multiprocess:
-            own = REGISTRY if registry is None else registry
-        #: The registry to scrape: ``make_wsgi_app(metrics.registry)``.
-        self.registry: CollectorRegistry = (
-            own if own is not None else registry or CollectorRegistry()
-        )
-        self._series: dict[str, _TaskSeries] = {}
         self._registered: list[Any] = []
-        counter = self._metric_factory(namespace, register=own is not None)
-        self._enqueued = counter(Counter, "jobs_enqueued", "Jobs added.")
-        self._succeeded = counter(Counter, "jobs_succeeded", "Attempts that returned.")
-        self._retried = counter(
-            Counter, "jobs_retried", "Failed attempts whose job waits for a retry."
-        )
-        self._dead = counter(
-            Counter, "jobs_dead", "Failed attempts that made their job dead."
-        )
-        self._revived = counter(
-            Counter, "jobs_revived", "Dead jobs made pending again."
-        )
-        self._duration = counter(
-            Histogram,
-            "job_duration_seconds",
-            "How long each attempt ran.",
-            buckets=DURATION_BUCKETS,
-        )
-        self._wait = counter(
-            Histogram,
-            "job_wait_seconds",
-            "How long each attempt waited from due to start.",
-            buckets=WAIT_BUCKETS,
-        )
-        self._process: ProcessWorkers | None = None
+        counts: Tally | SharedCounts
         if self.multiprocess:
-            self._process = ProcessWorkers(queue, namespace)
+            # The values live in files: the metric objects belong to no
+            # registry, and the one to scrape reads the files.
+            #: The registry to scrape: ``make_wsgi_app(metrics.registry)``.
+            self.registry: CollectorRegistry = registry or CollectorRegistry()
+            counts = SharedCounts(queue, namespace)
             self._add(MultiProcessCollector(self.registry))  # type: ignore[no-untyped-call]
+        else:
+            self.registry = REGISTRY if registry is None else registry
+            counts = Tally(namespace)
+            self._add(counts)
         self._add(StoreGauges(queue, namespace, workers=not self.multiprocess))
-        self._unsubscribe = queue.subscribe(self._on_event)
-
-    def _metric_factory(self, namespace: str, *, register: bool) -> Callable[..., Any]:
-        """Makes the metrics labelled by task (``register``: in ``registry``)."""
-
-        def make(kind: type[Any], name: str, doc: str, **options: Any) -> Any:
-            metric = kind(name, doc, ["task"], namespace=namespace, registry=None,
-                          **options)  # fmt: skip
-            if register:
-                self._add(metric)
-            return metric
-
-        return make
+        # One subscription per kind: each event goes straight to its method.
+        self._unsubscribe = [
+            queue.subscribe(getattr(counts, kind.value), kinds=kind) for kind in COUNTED
+        ]
 
     def _add(self, collector: Any) -> None:
         self.registry.register(collector)
@@ -197,7 +168,8 @@ class Metrics:
 
     def close(self) -> None:
         """Stop counting and take the metrics out of the registry."""
-        self._unsubscribe()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
         for collector in self._registered:
             self.registry.unregister(collector)
         self._registered.clear()
@@ -205,58 +177,195 @@ class Metrics:
             if _instrumented.get(self.queue) is self:
                 del _instrumented[self.queue]
 
-    # -- events ------------------------------------------------------------------
+
+#: (name, help) of the counters, in the order a scrape shows them.
+COUNTERS = (
+    ("jobs_enqueued", "Jobs added."),
+    ("jobs_succeeded", "Attempts that returned."),
+    ("jobs_retried", "Failed attempts whose job waits for a retry."),
+    ("jobs_dead", "Failed attempts that made their job dead."),
+    ("jobs_revived", "Dead jobs made pending again."),
+)
+#: (name, help, buckets) of the histograms, after the counters.
+HISTOGRAMS = (
+    ("job_duration_seconds", "How long each attempt ran.", DURATION_BUCKETS),
+    ("job_wait_seconds", "How long each attempt waited from due to start.",
+     WAIT_BUCKETS),
+)  # fmt: skip
+_DURATION_BOUNDS = (*DURATION_BUCKETS, math.inf)
+_WAIT_BOUNDS = (*WAIT_BUCKETS, math.inf)
+
+
+class TaskCounts:
+    """One task's counts in single-process mode: the counters, and each
+    histogram's observations per bucket (not cumulative) and their sum."""
+
+    __slots__ = ("counters", "created", "duration", "duration_sum", "wait",
+                 "wait_sum")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.created = time.time()  # what prometheus_client's _created shows
+        self.counters = [0] * len(COUNTERS)
+        self.duration = [0] * len(_DURATION_BOUNDS)
+        self.duration_sum = 0.0
+        self.wait = [0] * len(_WAIT_BOUNDS)
+        self.wait_sum = 0.0
+
+
+class Tally:
+    """Single-process mode: the counters and histograms in plain lists,
+    exported at each scrape, in the families (names, help, labels, buckets)
+    prometheus_client's own ``Counter`` and ``Histogram`` would show. An
+    event costs a dict lookup, a ``bisect`` and two list updates under one
+    lock (``+=`` on a list item is several bytecodes, so without the lock
+    two worker threads could lose a count); a metric object's update takes
+    a lock per value and walks the buckets in Python."""
+
+    def __init__(self, namespace: str) -> None:
+        self.prefix = f"{namespace}_"
+        self.lock = threading.Lock()
+        self.tasks: dict[str | None, TaskCounts] = {}
+
+    def _counts(self, task: str | None) -> TaskCounts:
+        with self.lock:  # the first event of this task here
+            return self.tasks.setdefault(task, TaskCounts())
+
+    def enqueued(self, event: Event) -> None:
+        counts = self.tasks.get(event.task) or self._counts(event.task)
+        with self.lock:
+            counts.counters[0] += 1
+
+    def revived(self, event: Event) -> None:
+        counts = self.tasks.get(event.task) or self._counts(event.task)
+        with self.lock:
+            counts.counters[4] += 1
+
+    def started(self, event: Event) -> None:
+        counts = self.tasks.get(event.task) or self._counts(event.task)
+        wait = event.wait or 0.0
+        bucket = bisect_left(_WAIT_BOUNDS, wait)
+        with self.lock:
+            counts.wait[bucket] += 1
+            counts.wait_sum += wait
+
+    def succeeded(self, event: Event, counter: int = 1) -> None:
+        counts = self.tasks.get(event.task) or self._counts(event.task)
+        duration = event.duration or 0.0
+        bucket = bisect_left(_DURATION_BOUNDS, duration)
+        with self.lock:
+            counts.counters[counter] += 1
+            counts.duration[bucket] += 1
+            counts.duration_sum += duration
+
+    def retrying(self, event: Event) -> None:
+        self.succeeded(event, 2)
+
+    def dead(self, event: Event) -> None:
+        self.succeeded(event, 3)
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families({})
+
+    def collect(self) -> Iterator[Metric]:
+        with self.lock:  # a copy: a scrape sees each task's counts whole
+            tasks = {
+                PLAIN_TASK if task is None else task: (
+                    counts.created, list(counts.counters),
+                    ((list(counts.duration), counts.duration_sum),
+                     (list(counts.wait), counts.wait_sum)),
+                )
+                for task, counts in self.tasks.items()
+            }  # fmt: skip
+        return iter(self._families(tasks))
+
+    def _families(self, tasks: dict[str, Any]) -> list[Metric]:
+        """The families of ``tasks`` (label: created, counters, histograms)."""
+        # prometheus_client's switch for the _created series (its environment
+        # variable, disable_created_metrics()), followed as its metrics do.
+        created = getattr(prometheus_client.metrics, "_use_created", True)
+        families: list[Metric] = []
+        for n, (name, doc) in enumerate(COUNTERS):
+            counter = CounterMetricFamily(f"{self.prefix}{name}", doc, labels=["task"])
+            for task, (at, counters, _) in tasks.items():
+                value = float(counters[n])
+                counter.add_metric([task], value, created=at if created else None)
+            families.append(counter)
+        for n, (name, doc, buckets) in enumerate(HISTOGRAMS):
+            family = HistogramMetricFamily(f"{self.prefix}{name}", doc, labels=["task"])
+            bounds = (*buckets, math.inf)
+            les = [floatToGoString(b) for b in bounds]  # type: ignore[no-untyped-call]
+            for task, (at, _, histograms) in tasks.items():
+                counts, total = histograms[n]
+                cumulative = itertools.accumulate(counts, initial=0.0)
+                next(cumulative)  # the 0.0 before the first bucket
+                family.add_metric(
+                    [task], list(zip(les, cumulative, strict=True)), total
+                )
+                if created:
+                    family.add_sample(f"{family.name}_created", {"task": task}, at)
+            families.append(family)
+        return families
+
+
+class _TaskSeries(NamedTuple):
+    """One task's series, looked up once (``labels()`` takes a lock)."""
+
+    enqueued: Counter
+    succeeded: Counter
+    retried: Counter
+    dead: Counter
+    revived: Counter
+    duration: Histogram
+    wait: Histogram
+
+
+class SharedCounts:
+    """Multiprocess mode: prometheus_client's metric objects, whose values
+    live in the files every process writes and the scraped one reads; and
+    this process's share of the worker gauges, set as attempts start and
+    end."""
+
+    def __init__(self, queue: JobQueue[Any], namespace: str) -> None:
+        def make(kind: type[Any], name: str, doc: str, *options: Any) -> Any:
+            extra = {"buckets": options[0]} if options else {}
+            return kind(name, doc, ["task"], namespace=namespace, registry=None,
+                        **extra)  # fmt: skip
+
+        self._counters = [make(Counter, *counter) for counter in COUNTERS]
+        self._histograms = [make(Histogram, *histogram) for histogram in HISTOGRAMS]
+        self._series: dict[str, _TaskSeries] = {}
+        self._process = ProcessWorkers(queue, namespace)
 
     def _for(self, task: str | None) -> _TaskSeries:
         name = PLAIN_TASK if task is None else task
         series = self._series.get(name)
         if series is None:  # the first event of this task here
-            series = _TaskSeries(
-                self._enqueued.labels(name), self._succeeded.labels(name),
-                self._retried.labels(name), self._dead.labels(name),
-                self._revived.labels(name), self._duration.labels(name),
-                self._wait.labels(name),
-            )  # fmt: skip
+            metrics = (*self._counters, *self._histograms)
+            series = _TaskSeries(*(metric.labels(name) for metric in metrics))
             self._series[name] = series
         return series
 
-    def _on_event(self, event: Event) -> None:
-        count = COUNTS.get(event.kind)
-        if count is None:  # deleted, cancelled: not counted
-            return
-        count(self._for(event.task), event)
-        if self._process is not None and event.attempt:
-            self._process.update(failed=event.error is not None)
+    def enqueued(self, event: Event) -> None:
+        self._for(event.task).enqueued.inc()
 
+    def revived(self, event: Event) -> None:
+        self._for(event.task).revived.inc()
 
-def _started(series: _TaskSeries, event: Event) -> None:
-    series.wait.observe(event.wait or 0.0)
+    def started(self, event: Event) -> None:
+        self._for(event.task).wait.observe(event.wait or 0.0)
+        self._process.update(failed=False)
 
+    def succeeded(self, event: Event, counter: str = "succeeded") -> None:
+        series = self._for(event.task)
+        getattr(series, counter).inc()
+        series.duration.observe(event.duration or 0.0)
+        self._process.update(failed=event.error is not None)
 
-def _succeeded(series: _TaskSeries, event: Event) -> None:
-    series.succeeded.inc()
-    series.duration.observe(event.duration or 0.0)
+    def retrying(self, event: Event) -> None:
+        self.succeeded(event, "retried")
 
-
-def _retrying(series: _TaskSeries, event: Event) -> None:
-    series.retried.inc()
-    series.duration.observe(event.duration or 0.0)
-
-
-def _dead(series: _TaskSeries, event: Event) -> None:
-    series.dead.inc()
-    series.duration.observe(event.duration or 0.0)
-
-
-#: What each kind of event counts (one dict lookup per event, no if-chain).
-COUNTS: dict[EventKind, Callable[[_TaskSeries, Event], None]] = {
-    EventKind.ENQUEUED: lambda series, event: series.enqueued.inc(),
-    EventKind.STARTED: _started,
-    EventKind.SUCCEEDED: _succeeded,
-    EventKind.RETRYING: _retrying,
-    EventKind.DEAD: _dead,
-    EventKind.REVIVED: lambda series, event: series.revived.inc(),
-}
+    def dead(self, event: Event) -> None:
+        self.succeeded(event, "dead")
 
 
 class ProcessWorkers:
