@@ -21,25 +21,25 @@ class IdleWorkers:
         self.sig = sig
         self.woken: list[bool] = []
         self._released = False  # ``settle`` ended the waits still going
-        self._ended = threading.Condition(sig.lock)  # a wait ended
+        self._started = 0  # threads that began waiting (never counted down)
+        self._ended = threading.Condition(sig.lock)  # a wait began or ended
         self.threads = [
             threading.Thread(target=self._wait, args=(timeout,), daemon=True)
             for _ in range(count)
         ]
         for thread in self.threads:
             thread.start()
-        deadline = time.monotonic() + WAIT
-        while True:  # a thread counts itself and waits under the lock at once
-            with sig.lock:
-                if sig.idle_workers == count:
-                    return
-            if time.monotonic() > deadline:
+        # Not ``sig.idle_workers == count``: a thread woken at once (by a
+        # wake-up of earlier writes) leaves before a poll of it would see it.
+        with sig.lock:
+            if not self._ended.wait_for(lambda: self._started == count, WAIT):
                 raise TimeoutError("the idle workers did not start waiting")
-            time.sleep(0.001)
 
     def _wait(self, timeout: float) -> None:
         with self.sig.lock:
             self.sig.idle_workers += 1
+            self._started += 1
+            self._ended.notify_all()
             try:
                 woken = self.sig.work.wait(timeout) and not self._released
             finally:
