@@ -125,7 +125,8 @@ def test_a_scrape_after_known_jobs_shows_each_sample(
         (("task", PLAIN_TASK),): pytest.approx(2.3),
     }
     assert only(found, "jobq_jobs") == {
-        (("state", "pending"),): 2,  # the revived job and the delayed one
+        (("state", "pending"),): 1,  # the revived job
+        (("state", "delayed"),): 1,
         (("state", "running"),): 0,
         (("state", "dead"),): 0,
     }
@@ -202,6 +203,7 @@ def test_the_oldest_pending_age_grows_while_jobs_wait(
 
     assert found["app_jobs_oldest_pending_age_seconds", ()] == 12
     assert found["app_jobs_jobs", (("state", "pending"),)] == 2
+    assert found["app_jobs_jobs", (("state", "delayed"),)] == 0
 
 
 def test_a_queue_is_instrumented_once(registry: CollectorRegistry) -> None:
@@ -264,7 +266,8 @@ def test_gauges_read_a_sqlite_store_that_another_process_filled(
         found = samples(registry)
 
     assert only(found, "jobq_jobs") == {
-        (("state", "pending"),): 3,
+        (("state", "pending"),): 2,
+        (("state", "delayed"),): 1,  # "b", due in an hour
         (("state", "running"),): 0,
         (("state", "dead"),): 0,
     }

@@ -144,6 +144,7 @@ def test_two_gunicorn_workers_count_together_and_gauges_appear_once(
         assert values(text, 'jobq_job_wait_seconds_count{task="note"}') == [total]
         # The store's gauges: one sample each, the queue's, never summed.
         assert values(text, 'jobq_jobs{state="pending"}') == [0]
+        assert values(text, 'jobq_jobs{state="delayed"}') == [0]
         assert values(text, 'jobq_jobs{state="running"}') == [0]
         assert values(text, "jobq_oldest_pending_age_seconds") == [0]
         idle = values(text, 'jobq_workers{state="idle"}')

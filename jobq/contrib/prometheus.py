@@ -419,9 +419,8 @@ class StoreGauges:
             return
         jobs, oldest, workers, abandoned = self._families(every=True)
         states = {
-            "pending": stats.pending,
-            # Once Stats has `delayed` (pending, not yet due), the split is:
-            # "pending": stats.pending - stats.delayed, "delayed": stats.delayed,
+            "pending": stats.pending - stats.delayed,  # due now
+            "delayed": stats.delayed,
             "running": stats.running,
             "dead": stats.dead,
         }
