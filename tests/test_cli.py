@@ -38,6 +38,7 @@ from postgres_url import POSTGRES_URL
 import jobq
 from jobq import cli
 from jobq._fileio import OwnerLock
+from jobq.cli import render
 from jobq.stores import JsonFileStore, PostgresStore, SqliteStore, Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -208,10 +209,16 @@ def test_show_prints_every_field_and_each_traceback(
     target: Target, capsys: pytest.CaptureFixture[str]
 ) -> None:
     queue = target.queue(fail, max_attempts=2, base_delay=0.0, jitter=False)
-    job = queue.enqueue({"error": "first"}, key="k1", priority=3).id
+    job = queue.enqueue(
+        {"error": "first"}, key="k1", priority=3, timeout=30, meta={"request": "r1"}
+    ).id
     queue.run_pending()  # fails; retried at once (base_delay 0)
     queue.run_pending()  # fails again: dead
+    record = queue.get(job)
     queue.close()
+    assert record is not None
+    assert record.started_at is not None
+    assert record.finished_at is not None
 
     text = run(capsys, "show", str(job), *target.args)
     details = run(capsys, "show", str(job), "--json", *target.args)
@@ -225,6 +232,11 @@ def test_show_prints_every_field_and_each_traceback(
     assert fields["state"] == "dead"
     assert fields["priority"] == "3"
     assert fields["key"] == "k1"
+    assert fields["attempted"] == (
+        f"{render.when(record.started_at)} UTC to {render.when(record.finished_at)}"
+    )
+    assert fields["timeout"] == "30 s"
+    assert fields["meta"] == '{"request": "r1"}'
     assert "last error  ValueError: first" in text.out
     assert 'payload     {"error": "first"}' in text.out
     assert text.out.count("Traceback (most recent call last):") == 2
@@ -237,6 +249,10 @@ def test_show_prints_every_field_and_each_traceback(
     assert [e["type"] for e in shown["errors"]] == ["ValueError", "ValueError"]
     assert all("Traceback" in e["traceback"] for e in shown["errors"])
     assert list(shown["errors"][0]) == ["type", "message", "traceback", "at"]
+    assert (shown["started_at"], shown["finished_at"]) == (
+        record.started_at, record.finished_at
+    )
+    assert (shown["timeout"], shown["meta"]) == (30, {"request": "r1"})
 
 
 def test_show_a_pending_job(target: Target, capsys: pytest.CaptureFixture[str]) -> None:

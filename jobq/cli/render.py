@@ -96,10 +96,16 @@ def job_summary(record: JobRecord[Any]) -> dict[str, Any]:
 
 
 def job_details(record: JobRecord[Any]) -> dict[str, Any]:
-    """A job as ``jobq show --json`` prints it: the summary plus ``result``
-    and ``errors`` (one object per kept failed attempt, oldest first)."""
+    """A job as ``jobq show --json`` prints it: the summary plus ``result``,
+    its last attempt's ``started_at`` and ``finished_at``, ``timeout``,
+    ``meta`` and ``errors`` (one object per kept failed attempt, oldest
+    first)."""
     details = job_summary(record)
     details["result"] = record.result
+    details["started_at"] = record.started_at
+    details["finished_at"] = record.finished_at
+    details["timeout"] = record.timeout
+    details["meta"] = dict(record.meta)
     details["errors"] = [
         {
             "type": error.type,
@@ -220,6 +226,13 @@ def job(record: JobRecord[Any], *, as_json: bool = False) -> str:
         fields.append(("due", when(record.run_at) + " UTC"))
     if record.state == JobState.DEAD:
         fields.append(("buried", when(buried_at(record)) + " UTC"))
+    if record.started_at is not None:
+        ended = "running" if record.finished_at is None else when(record.finished_at)
+        fields.append(("attempted", f"{when(record.started_at)} UTC to {ended}"))
+    if record.timeout is not None:
+        fields.append(("timeout", f"{record.timeout:g} s"))
+    if record.meta:
+        fields.append(("meta", _json_text(dict(record.meta))))
     fields.append(("last error", _optional(record.last_error)))
     fields.append(("payload", _json_text(record.payload)))
     if record.state == JobState.COMPLETED:
