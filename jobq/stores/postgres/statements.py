@@ -267,6 +267,18 @@ SERIAL = "SET LOCAL max_parallel_workers_per_gather = 0"
 #: Scheduled jobs already due that no claim moved yet (see ``stats``).
 DUE_SCHEDULED = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}"""
+#: Completed jobs expired that no finish purged yet (see ``stats``).
+EXPIRED_COMPLETED = """SELECT count(*) FROM {jobs}
+    WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}"""
+#: Jobs finished per minute since a time (``finished_per_minute``): a range
+#: of ``jobs_finished``, which covers every column read here.
+FINISHED_PER_MINUTE = """SELECT floor(finished_at / 60) * 60 AS minute,
+        count(*) FILTER (WHERE state = 'completed'),
+        count(*) FILTER (WHERE state = 'dead')
+    FROM {jobs}
+    WHERE queue = %(q)s AND state IN ('completed', 'dead')
+        AND finished_at >= %(since)s AND (state = 'dead' OR expires_at > {now})
+    GROUP BY minute ORDER BY minute"""
 
 
 class Statements:
@@ -293,7 +305,7 @@ class Statements:
             "lazy_commit": sql.SQL(LAZY_COMMIT),
         }
         for index in ("ready", "scheduled", "running", "dead", "completed",
-                      "live_keys"):  # fmt: skip
+                      "live_keys", "finished"):  # fmt: skip
             idents[f"jobs_{index}"] = sql.Identifier(f"jobs_{index}")
         #: Qualified names as text, for parameters such as ``::regclass``.
         self.names = {
@@ -331,6 +343,8 @@ class Statements:
         self.cancel = render(CANCEL)
         self.counts = render(COUNTS)
         self.due_scheduled = render(DUE_SCHEDULED)
+        self.expired_completed = render(EXPIRED_COMPLETED)
+        self.finished_per_minute = render(FINISHED_PER_MINUTE)
         self.serial = render(SERIAL)
         self.pages = {view: render(text) for view, text in PAGES.items()}
         self.pending = render(PENDING)

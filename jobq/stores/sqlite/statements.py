@@ -194,3 +194,16 @@ PAGES = {
 #: the scheduled count less these (a range of ``jobq_scheduled``; few).
 DUE_SCHEDULED = """SELECT count(*) FROM jobq_jobs
     WHERE state = 'scheduled' AND run_at <= ?"""
+#: Completed jobs expired that no finish purged yet: the kept count is the
+#: completed count less these (a range of ``jobq_completed``; few while
+#: workers finish jobs, since each finish purges them).
+EXPIRED_COMPLETED = """SELECT count(*) FROM jobq_jobs
+    WHERE state = 'completed' AND expires_at <= ?"""
+#: Jobs finished per minute since a time (``finished_per_minute``): a range
+#: of ``jobq_finished``, which covers every column read here.
+FINISHED_PER_MINUTE = """SELECT CAST(finished_at / 60 AS INTEGER) * 60 AS minute,
+        sum(state = 'completed'), sum(state = 'dead')
+    FROM jobq_jobs INDEXED BY jobq_finished
+    WHERE state IN ('completed', 'dead') AND finished_at >= ?
+        AND (state = 'dead' OR expires_at > ?)
+    GROUP BY minute ORDER BY minute"""
