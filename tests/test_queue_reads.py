@@ -1,5 +1,6 @@
 """The reads that monitoring uses: ``next_due``, ``worker_stats``, ``clock``,
-and ``add_middleware`` for integrations turned on after construction."""
+``finished_per_minute``, and ``add_middleware`` for integrations turned on
+after construction."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 
 import jobq
+from jobq.stores import MemoryStore
+from jobq.stores.base import STORE_MEMBERS, StoreStats
 from jobq.testing import Clock
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
@@ -91,3 +94,36 @@ def test_next_due_tells_how_long_an_overdue_job_waited_on_the_store_s_own_clock(
 
     assert due is not None
     assert 55 < time.time() - due < 65
+
+
+class OlderStore:
+    """A store written before ``StoreStats.kept`` and ``finished_per_minute``:
+    its stats have four counts, and it has no such read."""
+
+    def __init__(self) -> None:
+        self._store = MemoryStore()
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in STORE_MEMBERS:
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+    def stats(self) -> StoreStats:
+        stats = self._store.stats()
+        return StoreStats(stats.pending, stats.running, stats.dead, stats.delayed)
+
+
+def test_a_store_written_before_kept_counts_reports_none_and_tells_no_minutes() -> None:
+    with jobq.JobQueue(lambda job: 1, store=OlderStore(), keep_completed=60) as queue:
+        queue.enqueue("x")
+        queue.run_pending()
+
+        assert (queue.stats().kept, queue.stats().completed) == (0, 1)
+        assert queue.finished_per_minute() is None
+        assert queue.keep_completed == 60
+
+
+@pytest.mark.parametrize("minutes", [0, -1, 1441, 2.0, True, "10"])
+def test_finished_per_minute_refuses_a_bad_number_of_minutes(minutes: Any) -> None:
+    with jobq.JobQueue() as queue, pytest.raises(ValueError, match="minutes must be"):
+        queue.finished_per_minute(minutes)
