@@ -325,7 +325,8 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     assert running is not None
     assert (running.started_at, running.finished_at) == (T0 + 5, None)
     assert store.schedule_states() == []  # version 3's table is there
-    assert store.finished_per_minute(T0 - 60, T0) == []  # version 4's index
+    minutes = store.finished_per_minute(T0 - 60, T0)  # version 4's index
+    assert [(m.completed, m.died) for m in minutes] in ([], [(0, 0), (0, 0)])
 
 
 def test_a_newer_schema_version_is_refused(pg: PG, fresh_schema: str) -> None:

@@ -60,11 +60,13 @@ stores). The dashboard and ``JobQueue.browse`` use it where present, and
 written before keeps working.
 
 Finished per minute (optional): a store shared between processes may also
-answer ``finished_per_minute(since, now) -> list[FinishedMinute]``: for each
-minute from ``since`` (a multiple of 60) on in which any job's last attempt
-ended (``finished_at``), oldest first, how many kept completed jobs (not
-expired at ``now``) and dead jobs finished then. One bounded read: an index
-range over the jobs finished since ``since`` (SQLite and PostgreSQL). The
+answer ``finished_per_minute(since, now) -> list[FinishedMinute]``: for the
+minutes from ``since`` (a multiple of 60) to ``now``'s, oldest first (those
+in which nothing finished may be left out), how many kept completed jobs
+(not expired at ``now``) and dead jobs had their last attempt end
+(``finished_at``) then. One read of an index range: the jobs finished since
+``since``, so its cost grows with the jobs finished in those minutes, never
+with the rest (SQLite and PostgreSQL). The
 dashboard shows it beside this process's own events; ``JobQueue.
 finished_per_minute`` returns ``None`` for a store without it (memory and
 JSON: one process changes their jobs, and its events tell everything).
