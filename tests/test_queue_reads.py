@@ -10,10 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from older_store import OlderStore
 
 import jobq
-from jobq.stores import MemoryStore
-from jobq.stores.base import STORE_MEMBERS, StoreStats
 from jobq.testing import Clock
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
@@ -94,23 +93,6 @@ def test_next_due_tells_how_long_an_overdue_job_waited_on_the_store_s_own_clock(
 
     assert due is not None
     assert 55 < time.time() - due < 65
-
-
-class OlderStore:
-    """A store written before ``StoreStats.kept`` and ``finished_per_minute``:
-    its stats have four counts, and it has no such read."""
-
-    def __init__(self) -> None:
-        self._store = MemoryStore()
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in STORE_MEMBERS:
-            raise AttributeError(name)
-        return getattr(self._store, name)
-
-    def stats(self) -> StoreStats:
-        stats = self._store.stats()
-        return StoreStats(stats.pending, stats.running, stats.dead, stats.delayed)
 
 
 def test_a_store_written_before_kept_counts_reports_none_and_tells_no_minutes() -> None:
