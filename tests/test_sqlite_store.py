@@ -967,7 +967,7 @@ def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
             row[1] for row in conn.execute("PRAGMA table_info(jobq_schedules)")
         }
         finished = conn.execute(
-            "EXPLAIN QUERY PLAN " + FINISHED_PER_MINUTE, (T0, T0)
+            "EXPLAIN QUERY PLAN " + FINISHED_PER_MINUTE, {"since": T0, "now": T0}
         ).fetchall()
     assert {"started_at", "finished_at", "timeout", "meta"} <= columns
     assert schedules == {"name", "expression", "last_slot", "last_job_id"}

@@ -273,11 +273,13 @@ EXPIRED_COMPLETED = """SELECT count(*) FROM {jobs}
 #: Jobs finished per minute since a time (``finished_per_minute``): one
 #: range of ``jobs_finished`` (which covers every column read) per minute,
 #: each counted by a plain aggregate: a GROUP BY over the whole range would
-#: sort every row first.
+#: sort every row first. ``(SELECT {now})`` is computed once (an init plan),
+#: not for each row as the database clock's expression would be.
 FINISHED_PER_MINUTE = """SELECT m.start::float8, c.completed, c.died
     FROM generate_series(%(since)s::bigint, floor({now})::bigint, 60) AS m(start)
     CROSS JOIN LATERAL (SELECT
-            count(*) FILTER (WHERE state = 'completed' AND expires_at > {now})
+            count(*) FILTER (WHERE state = 'completed'
+                AND expires_at > (SELECT {now}))
                 AS completed,
             count(*) FILTER (WHERE state = 'dead') AS died
         FROM {jobs}

@@ -590,11 +590,12 @@ class SqliteStore(OneJobCalls):
         )
 
     def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:
-        """Jobs finished per minute (see ``jobq.stores.base``): one range of
-        the ``jobq_finished`` index, from ``since`` on."""
+        """Jobs finished per minute (see ``jobq.stores.base``): two counts
+        over each minute's range of the ``jobq_finished`` index."""
         self._check_process()
         with self._reading() as conn:
-            rows = conn.execute(FINISHED_PER_MINUTE, (since, now)).fetchall()
+            params = {"since": since, "now": now}
+            rows = conn.execute(FINISHED_PER_MINUTE, params).fetchall()
         return [
             FinishedMinute(float(m), completed, died) for m, completed, died in rows
         ]
