@@ -183,8 +183,8 @@ def measure(
         ("dead", "/jobs/dead", lambda: queue.browse("dead")),
         (
             "dead, error filter",
-            "/jobs/dead?error=mailbox+99",
-            lambda: queue.browse("dead", error="mailbox 99"),
+            "/jobs/dead?error=mailbox+94",
+            lambda: queue.browse("dead", error="mailbox 94"),
         ),
         (
             "dead, error filter matching none (worst case: every dead job read)",
