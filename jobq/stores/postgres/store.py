@@ -798,8 +798,8 @@ class PostgresStore(OneJobCalls):
         )
 
     def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:
-        """Jobs finished per minute (see ``jobq.stores.base``): one range of
-        the ``jobs_finished`` index, from ``since`` on."""
+        """Jobs finished per minute (see ``jobq.stores.base``): one count
+        over each minute's range of the ``jobs_finished`` index."""
         params = {"q": self.queue, "since": since, "now": self._now(now)}
         with self._serial_reads() as conn:
             rows = conn.execute(self._sql.finished_per_minute, params).fetchall()
