@@ -4,10 +4,12 @@ overview take to render, beside the store's own query time.
     python -m benchmarks.dashboard [--jobs 1000000] [--rounds 20]
 
 Fills a SQLite file and a PostgreSQL schema with bulk SQL (800,000 due
-jobs over 3 priorities, 100,000 delayed, 100,000 dead with an error each),
-then renders each page through the WSGI application (as a browser's request
-would, minus the network) and times the store call it makes alone. Prints
-the median of ``--rounds`` renders, in milliseconds.
+jobs over 3 priorities, 100,000 delayed, 50,000 dead with an error each,
+50,000 completed kept with their results, all finished in the last 500
+seconds: the overview's throughput reads them all), then renders each page
+through the WSGI application (as a browser's request would, minus the
+network) and times the store calls it makes alone. Prints the median of
+``--rounds`` renders, in milliseconds.
 """
 
 from __future__ import annotations
@@ -29,18 +31,25 @@ from benchmarks.common import POSTGRES_URL, postgres_unavailable
 from jobq.stores import PostgresStore, SqliteStore
 from jobq.web import make_app
 
-DUE, DELAYED, DEAD = 0.8, 0.1, 0.1
+DUE, DELAYED, COMPLETED = 0.8, 0.1, 0.05  # the rest dead
 ERROR = json.dumps([["app.errors.Bounce", "mailbox full", "Traceback ...", 0.0]])
 
 
-def shares(n: int) -> tuple[int, int, int]:
-    due, delayed = int(n * DUE), int(n * DELAYED)
-    return due, delayed, n - due - delayed
+def shares(n: int) -> tuple[int, int, int, int]:
+    """Due, delayed, dead and completed jobs, in id order."""
+    due, delayed, completed = int(n * DUE), int(n * DELAYED), int(n * COMPLETED)
+    return due, delayed, n - due - delayed - completed, completed
+
+
+def finished(n: int, i: int, now: float) -> float:
+    """When the ``i``-th kept completed job finished: spread over the last
+    500 seconds (inside the ten minutes the overview shows)."""
+    return now - 500 + 500 * i / max(1, int(n * COMPLETED))
 
 
 def fill_sqlite(path: Path, n: int, now: float) -> None:
     SqliteStore(path).migrate()
-    due, delayed, _ = shares(n)
+    due, delayed, dead, _ = shares(n)
 
     def rows() -> Iterator[tuple[Any, ...]]:
         for i in range(n):
@@ -48,19 +57,26 @@ def fill_sqlite(path: Path, n: int, now: float) -> None:
             task = f"mail.send{i % 5}"
             past = now - n + i
             if i < due:
-                yield ("ready", payload, i % 3, past, task, None, "[]", None, None)
+                yield ("ready", payload, i % 3, past, task, None, "[]", None, None,
+                       None, None)  # fmt: skip
             elif i < due + delayed:
                 yield ("scheduled", payload, 0, now + 3600 + i, task, None, "[]",
-                       None, None)  # fmt: skip
-            else:
+                       None, None, None, None)  # fmt: skip
+            elif i < due + delayed + dead:
                 error = f"app.errors.Bounce: mailbox {i} full"
-                yield ("dead", payload, 0, past, task, error, ERROR, i, past)
+                yield ("dead", payload, 0, past, task, error, ERROR, i, past, None,
+                       None)  # fmt: skip
+            else:
+                done = finished(n, i - due - delayed - dead, now)
+                yield ("completed", payload, 0, past, task, None, "[]", None, done,
+                       '"sent"', now + 3600)  # fmt: skip
 
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.executemany(
             """INSERT INTO jobq_jobs (state, payload, priority, run_at, task,
-                last_error, errors, buried, created_at, max_attempts, finished_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 5, ?)""",
+                last_error, errors, buried, created_at, max_attempts, finished_at,
+                result, expires_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 5, ?, ?, ?)""",
             rows(),
         )
 
@@ -69,30 +85,40 @@ def fill_postgres(schema: str, n: int, now: float) -> None:
     import psycopg
 
     PostgresStore(POSTGRES_URL, schema=schema).migrate()
-    due, delayed, _ = shares(n)
+    due, delayed, dead, completed = shares(n)
+    params = {
+        "due": due, "delayed": delayed, "dead_end": due + delayed + dead,
+        "completed": max(1, completed), "now": now, "n": n, "error": ERROR,
+    }  # fmt: skip
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         conn.execute(
             f"""INSERT INTO "{schema}".jobs (queue, state, payload, priority, run_at,
                 task, last_error, errors, buried, created_at, max_attempts,
-                finished_at)
+                finished_at, result, expires_at)
             SELECT 'default',
                 CASE WHEN i < %(due)s THEN 'ready'
-                     WHEN i < %(due)s + %(delayed)s THEN 'scheduled' ELSE 'dead' END,
+                     WHEN i < %(due)s + %(delayed)s THEN 'scheduled'
+                     WHEN i < %(dead_end)s THEN 'dead' ELSE 'completed' END,
                 json_build_object('to', 'user' || i || '@example.com', 'n', i),
                 CASE WHEN i < %(due)s THEN i %% 3 ELSE 0 END,
                 CASE WHEN i < %(due)s + %(delayed)s AND i >= %(due)s
                      THEN %(now)s + 3600 + i ELSE %(now)s - %(n)s + i END,
                 'mail.send' || (i %% 5),
-                CASE WHEN i >= %(due)s + %(delayed)s
+                CASE WHEN i >= %(due)s + %(delayed)s AND i < %(dead_end)s
                      THEN 'app.errors.Bounce: mailbox ' || i || ' full' END,
-                CASE WHEN i >= %(due)s + %(delayed)s THEN %(error)s::jsonb
-                     ELSE '[]'::jsonb END,
-                CASE WHEN i >= %(due)s + %(delayed)s THEN i END,
-                0, 5, %(now)s - %(n)s + i
+                CASE WHEN i >= %(due)s + %(delayed)s AND i < %(dead_end)s
+                     THEN %(error)s::jsonb ELSE '[]'::jsonb END,
+                CASE WHEN i >= %(due)s + %(delayed)s AND i < %(dead_end)s THEN i END,
+                0, 5,
+                CASE WHEN i < %(dead_end)s THEN %(now)s - %(n)s + i
+                     ELSE %(now)s - 500 + 500.0 * (i - %(dead_end)s) / %(completed)s
+                END,
+                CASE WHEN i >= %(dead_end)s THEN '"sent"'::json END,
+                CASE WHEN i >= %(dead_end)s THEN %(now)s + 3600 END
             FROM generate_series(0, %(n)s - 1) AS i""",  # noqa: S608
-            {"due": due, "delayed": delayed, "now": now, "n": n, "error": ERROR},
+            params,
         )
-        conn.execute(f'ANALYZE "{schema}".jobs')
+        conn.execute(f'VACUUM ANALYZE "{schema}".jobs')
 
 
 def median_ms(call: Callable[[], object], rounds: int) -> float:
@@ -122,7 +148,7 @@ def measure(
     name: str, queue: jobq.JobQueue[Any], n: int, now: float, rounds: int
 ) -> list[str]:
     app = make_app(queue)
-    due, delayed, _ = shares(n)
+    due, delayed, dead, completed = shares(n)
     middle = due // 2 - due // 2 % 3 + 1  # a priority-1 job halfway through
     deep = json.dumps([1, now - n + middle, middle + 1])  # (priority, run_at, id)
     if len(queue.browse("due", after=deep).jobs) != 50:
@@ -131,8 +157,17 @@ def measure(
         raise RuntimeError("the first page is not a full page")
     if b"app.errors.Bounce" not in render(app, f"/job/{due + delayed + 5}"):
         raise RuntimeError("the job page does not show the dead job")
+    stats, minutes = queue.stats(), queue.finished_per_minute(10) or []
+    told = (sum(m.completed for m in minutes), sum(m.died for m in minutes))
+    if stats.kept != completed or told[0] != completed or told[1] > dead:
+        raise RuntimeError(f"the overview's counts are wrong: {stats}, {told}")
     pages: list[tuple[str, str, Callable[[], object]]] = [
-        ("overview", "/", queue.stats),
+        (
+            "overview (stats + finished per minute)",
+            "/",
+            lambda: (queue.stats(), queue.finished_per_minute(10)),
+        ),
+
         ("due, first page", "/jobs/due", lambda: queue.browse("due")),
         (
             "due, a page deep in",
@@ -148,8 +183,8 @@ def measure(
         ("dead", "/jobs/dead", lambda: queue.browse("dead")),
         (
             "dead, error filter",
-            "/jobs/dead?error=mailbox+99",
-            lambda: queue.browse("dead", error="mailbox 99"),
+            "/jobs/dead?error=mailbox+94",
+            lambda: queue.browse("dead", error="mailbox 94"),
         ),
         (
             "dead, error filter matching none (worst case: every dead job read)",
@@ -163,6 +198,13 @@ def measure(
         page_ms = median_ms(lambda p=path: render(app, p), rounds)
         store_ms = median_ms(query, rounds)
         lines.append(f"| {name} | {title} | {page_ms:.1f} | {store_ms:.1f} |")
+        print(lines[-1], flush=True)
+    alone: list[tuple[str, Callable[[], object]]] = [
+        ("overview's stats alone", queue.stats),
+        ("overview's finished per minute alone", lambda: queue.finished_per_minute(10)),
+    ]
+    for title, query in alone:
+        lines.append(f"| {name} | {title} | — | {median_ms(query, rounds):.1f} |")
         print(lines[-1], flush=True)
     return lines
 

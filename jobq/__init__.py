@@ -28,6 +28,7 @@ from jobq.tasks import Task, task_name
 from jobq.types import (
     AttemptError,
     Enqueued,
+    FinishedMinute,
     Job,
     JobRecord,
     JobState,
@@ -43,6 +44,7 @@ __all__ = [
     "Event",
     "EventKind",
     "Fatal",
+    "FinishedMinute",
     "Job",
     "JobQueue",
     "JobRecord",

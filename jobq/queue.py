@@ -62,6 +62,7 @@ from jobq.stores.pages import JobPage, JobQuery, page_from_list
 from jobq.tasks import Task, register, task_name
 from jobq.types import (
     Enqueued,
+    FinishedMinute,
     Job,
     JobRecord,
     JobState,
@@ -93,6 +94,9 @@ MAX_PAYLOAD_BYTES = 1 << 20
 #: Seconds the interpreter waits at exit for running handlers of a queue that
 #: was not stopped, before it exits anyway (those jobs run again later).
 EXIT_TIMEOUT = 10.0
+
+#: The most minutes ``finished_per_minute`` reads back (a day).
+MAX_MINUTES = 1440
 
 #: Started queues stay alive (like a started thread pool) until stopped.
 _running_queues: set[JobQueue[Any]] = set()
@@ -847,8 +851,9 @@ class JobQueue(Generic[P]):
     # -- looking and managing -------------------------------------------------
 
     def stats(self) -> Stats:
-        """The queue as stored, plus ``completed``, ``retried`` and
-        ``abandoned`` (worker threads given up at a time limit) of this object."""
+        """The queue as stored (``kept``: completed jobs kept, not expired),
+        plus ``completed``, ``retried`` and ``abandoned`` (worker threads given
+        up at a time limit) of this object."""
         self._ensure_open()
         stored = self.store.stats()
         counters = self._runner.counters
@@ -860,7 +865,36 @@ class JobQueue(Generic[P]):
             counters.retried,
             self._pool.abandoned,
             stored.delayed,
+            stored.kept,
         )
+
+    @property
+    def keep_completed(self) -> float:
+        """Seconds a completed job is kept with its result (0: not kept)."""
+        return self._keep_completed
+
+    def finished_per_minute(self, minutes: int = 10) -> list[FinishedMinute] | None:
+        """Jobs whose last attempt ended in each of the last ``minutes``
+        minutes up to now's (the queue's clock), oldest first, as the store
+        holds them across processes: kept completed jobs and dead ones.
+        ``None`` where the store cannot tell (memory, JSON, or a store
+        without ``finished_per_minute``: see ``jobq.stores.base``)."""
+        if type(minutes) is not int or not 1 <= minutes <= MAX_MINUTES:
+            raise ValueError(
+                f"minutes must be an int from 1 to {MAX_MINUTES}, not {minutes!r}"
+            )
+        self._ensure_open()
+        read = getattr(self.store, "finished_per_minute", None)
+        if read is None:
+            return None
+        now = self._clock()
+        last = int(now // 60)
+        since = float((last - minutes + 1) * 60)
+        found = {m.start: m for m in read(since, now)}
+        return [
+            found.get(start, FinishedMinute(start, 0, 0))
+            for start in (float(m * 60) for m in range(last - minutes + 1, last + 1))
+        ]
 
     def browse(
         self,

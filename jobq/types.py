@@ -7,7 +7,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 P = TypeVar("P")
 
@@ -101,7 +101,9 @@ class Stats:
     """``pending`` (delayed included), ``running`` and ``dead`` as stored, across
     processes; ``completed``, ``retried`` and ``abandoned`` (worker threads
     given up at a time limit) counted by this queue object; ``delayed``: the
-    pending jobs not due yet, as stored (0 from a store written before it)."""
+    pending jobs not due yet, and ``kept``: the completed jobs kept with their
+    results (``keep_completed``) and not expired, both as stored across
+    processes (0 from a store written before them)."""
 
     pending: int
     running: int
@@ -110,6 +112,17 @@ class Stats:
     retried: int
     abandoned: int = 0
     delayed: int = 0
+    kept: int = 0
+
+
+class FinishedMinute(NamedTuple):
+    """Jobs whose last attempt ended in one minute, as the store holds them
+    (every process's): ``start`` of the minute (epoch seconds, a multiple of
+    60), kept ``completed`` jobs (not expired) and jobs that ``died``."""
+
+    start: float
+    completed: int
+    died: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,8 +89,15 @@ def shots(tmp_path: Path) -> Path:
     return Path(folder) if folder else tmp_path
 
 
-def fail(job: Job[Any]) -> None:
+def fail(job: Job[Any]) -> str:
+    """Thumbnails are made; every other job dies."""
+    if isinstance(job.payload, dict) and "thumbnail" in job.payload:
+        return "made"
     raise Fatal(f"could not deliver {job.payload!r}")
+
+
+def nightly_report() -> None:
+    """A periodic job, for the overview's table of them."""
 
 
 @pytest.fixture
@@ -99,9 +106,11 @@ def flask_site(tmp_path: Path) -> Iterator[tuple[str, jobq.JobQueue[Any]]]:
     app = Flask("browser_test")
     app.config["JOBQ_AUTOSTART"] = False
     jobs = JobQ(
-        app, handler=fail, store=SqliteStore(tmp_path / "jobs.db"), dashboard="/jobq"
-    )
+        app, handler=fail, store=SqliteStore(tmp_path / "jobs.db"), dashboard="/jobq",
+        keep_completed=3600,
+    )  # fmt: skip
     queue = jobs.state(app).queue
+    queue.periodic(cron="0 3 * * *", tz="UTC", name="reports.nightly")(nightly_report)
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -125,16 +134,24 @@ def test_flask_overview_updates_itself_then_a_dead_job_is_retried(
 
     base, queue = flask_site
     first = bury(queue, {"to": "ann@example.com", "template": "welcome"}, key="mail-1")
+    bury(queue, {"thumbnail": "cover.jpg"})  # made, and kept for an hour
     queue.enqueue({"report": "monthly"}, delay=3600)
 
     page.goto(base + "/")
     dead = page.locator('[data-count="dead"]')
     expect(dead).to_have_text("1")
+    expect(page.locator('[data-count="kept"]')).to_have_text("1")
+    expect(page.locator(".throughput th")).to_have_text(
+        ["Minute (UTC)", "Succeeded", "Failed", "Completed", "Died"]
+    )
+    expect(page.locator(".schedules")).to_contain_text("reports.nightly")
     bury(queue, {"to": "bo@example.com", "template": "reset"})
     queue.enqueue_many([{"thumbnail": i} for i in range(3)])
     expect(dead).to_have_text("2")  # refreshed by itself, no reload
     expect(page.locator('[data-count="due"]')).to_have_text("3")
-    page.screenshot(path=str(shots / "dashboard-overview.png"))
+    # the refreshed rows keep every column (this process's and the store's)
+    expect(page.locator("#throughput tr >> nth=0 >> td")).to_have_count(5)
+    page.screenshot(path=str(shots / "dashboard-overview.png"), full_page=True)
 
     page.click('a[href="/jobq/jobs/dead"] >> nth=0')
     page.click(f'a[href="/jobq/job/{first}"]')

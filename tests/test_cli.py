@@ -745,11 +745,11 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert created.code == 0, created.err
-    assert created.out == f"the SQLite file {path}: jobq schema at version 3\n"
+    assert created.out == f"the SQLite file {path}: jobq schema at version 4\n"
     assert again.code == 0, again.err
     assert json.loads(again.out) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 3,
+        "schema_version": 4,
     }
     assert json.loads(looked.out) == {
         "pending": 0,
@@ -759,7 +759,7 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     }
 
 
-def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_3(
+def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_4(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     path = tmp_path / "jobs.db"
@@ -770,7 +770,7 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_3(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert migrated.code == 0, migrated.err
-    assert migrated.out == f"the SQLite file {path}: jobq schema at version 3\n"
+    assert migrated.out == f"the SQLite file {path}: jobq schema at version 4\n"
     assert json.loads(looked.out) == {
         "pending": 2,
         "running": 0,
@@ -779,7 +779,7 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_3(
     }
 
 
-def test_migrate_brings_a_postgres_schema_of_version_1_to_version_3(
+def test_migrate_brings_a_postgres_schema_of_version_1_to_version_4(
     postgres_schema: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import psycopg
@@ -800,7 +800,7 @@ def test_migrate_brings_a_postgres_schema_of_version_1_to_version_3(
             )
 
     assert migrated.code == 0, migrated.err
-    assert json.loads(migrated.out)["schema_version"] == 3
+    assert json.loads(migrated.out)["schema_version"] == 4
     assert json.loads(looked.out) == {
         "pending": 2,
         "running": 0,

@@ -23,6 +23,7 @@ CHECKED = [
     "jobq/contrib",
     "jobq/testing",
     "tests/support/dict_store.py",
+    "tests/support/older_store.py",
     "benchmarks",
 ]
 

@@ -17,12 +17,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from freezegun import freeze_time
+from older_store import OlderStore
 
 import jobq
 from jobq import JobQueue, Retry, Schedule
 from jobq._slots import CronSlots, EverySlots
 from jobq.stores import MemoryStore, SqliteStore
-from jobq.stores.base import STORE_MEMBERS
 from jobq.testing.clock import Clock
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -431,18 +431,6 @@ def test_a_function_that_needs_arguments_is_refused() -> None:
         with pytest.raises(TypeError, match="needs user_id"):
             queue.periodic(every=60)(needs_an_argument)
         assert dict(queue.tasks) == {}
-
-
-class OlderStore:
-    """A store written before periodic jobs: the ``Store`` members only."""
-
-    def __init__(self) -> None:
-        self._store = MemoryStore()
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in STORE_MEMBERS:
-            raise AttributeError(name)
-        return getattr(self._store, name)
 
 
 def test_a_store_without_schedules_runs_jobs_but_refuses_periodic() -> None:

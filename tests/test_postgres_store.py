@@ -317,7 +317,7 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta))
                   for r in records if r is not None]  # fmt: skip
     assert new_fields == [(None, None, None, {})] * 3
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 3
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 4
     first = store.claim(T0 + 5)
     assert first is not None
     assert (first.id, first.meta, first.timeout) == (1, None, None)
@@ -325,6 +325,8 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     assert running is not None
     assert (running.started_at, running.finished_at) == (T0 + 5, None)
     assert store.schedule_states() == []  # version 3's table is there
+    minutes = store.finished_per_minute(T0 - 60, T0)  # version 4's index
+    assert [(m.completed, m.died) for m in minutes] in ([], [(0, 0), (0, 0)])
 
 
 def test_a_newer_schema_version_is_refused(pg: PG, fresh_schema: str) -> None:

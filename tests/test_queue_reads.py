@@ -1,5 +1,6 @@
 """The reads that monitoring uses: ``next_due``, ``worker_stats``, ``clock``,
-and ``add_middleware`` for integrations turned on after construction."""
+``finished_per_minute``, and ``add_middleware`` for integrations turned on
+after construction."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from older_store import OlderStore
 
 import jobq
 from jobq.testing import Clock
@@ -91,3 +93,19 @@ def test_next_due_tells_how_long_an_overdue_job_waited_on_the_store_s_own_clock(
 
     assert due is not None
     assert 55 < time.time() - due < 65
+
+
+def test_a_store_written_before_kept_counts_reports_none_and_tells_no_minutes() -> None:
+    with jobq.JobQueue(lambda job: 1, store=OlderStore(), keep_completed=60) as queue:
+        queue.enqueue("x")
+        queue.run_pending()
+
+        assert (queue.stats().kept, queue.stats().completed) == (0, 1)
+        assert queue.finished_per_minute() is None
+        assert queue.keep_completed == 60
+
+
+@pytest.mark.parametrize("minutes", [0, -1, 1441, 2.0, True, "10"])
+def test_finished_per_minute_refuses_a_bad_number_of_minutes(minutes: Any) -> None:
+    with jobq.JobQueue() as queue, pytest.raises(ValueError, match="minutes must be"):
+        queue.finished_per_minute(minutes)

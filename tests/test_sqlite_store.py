@@ -33,6 +33,7 @@ from jobq.stores import SqliteStore, store_from
 from jobq.stores.base import Claim, NewJob, Signal
 from jobq.stores.sqlite import statements as sqlite_statements
 from jobq.stores.sqlite.schema import GET_VERSION, SCHEMA_VERSION
+from jobq.stores.sqlite.statements import FINISHED_PER_MINUTE
 from jobq.types import AttemptError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -956,7 +957,7 @@ def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
 def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
     sqlite_v1(path)
 
-    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 3
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 4
     assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
 
     with raw(path) as conn:
@@ -965,8 +966,13 @@ def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
         schedules = {
             row[1] for row in conn.execute("PRAGMA table_info(jobq_schedules)")
         }
+        finished = conn.execute(
+            "EXPLAIN QUERY PLAN " + FINISHED_PER_MINUTE, {"since": T0, "now": T0}
+        ).fetchall()
     assert {"started_at", "finished_at", "timeout", "meta"} <= columns
     assert schedules == {"name", "expression", "last_slot", "last_job_id"}
+    # version 4: the minutes of finished jobs are read from an index alone
+    assert "USING COVERING INDEX jobq_finished" in str(finished)
 
 
 _OPEN_AND_CLOSE = """

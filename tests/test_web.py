@@ -72,10 +72,62 @@ def test_the_overview_shows_the_counts_and_refreshes_from_stats_json(
         assert f'data-count="{name}">{value}<' in page.text
     assert stats.json is not None
     assert stats.json["counts"] == {
-        "due": 1, "delayed": 1, "running": 0, "dead": 1, "completed": 0, "retried": 0,
+        "due": 1, "delayed": 1, "running": 0, "dead": 1, "completed": 0, "kept": 0,
+        "retried": 0,
     }  # fmt: skip
-    assert [row[1:] for row in stats.json["throughput"]][-1] == [0, 1]
+    rows = stats.json["throughput"]
+    assert [sum(row[i] for row in rows) for i in (1, 2)] == [0, 1]  # this process
+    if queue.store.shared_between_processes:  # + the store's "Died"
+        assert [len(row) for row in rows] == [4] * 10
+        assert sum(row[3] for row in rows) == 1
+    else:
+        assert [len(row) for row in rows] == [3] * 10
     assert "{% block schedules %}" not in page.text
+    assert 'data-count="kept"' not in page.text  # results are not kept
+
+
+def test_the_overview_counts_the_kept_completed_jobs_not_the_expired_ones(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(lambda job: None, keep_completed=60, clock=clock)
+    queue.enqueue("first")
+    queue.run_pending()
+    clock.advance(30)
+    queue.enqueue("second")
+    queue.run_pending()
+    client = Client(make_app(queue))
+    assert 'data-count="kept">2<' in client.get("/").text
+
+    clock.advance(45)  # the first expired; no finish purged it yet
+
+    assert 'data-count="kept">1<' in client.get("/").text
+    assert client.get("/stats.json").json["counts"]["kept"] == 1  # type: ignore[index]
+
+
+def test_a_standalone_dashboard_shows_what_the_store_tells_of_other_processes(
+    make_queue: MakeQueue,
+) -> None:
+    def handler(job: Job[Any]) -> None:
+        if job.payload == "dies":
+            raise Fatal("no")
+
+    worker = make_queue(handler, keep_completed=600)
+    worker.enqueue_many(["ok", "ok", "dies"])
+    worker.run_pending()
+    standalone = make_queue(keep_completed=600)  # the same store, no jobs run
+    client = Client(make_app(standalone))
+
+    page = client.get("/")
+    rows = client.get("/stats.json").json["throughput"]  # type: ignore[index]
+
+    if not standalone.store.shared_between_processes:
+        assert "cannot tell about other processes" in page.text
+        assert [len(row) for row in rows] == [3] * 10
+        return
+    assert "<th>Completed</th><th>Died</th>" in page.text
+    assert "as the store holds them, from every process" in page.text
+    totals = [sum(row[i] for row in rows) for i in range(1, 5)]
+    assert totals == [0, 0, 2, 1]  # succeeded, failed here; completed, died stored
 
 
 def test_each_list_shows_its_jobs_with_filters_and_pages(make_queue: MakeQueue) -> None:

@@ -59,6 +59,18 @@ stores). The dashboard and ``JobQueue.browse`` use it where present, and
 ``page_from_list`` (the whole of ``list_jobs``) where not, so a store
 written before keeps working.
 
+Finished per minute (optional): a store shared between processes may also
+answer ``finished_per_minute(since, now) -> list[FinishedMinute]``: for the
+minutes from ``since`` (a multiple of 60) to ``now``'s, oldest first (those
+in which nothing finished may be left out), how many kept completed jobs
+(not expired at ``now``) and dead jobs had their last attempt end
+(``finished_at``) then. One read of an index range: the jobs finished since
+``since``, so its cost grows with the jobs finished in those minutes, never
+with the rest (SQLite and PostgreSQL). The
+dashboard shows it beside this process's own events; ``JobQueue.
+finished_per_minute`` returns ``None`` for a store without it (memory and
+JSON: one process changes their jobs, and its events tell everything).
+
 Dead letters: each burial keeps the newest ``dead_letter_limit`` dead jobs
 (given to ``open``), dropping the oldest beyond it and logging each with
 ``log_dropped_dead``: nothing disappears silently.
@@ -146,14 +158,16 @@ class Failure(NamedTuple):
 class StoreStats:
     """The counts a store can answer in O(1) (memory, JSON) or one query.
 
-    ``pending`` counts delayed jobs too; ``delayed`` those of them not due yet
-    (a store written before it reports 0).
+    ``pending`` counts delayed jobs too; ``delayed`` those of them not due yet;
+    ``kept`` the completed jobs kept with their results whose ``keep_until``
+    is still ahead (a store written before them reports 0).
     """
 
     pending: int
     running: int
     dead: int
     delayed: int = 0
+    kept: int = 0
 
 
 class Signal:
@@ -352,8 +366,10 @@ class Store(Protocol):
 
     def stats(self) -> StoreStats:
         """Pending (delayed included), running and dead counts (completed
-        jobs are in none), and how many pending jobs are not due yet at the
-        clock ``open`` was given (``Signal.clock``)."""
+        jobs are in none), how many pending jobs are not due yet, and how
+        many completed jobs are kept, expired ones not counted even while
+        not purged yet, both at the clock ``open`` was given
+        (``Signal.clock``)."""
 
     def next_due(self) -> float | None:
         """When the earliest pending job becomes due; ``None`` if none is pending."""

@@ -448,8 +448,20 @@ class MemoryStore(OneJobCalls):
                 if run_at > now and self._pending_entry(run_at, job_id) is not None
             )
             return StoreStats(
-                self._pending, len(self._claims), len(self._dead), delayed
-            )
+                self._pending, len(self._claims), len(self._dead), delayed,
+                len(self._completed) - self._expired_count(now),
+            )  # fmt: skip
+
+    def _expired_count(self, now: float) -> int:
+        """Kept completed jobs expired but not purged yet (the next finish
+        purges them): the head of ``_completed``, which is in expiry order
+        and holds every completed job, so a walk of those few is enough."""
+        expired = 0
+        for expires_at, _ in self._completed:
+            if expires_at > now:
+                break
+            expired += 1
+        return expired
 
     def page_jobs(self, query: JobQuery, now: float) -> JobPage:
         """A page of a list (see ``jobq.stores.pages``): a walk of the jobs

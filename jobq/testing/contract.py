@@ -356,7 +356,7 @@ class StoreContractTests:
         queue.run_pending()
 
         assert queue.stats() == Stats(
-            pending=0, running=0, dead=0, completed=1, retried=0
+            pending=0, running=0, dead=0, completed=1, retried=0, kept=1
         )
         assert queue.join(timeout=0)
 
@@ -1273,6 +1273,84 @@ class StoreContractTests:
         clock.advance(60)
 
         assert (queue.stats().pending, queue.stats().delayed) == (1, 0)
+
+    def test_stats_count_kept_completed_jobs_until_they_expire(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, keep_completed=60, clock=clock)
+        queue.enqueue("first")
+        queue.run_pending()
+        clock.advance(30)
+        queue.enqueue("second")
+        queue.run_pending()
+        assert queue.stats().kept == 2
+
+        clock.advance(45)  # the first expired; no finish purged it yet
+        assert (queue.stats().kept, queue.stats().completed) == (1, 2)
+
+        clock.advance(30)
+        assert queue.stats().kept == 0
+
+    def test_stats_count_no_kept_jobs_when_results_are_not_kept(
+        self, make_queue: MakeQueue
+    ) -> None:
+        queue = make_queue(succeed)
+        queue.enqueue("x")
+        queue.run_pending()
+
+        assert (queue.stats().kept, queue.stats().completed) == (0, 1)
+
+    # -- jobs finished per minute (Store.finished_per_minute, where present) ----------
+
+    def test_finished_per_minute_counts_kept_completed_and_dead_jobs_by_minute(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        def handler(job: Job[Any]) -> None:
+            clock.advance(job.payload["takes"])
+            if job.payload["dies"]:
+                raise Fatal("no")
+
+        queue = make_queue(handler, keep_completed=600, clock=clock)
+        if queue.finished_per_minute() is None:
+            pytest.skip("the store has no finished_per_minute (optional)")
+        minute = T0 - T0 % 60  # the clock is at the start of a minute
+        clock.advance(minute + 10 - clock())
+        queue.enqueue_many([
+            {"takes": 0, "dies": False}, {"takes": 0, "dies": True},
+            {"takes": 60, "dies": False},  # ends in the next minute
+            {"takes": 0, "dies": True},
+        ])  # fmt: skip
+        queue.run_pending()
+
+        found = queue.finished_per_minute(3)
+
+        assert found == [
+            jobq.FinishedMinute(minute - 60, 0, 0),
+            jobq.FinishedMinute(minute, 1, 1),
+            jobq.FinishedMinute(minute + 60, 1, 1),
+        ]
+
+    def test_finished_per_minute_leaves_out_expired_and_older_jobs(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(die, clock=clock)
+        if queue.finished_per_minute() is None:
+            pytest.skip("the store has no finished_per_minute (optional)")
+        kept = make_queue(succeed, keep_completed=90, clock=clock)
+        clock.advance(T0 - T0 % 60 - clock())  # the start of a minute
+        queue.enqueue("dies long ago")
+        queue.run_pending()
+        kept.enqueue("expires")
+        kept.run_pending()
+        clock.advance(120)  # the completed one expired (not purged yet)
+
+        assert queue.finished_per_minute(2) == [
+            jobq.FinishedMinute(clock() - 60, 0, 0),
+            jobq.FinishedMinute(clock(), 0, 0),
+        ]
+        assert [
+            (m.completed, m.died) for m in queue.finished_per_minute(3) or []
+        ] == [(0, 1), (0, 0), (0, 0)]
 
     # -- pages of the job lists (JobQueue.browse; Store.page_jobs where present) -------
 

@@ -1,6 +1,8 @@
-"""Recent throughput: succeeded and failed attempts per minute, counted from
+"""Recent throughput per minute: succeeded and failed attempts counted from
 the events of this process's queue (a standalone dashboard runs no jobs, so
-it shows none: see the README)."""
+it counts none), beside what the store tells of every process's jobs where
+it can (``JobQueue.finished_per_minute``: jobs completed, when results are
+kept, and jobs that died)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import threading
 from collections import OrderedDict
 
 from jobq.events import Event, EventKind
+from jobq.types import FinishedMinute
 
 #: Minutes kept (and shown).
 MINUTES = 10
@@ -47,3 +50,27 @@ class Throughput:
                 (m * 60, *self._minutes.get(m, (0, 0)))
                 for m in range(last - MINUTES + 1, last + 1)
             ]
+
+
+def table(
+    recent: list[tuple[int, int, int]],
+    stored: list[FinishedMinute] | None,
+    keeps_results: bool,
+) -> tuple[list[str], list[list[int]]]:
+    """The overview's table: its columns after the minute, and its rows
+    (minute start, then a count per column), oldest first. The store's
+    columns only where it tells (``stored``), its completed jobs only where
+    the queue keeps them (else none are there to count)."""
+    columns = ["Succeeded", "Failed"]
+    if stored is not None:
+        columns += ["Completed", "Died"] if keeps_results else ["Died"]
+    by_minute = {int(m.start): m for m in stored or ()}
+    rows = []
+    for minute, succeeded, failed in recent:
+        row = [minute, succeeded, failed]
+        found = by_minute.get(minute)
+        if stored is not None:
+            completed, died = (found.completed, found.died) if found else (0, 0)
+            row += [completed, died] if keeps_results else [died]
+        rows.append(row)
+    return columns, rows

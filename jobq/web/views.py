@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from jobq.stores.pages import VIEWS
 from jobq.web.http import Request, Response, redirect
 from jobq.web.rendering import ASSET_TYPES
+from jobq.web.throughput import MINUTES, table
 
 if TYPE_CHECKING:
     from jobq.web.app import Dashboard
@@ -39,16 +40,28 @@ def counts(dashboard: Dashboard) -> dict[str, int]:
         "running": stats.running,
         "dead": stats.dead,
         "completed": stats.completed,
+        "kept": stats.kept,
         "retried": stats.retried,
     }
 
 
+def throughput(dashboard: Dashboard) -> dict[str, Any]:
+    """The throughput table: ``columns`` and ``rows`` (see ``table``), and
+    whether the store's columns are there (``stored``)."""
+    queue = dashboard.queue
+    stored = queue.finished_per_minute(MINUTES)
+    columns, rows = table(
+        dashboard.throughput.recent(time.time()), stored, queue.keep_completed > 0
+    )
+    return {"columns": columns, "rows": rows, "stored": stored is not None}
+
+
 def overview(dashboard: Dashboard, request: Request) -> Response:
-    now = time.time()
     return dashboard.renderer.page(
         dashboard, request, "overview.html",
         counts=counts(dashboard),
-        throughput=dashboard.throughput.recent(now),
+        keeps_results=dashboard.queue.keep_completed > 0,
+        throughput=throughput(dashboard),
         schedules=dashboard.queue.schedules(),
         message=MESSAGES.get(request.query.get("msg", "")),
     )  # fmt: skip
@@ -56,11 +69,7 @@ def overview(dashboard: Dashboard, request: Request) -> Response:
 
 def stats_json(dashboard: Dashboard, request: Request) -> Response:
     """What the overview refreshes itself with."""
-    now = time.time()
-    body = {
-        "counts": counts(dashboard),
-        "throughput": dashboard.throughput.recent(now),
-    }
+    body = {"counts": counts(dashboard), "throughput": throughput(dashboard)["rows"]}
     return Response(200, json.dumps(body).encode(), "application/json")
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from jobq import AttemptError, Enqueued, JobRecord, JobState
+from jobq import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
 from jobq.stores.base import (
     Claim,
     Done,
@@ -276,7 +276,24 @@ class DictStore:
                     row.state is JobState.PENDING and row.run_at > now
                     for row in self.shelf.rows.values()
                 ),
+                kept=sum(
+                    row.state is JobState.COMPLETED and not self._expired(row, now)
+                    for row in self.shelf.rows.values()
+                ),
             )
+
+    def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:
+        """The optional read (see ``jobq.stores.base``), by a scan."""
+        with self.signal.lock:
+            counts: dict[float, list[int]] = {}
+            for row in self.shelf.rows.values():
+                kept = row.state is JobState.COMPLETED and not self._expired(row, now)
+                if row.finished_at is None or row.finished_at < since:
+                    continue
+                if kept or row.state is JobState.DEAD:
+                    minute = counts.setdefault(row.finished_at // 60 * 60, [0, 0])
+                    minute[0 if kept else 1] += 1
+            return [FinishedMinute(m, *counts[m]) for m in sorted(counts)]
 
     def next_due(self) -> float | None:
         with self.signal.lock:

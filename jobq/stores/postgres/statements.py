@@ -267,6 +267,25 @@ SERIAL = "SET LOCAL max_parallel_workers_per_gather = 0"
 #: Scheduled jobs already due that no claim moved yet (see ``stats``).
 DUE_SCHEDULED = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}"""
+#: Completed jobs expired that no finish purged yet (see ``stats``).
+EXPIRED_COMPLETED = """SELECT count(*) FROM {jobs}
+    WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}"""
+#: Jobs finished per minute since a time (``finished_per_minute``): one
+#: range of ``jobs_finished`` (which covers every column read) per minute,
+#: each counted by a plain aggregate: a GROUP BY over the whole range would
+#: sort every row first. ``(SELECT {now})`` is computed once (an init plan),
+#: not for each row as the database clock's expression would be.
+FINISHED_PER_MINUTE = """SELECT m.start::float8, c.completed, c.died
+    FROM generate_series(%(since)s::bigint, floor({now})::bigint, 60) AS m(start)
+    CROSS JOIN LATERAL (SELECT
+            count(*) FILTER (WHERE state = 'completed'
+                AND expires_at > (SELECT {now}))
+                AS completed,
+            count(*) FILTER (WHERE state = 'dead') AS died
+        FROM {jobs}
+        WHERE queue = %(q)s AND state IN ('completed', 'dead')
+            AND finished_at >= m.start AND finished_at < m.start + 60) AS c
+    ORDER BY m.start"""
 
 
 class Statements:
@@ -293,7 +312,7 @@ class Statements:
             "lazy_commit": sql.SQL(LAZY_COMMIT),
         }
         for index in ("ready", "scheduled", "running", "dead", "completed",
-                      "live_keys"):  # fmt: skip
+                      "live_keys", "finished"):  # fmt: skip
             idents[f"jobs_{index}"] = sql.Identifier(f"jobs_{index}")
         #: Qualified names as text, for parameters such as ``::regclass``.
         self.names = {
@@ -331,6 +350,8 @@ class Statements:
         self.cancel = render(CANCEL)
         self.counts = render(COUNTS)
         self.due_scheduled = render(DUE_SCHEDULED)
+        self.expired_completed = render(EXPIRED_COMPLETED)
+        self.finished_per_minute = render(FINISHED_PER_MINUTE)
         self.serial = render(SERIAL)
         self.pages = {view: render(text) for view, text in PAGES.items()}
         self.pending = render(PENDING)

@@ -80,7 +80,7 @@ from jobq.stores.postgres.schema import (
 )
 from jobq.stores.postgres.statements import Statements
 from jobq.stores.postgres.wakeups import Listener, Notifier, channel_name
-from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
 
 if TYPE_CHECKING:
     import psycopg
@@ -786,12 +786,27 @@ class PostgresStore(OneJobCalls):
         with self._serial_reads() as conn:
             counts = dict(conn.execute(self._sql.counts, params).fetchall())
             due = first(conn.execute(self._sql.due_scheduled, params).fetchone())
+            expired = first(
+                conn.execute(self._sql.expired_completed, params).fetchone()
+            )
         return StoreStats(
             int(counts.get("scheduled", 0) + counts.get("ready", 0)),
             int(counts.get("running", 0)),
             int(counts.get("dead", 0)),
             int(counts.get("scheduled", 0) - due),
+            int(counts.get("completed", 0) - expired),
         )
+
+    def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:
+        """Jobs finished per minute (see ``jobq.stores.base``): one count
+        over each minute's range of the ``jobs_finished`` index."""
+        params = {"q": self.queue, "since": since, "now": self._now(now)}
+        with self._serial_reads() as conn:
+            rows = conn.execute(self._sql.finished_per_minute, params).fetchall()
+        return [
+            FinishedMinute(float(m), int(completed), int(died))
+            for m, completed, died in rows
+        ]
 
     def page_jobs(self, query: JobQuery, now: float) -> JobPage:
         """A page of a list (see ``jobq.stores.pages``): one statement over

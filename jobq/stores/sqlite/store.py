@@ -75,6 +75,8 @@ from jobq.stores.sqlite.statements import (
     DUE_SCHEDULED,
     EXPIRE_COMPLETED,
     EXPIRED,
+    EXPIRED_COMPLETED,
+    FINISHED_PER_MINUTE,
     GET,
     GET_SCHEDULE,
     HELD_KEY,
@@ -99,7 +101,7 @@ from jobq.stores.sqlite.statements import (
     renew,
 )
 from jobq.stores.sqlite.wakeups import Watcher
-from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
 
 logger = logging.getLogger("jobq.stores.sqlite")
 
@@ -575,14 +577,28 @@ class SqliteStore(OneJobCalls):
             # settle the queue, before reading, so none settles unseen.
             self._watcher.joining()
         with self._reading() as conn:
+            now = self._signal.clock()
             counts = dict(conn.execute(COUNTS).fetchall())
-            due = conn.execute(DUE_SCHEDULED, (self._signal.clock(),)).fetchone()[0]
+            due = conn.execute(DUE_SCHEDULED, (now,)).fetchone()[0]
+            expired = conn.execute(EXPIRED_COMPLETED, (now,)).fetchone()[0]
         return StoreStats(
             counts["scheduled"] + counts["ready"],
             counts["running"],
             counts["dead"],
             counts["scheduled"] - due,
+            counts["completed"] - expired,
         )
+
+    def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:
+        """Jobs finished per minute (see ``jobq.stores.base``): two counts
+        over each minute's range of the ``jobq_finished`` index."""
+        self._check_process()
+        with self._reading() as conn:
+            params = {"since": since, "now": now}
+            rows = conn.execute(FINISHED_PER_MINUTE, params).fetchall()
+        return [
+            FinishedMinute(float(m), completed, died) for m, completed, died in rows
+        ]
 
     def page_jobs(self, query: JobQuery, now: float) -> JobPage:
         """A page of a list (see ``jobq.stores.pages``): one statement over

@@ -32,7 +32,7 @@
       if (rows) {
         rows.replaceChildren(...data.throughput.slice().reverse().map(function (m) {
           const tr = document.createElement("tr");
-          tr.append(cell(minute(m[0])), cell(m[1]), cell(m[2]));
+          tr.append(cell(minute(m[0])), ...m.slice(1).map(cell));
           return tr;
         }));
       }
