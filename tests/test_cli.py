@@ -132,20 +132,16 @@ def test_stats_as_text_and_json(
 
     assert text.code == 0
     assert text.out.split() == [
-        "pending",
-        "2",
-        "running",
-        "0",
-        "dead",
-        "1",
-        "abandoned",
-        "0",
-    ]
+        "pending", "2", "delayed", "2", "running", "0", "dead", "1",
+        "kept", "0", "abandoned", "0",
+    ]  # fmt: skip
     assert as_json.code == 0
     assert json.loads(as_json.out) == {
         "pending": 2,
+        "delayed": 2,
         "running": 0,
         "dead": 1,
+        "kept": 0,
         "abandoned": 0,
     }
 
@@ -436,7 +432,14 @@ def test_purge_dead_refuses_without_yes(
     assert "3 dead jobs" in refused.err
     assert "--yes" in refused.err
     counts = json.loads(run(capsys, "stats", "--json", *target.args).out)
-    assert counts == {"pending": 1, "running": 0, "dead": 3, "abandoned": 0}
+    assert counts == {
+        "pending": 1,
+        "delayed": 1,
+        "running": 0,
+        "dead": 3,
+        "kept": 0,
+        "abandoned": 0,
+    }
 
 
 def test_purge_dead_with_yes_deletes_every_dead_job(
@@ -449,7 +452,14 @@ def test_purge_dead_with_yes_deletes_every_dead_job(
     assert result.code == 0
     assert json.loads(result.out) == {"deleted": 3}
     counts = json.loads(run(capsys, "stats", "--json", *target.args).out)
-    assert counts == {"pending": 1, "running": 0, "dead": 0, "abandoned": 0}
+    assert counts == {
+        "pending": 1,
+        "delayed": 1,
+        "running": 0,
+        "dead": 0,
+        "kept": 0,
+        "abandoned": 0,
+    }
     assert (
         run(capsys, "purge-dead", "--yes", *target.args).out == "deleted 0 dead jobs\n"
     )
@@ -700,8 +710,10 @@ def test_reading_while_an_owner_runs_and_changing_is_refused(
 
     assert json.loads(looked.out) == {
         "pending": 1,
+        "delayed": 1,
         "running": 0,
         "dead": 1,
+        "kept": 0,
         "abandoned": 0,
     }
     assert changed.code == 1
@@ -753,8 +765,10 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     }
     assert json.loads(looked.out) == {
         "pending": 0,
+        "delayed": 0,
         "running": 0,
         "dead": 0,
+        "kept": 0,
         "abandoned": 0,
     }
 
@@ -773,8 +787,10 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_4(
     assert migrated.out == f"the SQLite file {path}: jobq schema at version 4\n"
     assert json.loads(looked.out) == {
         "pending": 2,
+        "delayed": 1,
         "running": 0,
         "dead": 1,
+        "kept": 0,
         "abandoned": 0,
     }
 
@@ -803,8 +819,10 @@ def test_migrate_brings_a_postgres_schema_of_version_1_to_version_4(
     assert json.loads(migrated.out)["schema_version"] == 4
     assert json.loads(looked.out) == {
         "pending": 2,
+        "delayed": 1,
         "running": 0,
         "dead": 1,
+        "kept": 0,
         "abandoned": 0,
     }
 
@@ -851,8 +869,10 @@ def test_migrate_creates_a_postgres_schema(
     assert schema in json.loads(created.out)["store"]
     assert json.loads(looked.out) == {
         "pending": 0,
+        "delayed": 0,
         "running": 0,
         "dead": 0,
+        "kept": 0,
         "abandoned": 0,
     }
 
@@ -999,8 +1019,10 @@ def test_worker_runs_jobs_and_exits_0_on_a_signal(
     counts = run(capsys, "stats", "--json", "--store", worker_store)
     assert json.loads(counts.out) == {
         "pending": 0,
+        "delayed": 0,
         "running": 0,
         "dead": 1,
+        "kept": 0,
         "abandoned": 0,
     }
 

@@ -292,15 +292,18 @@ def test_manage_py_jobq_stats() -> None:
     out = io.StringIO()
     call_command("jobq", "stats", stdout=out)
     assert out.getvalue() == (
-        f"pending    {stats.pending}\nrunning    {stats.running}\n"
-        f"dead       {stats.dead}\nabandoned  0\n"
+        f"pending    {stats.pending}\ndelayed    {stats.delayed}\n"
+        f"running    {stats.running}\ndead       {stats.dead}\n"
+        f"kept       {stats.kept}\nabandoned  0\n"
     )
     out = io.StringIO()
     call_command("jobq", "stats", "--json", stdout=out)
     assert json.loads(out.getvalue()) == {
         "pending": stats.pending,
+        "delayed": stats.delayed,
         "running": stats.running,
         "dead": stats.dead,
+        "kept": stats.kept,
         "abandoned": 0,
     }
 
@@ -418,7 +421,9 @@ def test_the_example_project_runs(tmp_path: Path) -> None:
         "jobs run: 1",
         "order 1 receipt sent: True",
         "pending    0",
+        "delayed    0",
         "running    0",
         "dead       0",
+        "kept       1",  # its Django Tasks result
         "abandoned  0",
     ]

@@ -299,8 +299,10 @@ def test_flask_jobq_stats(cli_app: Flask) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
         "pending": 0,
+        "delayed": 0,
         "running": 0,
         "dead": 1,
+        "kept": 0,
         "abandoned": 0,
     }
 

@@ -134,12 +134,15 @@ def to_json(value: Any) -> str:
 
 
 def stats(counts: Stats, *, as_json: bool = False) -> str:
-    """Pending (delayed included), running and dead jobs, and the worker
-    threads this process's queue abandoned at a time limit."""
+    """Pending (delayed included), delayed, running and dead jobs, completed
+    ones whose results are kept, and the worker threads this process's queue
+    abandoned at a time limit."""
     shown = {
         "pending": counts.pending,
+        "delayed": counts.delayed,
         "running": counts.running,
         "dead": counts.dead,
+        "kept": counts.kept,
         "abandoned": counts.abandoned,
     }
     if as_json:
