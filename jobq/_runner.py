@@ -439,19 +439,20 @@ class Runner:
         kind: EventKind,
         callbacks: tuple[Subscriber, ...],
     ) -> None:
-        claim = outcome.claim
         if isinstance(outcome, Succeeded):
-            error, result, ended_at = None, outcome.value, outcome.ended_at
+            claim, error, result = outcome.done.claim, None, outcome.value
+            ended_at = outcome.ended_at
         else:
-            error, result = outcome.failure.error, None
-            ended_at = error.at
-        ran = ended_at - outcome.started_at
+            claim, error, _ = outcome.failure
+            result, ended_at = None, error.at
+        started_at = outcome.started_at
+        ran, wait = ended_at - started_at, started_at - claim.run_at
         publish(
             callbacks,
             new_event(
                 kind, claim.id, claim.task, claim.attempt, ended_at,
-                ran if ran > 0.0 else 0.0, None, error, result,
-                outcome.job,
+                ran if ran > 0.0 else 0.0, wait if wait > 0.0 else 0.0,
+                error, result, outcome.job,
             ),
         )  # fmt: skip
 
