@@ -147,7 +147,7 @@ class Metrics:
         self.multiprocess = multiprocess_mode()
         self._registered: list[Any] = []
         counts: Tally | SharedCounts
-        kinds = COUNTED
+        kinds: tuple[EventKind, ...] = COUNTED
         if self.multiprocess:
             # The values live in files: the metric objects belong to no
             # registry, and the one to scrape reads the files.
