@@ -62,16 +62,22 @@ class NoHandler(Fatal):
     job is dead at once."""
 
 
-class Succeeded(NamedTuple):
+class Succeeded:
     """An attempt that returned: what the store records, what it returned,
     and for its events the ``Job`` it ran and when it started and ended
-    (the queue's clock; read only when someone subscribed, else 0)."""
+    (the queue's clock). A slotted class, not a ``NamedTuple``, whose
+    construction (through a Python ``__new__``) costs twice as much, and
+    one is built for every observed job."""
 
-    done: Done
-    value: Any
-    job: Job[Any] | None
-    started_at: float
-    ended_at: float
+    __slots__ = ("done", "ended_at", "job", "started_at", "value")
+
+    def __init__(self, done: Done, value: Any, job: Job[Any] | None,
+                 started_at: float, ended_at: float) -> None:  # fmt: skip
+        self.done = done
+        self.value = value
+        self.job = job
+        self.started_at = started_at
+        self.ended_at = ended_at
 
     @property
     def claim(self) -> Claim:
@@ -217,14 +223,12 @@ class Runner:
             job = job_of(claim)
             if self.subscribers.started:
                 self._started(claim, job, started_at)
-            if self.middleware:
-                call = wrap(self.middleware, job, lambda: self._invoke(claim, job))
-            else:
-                call = functools.partial(self._invoke, claim, job)
-            if limit is None or claim.timeout is None:
-                value = call()
-            else:
-                value = limit.call(claim, call)
+            if limit is not None and claim.timeout is not None:
+                value = limit.call(claim, self._attempt(claim, job))
+            elif self.middleware:
+                value = self._attempt(claim, job)()
+            else:  # the common case, called here: no closure to build
+                value = self._invoke(claim, job)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
             if limit is not None:
                 exc = limit.settle(claim, exc)
@@ -233,6 +237,12 @@ class Runner:
             self.active.pop(running, None)
         done = Done(claim, self._stored_result(claim, value))
         return Succeeded(done, value, job, started_at, self.clock())
+
+    def _attempt(self, claim: Claim, job: Job[Any]) -> Callable[[], Any]:
+        """The attempt as a call: through the middleware, if any."""
+        if self.middleware:
+            return wrap(self.middleware, job, lambda: self._invoke(claim, job))
+        return functools.partial(self._invoke, claim, job)
 
     def abandoned(self, claim: Claim, exc: JobTimeout, thread: int | None) -> Failed:
         """The failed attempt recorded for a handler abandoned at its time
