@@ -214,10 +214,12 @@ class Runner:
     def _observed(self, claim: Claim, limit: ThreadLimit | None) -> Outcome:
         """``run_one`` with the ``Job`` built for the middleware and events,
         ``started`` published, and the attempt's times kept for the events
-        that ``record`` publishes."""
+        that ``record`` publishes: read only if someone subscribed to an
+        attempt's events (middleware alone needs neither them nor a clock)."""
         running = id(claim)
         self.active[running] = (claim, time.monotonic())
-        started_at = self.clock()
+        observed = self.subscribers.attempts
+        started_at = self.clock() if observed else 0.0
         job = None
         try:
             job = job_of(claim)
@@ -236,6 +238,8 @@ class Runner:
         finally:
             self.active.pop(running, None)
         done = Done(claim, self._stored_result(claim, value))
+        if not observed:
+            return done
         return Succeeded(done, value, job, started_at, self.clock())
 
     def _attempt(self, claim: Claim, job: Job[Any]) -> Callable[[], Any]:
