@@ -62,16 +62,22 @@ class NoHandler(Fatal):
     job is dead at once."""
 
 
-class Succeeded(NamedTuple):
+class Succeeded:
     """An attempt that returned: what the store records, what it returned,
     and for its events the ``Job`` it ran and when it started and ended
-    (the queue's clock; read only when someone subscribed, else 0)."""
+    (the queue's clock). A slotted class, not a ``NamedTuple``, whose
+    construction (through a Python ``__new__``) costs twice as much, and
+    one is built for every observed job."""
 
-    done: Done
-    value: Any
-    job: Job[Any] | None
-    started_at: float
-    ended_at: float
+    __slots__ = ("done", "ended_at", "job", "started_at", "value")
+
+    def __init__(self, done: Done, value: Any, job: Job[Any] | None,
+                 started_at: float, ended_at: float) -> None:  # fmt: skip
+        self.done = done
+        self.value = value
+        self.job = job
+        self.started_at = started_at
+        self.ended_at = ended_at
 
     @property
     def claim(self) -> Claim:
@@ -208,23 +214,23 @@ class Runner:
     def _observed(self, claim: Claim, limit: ThreadLimit | None) -> Outcome:
         """``run_one`` with the ``Job`` built for the middleware and events,
         ``started`` published, and the attempt's times kept for the events
-        that ``record`` publishes."""
+        that ``record`` publishes: read only if someone subscribed to an
+        attempt's events (middleware alone needs neither them nor a clock)."""
         running = id(claim)
         self.active[running] = (claim, time.monotonic())
-        started_at = self.clock()
+        observed = self.subscribers.attempts
+        started_at = self.clock() if observed else 0.0
         job = None
         try:
             job = job_of(claim)
             if self.subscribers.started:
                 self._started(claim, job, started_at)
-            if self.middleware:
-                call = wrap(self.middleware, job, lambda: self._invoke(claim, job))
-            else:
-                call = functools.partial(self._invoke, claim, job)
-            if limit is None or claim.timeout is None:
-                value = call()
-            else:
-                value = limit.call(claim, call)
+            if limit is not None and claim.timeout is not None:
+                value = limit.call(claim, self._attempt(claim, job))
+            elif self.middleware:
+                value = self._attempt(claim, job)()
+            else:  # the common case, called here: no closure to build
+                value = self._invoke(claim, job)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
             if limit is not None:
                 exc = limit.settle(claim, exc)
@@ -232,7 +238,15 @@ class Runner:
         finally:
             self.active.pop(running, None)
         done = Done(claim, self._stored_result(claim, value))
+        if not observed:
+            return done
         return Succeeded(done, value, job, started_at, self.clock())
+
+    def _attempt(self, claim: Claim, job: Job[Any]) -> Callable[[], Any]:
+        """The attempt as a call: through the middleware, if any."""
+        if self.middleware:
+            return wrap(self.middleware, job, lambda: self._invoke(claim, job))
+        return functools.partial(self._invoke, claim, job)
 
     def abandoned(self, claim: Claim, exc: JobTimeout, thread: int | None) -> Failed:
         """The failed attempt recorded for a handler abandoned at its time
@@ -439,19 +453,20 @@ class Runner:
         kind: EventKind,
         callbacks: tuple[Subscriber, ...],
     ) -> None:
-        claim = outcome.claim
         if isinstance(outcome, Succeeded):
-            error, result, ended_at = None, outcome.value, outcome.ended_at
+            claim, error, result = outcome.done.claim, None, outcome.value
+            ended_at = outcome.ended_at
         else:
-            error, result = outcome.failure.error, None
-            ended_at = error.at
-        ran = ended_at - outcome.started_at
+            claim, error, _ = outcome.failure
+            result, ended_at = None, error.at
+        started_at = outcome.started_at
+        ran, wait = ended_at - started_at, started_at - claim.run_at
         publish(
             callbacks,
             new_event(
                 kind, claim.id, claim.task, claim.attempt, ended_at,
-                ran if ran > 0.0 else 0.0, None, error, result,
-                outcome.job,
+                ran if ran > 0.0 else 0.0, wait if wait > 0.0 else 0.0,
+                error, result, outcome.job,
             ),
         )  # fmt: skip
 

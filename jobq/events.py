@@ -57,7 +57,9 @@ class Event:
     other kinds. ``at`` is when it happened (epoch seconds, the queue's
     clock). ``duration`` is how long the attempt ran (``succeeded``,
     ``retrying``, ``dead``), ``wait`` how long the job waited from being due
-    to starting (``started``); both in seconds of the queue's clock.
+    to starting the attempt (``started``, and again at its end:
+    ``succeeded``, ``retrying``, ``dead``, so that one subscription to the
+    ends sees both); both in seconds of the queue's clock.
     ``error`` is the failed attempt (``retrying``, ``dead``); ``result`` what
     the attempt returned (``succeeded``). ``job`` is the ``Job`` the attempt
     ran (attempt events only): its payload, key and task.

@@ -249,13 +249,16 @@ def test_every_kind_of_event_with_its_fields(
     assert started.attempt == 1
     assert started.job == Job(ok.id, "ok", 1, None, None)
     assert succeeded.duration == pytest.approx(2.0)
+    assert succeeded.wait == 6.0  # the attempt's wait, again at its end
     assert succeeded.result == "ok"
     assert succeeded.error is None
     retrying = by_job[retried.id][-1]
     assert retrying.duration == pytest.approx(2.0)
+    assert retrying.wait == by_job[retried.id][1].wait == 7.0
     assert retrying.error is not None
     assert (retrying.error.type, retrying.error.message) == ("ValueError", "once")
     died = by_job[dead.id][2]
+    assert died.wait == 9.0
     assert died.error is not None
     assert died.error.type == "jobq.errors.Fatal"
     assert by_job[dead.id][4].attempt == 1  # the revived job starts over

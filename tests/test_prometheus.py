@@ -189,6 +189,24 @@ def test_the_exposition_is_that_of_prometheus_client_s_own_metrics(
     assert our_created == their_created
 
 
+def test_an_attempts_wait_is_observed_when_it_ends(
+    registry: CollectorRegistry, clock: Clock
+) -> None:
+    during: list[Samples] = []
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(
+        lambda job: during.append(samples(registry)), clock=clock
+    )
+    instrument(queue, registry)
+    queue.enqueue("x")
+    clock.advance(0.3)
+    queue.run_pending()
+    task = (("task", PLAIN_TASK),)
+    assert only(during[0], "jobq_job_wait_seconds_count") == {task: 0.0}
+    after = samples(registry)
+    assert only(after, "jobq_job_wait_seconds_count") == {task: 1.0}
+    assert only(after, "jobq_job_wait_seconds_sum") == {task: pytest.approx(0.3)}
+
+
 def test_the_oldest_pending_age_grows_while_jobs_wait(
     registry: CollectorRegistry, clock: Clock
 ) -> None:

@@ -127,9 +127,11 @@ def metrics_for(queue: JobQueue[Any]) -> Metrics | None:
     return _instrumented.get(queue)
 
 
-#: The events the counters and histograms count (not deleted, cancelled).
-COUNTED = (EventKind.ENQUEUED, EventKind.STARTED, EventKind.SUCCEEDED,
-           EventKind.RETRYING, EventKind.DEAD, EventKind.REVIVED)  # fmt: skip
+#: The events the counters and histograms count (not deleted, cancelled):
+#: an attempt's wait comes with its end, so ``started`` is not among them
+#: (one event fewer per job); multiprocess mode adds it for its worker gauges.
+COUNTED = (EventKind.ENQUEUED, EventKind.SUCCEEDED, EventKind.RETRYING,
+           EventKind.DEAD, EventKind.REVIVED)  # fmt: skip
 
 
 class Metrics:
@@ -145,12 +147,14 @@ class Metrics:
         self.multiprocess = multiprocess_mode()
         self._registered: list[Any] = []
         counts: Tally | SharedCounts
+        kinds: tuple[EventKind, ...] = COUNTED
         if self.multiprocess:
             # The values live in files: the metric objects belong to no
             # registry, and the one to scrape reads the files.
             #: The registry to scrape: ``make_wsgi_app(metrics.registry)``.
             self.registry: CollectorRegistry = registry or CollectorRegistry()
             counts = SharedCounts(queue, namespace)
+            kinds = (*COUNTED, EventKind.STARTED)
             self._add(MultiProcessCollector(self.registry))  # type: ignore[no-untyped-call]
         else:
             self.registry = REGISTRY if registry is None else registry
@@ -159,7 +163,7 @@ class Metrics:
         self._add(StoreGauges(queue, namespace, workers=not self.multiprocess))
         # One subscription per kind: each event goes straight to its method.
         self._unsubscribe = [
-            queue.subscribe(getattr(counts, kind.value), kinds=kind) for kind in COUNTED
+            queue.subscribe(getattr(counts, kind.value), kinds=kind) for kind in kinds
         ]
 
     def _add(self, collector: Any) -> None:
@@ -240,22 +244,19 @@ class Tally:
         with self.lock:
             counts.counters[4] += 1
 
-    def started(self, event: Event) -> None:
-        counts = self.tasks.get(event.task) or self._counts(event.task)
-        wait = event.wait or 0.0
-        bucket = bisect_left(_WAIT_BOUNDS, wait)
-        with self.lock:
-            counts.wait[bucket] += 1
-            counts.wait_sum += wait
-
     def succeeded(self, event: Event, counter: int = 1) -> None:
+        """An attempt's end: its counter, its duration and its wait."""
         counts = self.tasks.get(event.task) or self._counts(event.task)
         duration = event.duration or 0.0
-        bucket = bisect_left(_DURATION_BOUNDS, duration)
+        wait = event.wait or 0.0
+        ran = bisect_left(_DURATION_BOUNDS, duration)
+        waited = bisect_left(_WAIT_BOUNDS, wait)
         with self.lock:
             counts.counters[counter] += 1
-            counts.duration[bucket] += 1
+            counts.duration[ran] += 1
             counts.duration_sum += duration
+            counts.wait[waited] += 1
+            counts.wait_sum += wait
 
     def retrying(self, event: Event) -> None:
         self.succeeded(event, 2)
@@ -352,13 +353,13 @@ class SharedCounts:
         self._for(event.task).revived.inc()
 
     def started(self, event: Event) -> None:
-        self._for(event.task).wait.observe(event.wait or 0.0)
         self._process.update(failed=False)
 
     def succeeded(self, event: Event, counter: str = "succeeded") -> None:
         series = self._for(event.task)
         getattr(series, counter).inc()
         series.duration.observe(event.duration or 0.0)
+        series.wait.observe(event.wait or 0.0)
         self._process.update(failed=event.error is not None)
 
     def retrying(self, event: Event) -> None:
