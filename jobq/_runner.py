@@ -87,12 +87,14 @@ class Succeeded:
 class Failed(NamedTuple):
     """A failed attempt: what the store records, the exception (for the
     log, and for ``run_pending`` to re-raise an interrupt), and for its
-    events the ``Job`` and when it started (it ended at ``failure.error.at``)."""
+    events the ``Job`` and when it started (it ended at ``failure.error.at``;
+    ``None``: nobody subscribed to attempt events when it started, so its
+    start was not read)."""
 
     failure: Failure
     exc: BaseException
     job: Job[Any] | None
-    started_at: float
+    started_at: float | None
 
     @property
     def claim(self) -> Claim:
@@ -206,7 +208,7 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
             if limit is not None:
                 exc = limit.settle(claim, exc)
-            return self._failed(claim, exc, None, 0.0)
+            return self._failed(claim, exc, None, None)
         finally:
             self.active.pop(running, None)  # gone if its thread was abandoned
         return Done(claim, self._stored_result(claim, value))
@@ -234,7 +236,7 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
             if limit is not None:
                 exc = limit.settle(claim, exc)
-            return self._failed(claim, exc, job, started_at)
+            return self._failed(claim, exc, job, started_at if observed else None)
         finally:
             self.active.pop(running, None)
         done = Done(claim, self._stored_result(claim, value))
@@ -305,7 +307,7 @@ class Runner:
         claim: Claim,
         exc: BaseException,
         job: Job[Any] | None,
-        started_at: float,
+        started_at: float | None,
     ) -> Failed:
         """The failed attempt ``exc`` ended: its error, and when the job runs
         again (never after a ``Fatal`` or its last attempt)."""
@@ -460,13 +462,16 @@ class Runner:
             claim, error, _ = outcome.failure
             result, ended_at = None, error.at
         started_at = outcome.started_at
-        ran, wait = ended_at - started_at, started_at - claim.run_at
+        ran: float | None = None
+        wait: float | None = None
+        if started_at is not None:  # else: subscribed during the attempt
+            ran, wait = ended_at - started_at, started_at - claim.run_at
+            ran, wait = (ran if ran > 0.0 else 0.0), (wait if wait > 0.0 else 0.0)
         publish(
             callbacks,
             new_event(
                 kind, claim.id, claim.task, claim.attempt, ended_at,
-                ran if ran > 0.0 else 0.0, wait if wait > 0.0 else 0.0,
-                error, result, outcome.job,
+                ran, wait, error, result, outcome.job,
             ),
         )  # fmt: skip
 

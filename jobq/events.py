@@ -59,7 +59,9 @@ class Event:
     ``retrying``, ``dead``), ``wait`` how long the job waited from being due
     to starting the attempt (``started``, and again at its end:
     ``succeeded``, ``retrying``, ``dead``, so that one subscription to the
-    ends sees both); both in seconds of the queue's clock.
+    ends sees both); both in seconds of the queue's clock, and both ``None``
+    on the end of a failed attempt that began before anyone subscribed to
+    attempt events (its start was not read).
     ``error`` is the failed attempt (``retrying``, ``dead``); ``result`` what
     the attempt returned (``succeeded``). ``job`` is the ``Job`` the attempt
     ran (attempt events only): its payload, key and task.

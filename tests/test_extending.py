@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -447,6 +448,33 @@ def test_events_come_from_worker_threads_too(make_queue: MakeQueue) -> None:
 
     assert events.kinds().count(EventKind.SUCCEEDED) == 10
     assert events.kinds().count(EventKind.STARTED) == 10
+
+
+def test_an_attempt_begun_before_the_subscription_ends_with_no_times() -> None:
+    """Nobody subscribed when the attempt began, so its start was never read:
+    its end event says so (``None``), rather than a duration since 1970."""
+    began, go = threading.Event(), threading.Event()
+
+    def fail_later(job: Job[Any]) -> None:
+        began.set()
+        go.wait(10)
+        raise ValueError("late")
+
+    events = Recorder()
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(fail_later, max_attempts=1)
+    queue.enqueue("x")
+    runner = threading.Thread(target=queue.run_pending)
+    runner.start()
+    assert began.wait(10)
+    queue.subscribe(events)
+    go.set()
+    runner.join(10)
+    queue.close()
+
+    (dead,) = [e for e in events.events if e.kind == EventKind.DEAD]
+    assert (dead.duration, dead.wait) == (None, None)
+    assert dead.error is not None
+    assert dead.error.message == "late"
 
 
 # -- the registry of named tasks ------------------------------------------------------
