@@ -334,6 +334,21 @@ def test_a_token_is_asked_on_every_route_then_kept_in_a_cookie(
         assert client.get(path).status_code == 200, path
 
 
+def test_cookies_are_secure_over_https_only(queue: jobq.JobQueue[Any]) -> None:
+    token = "t" * 32
+    over_https = Client(make_app(queue, token=token)).get(
+        f"/?token={token}", base_url="https://localhost"
+    )
+    over_http = Client(make_app(queue, token=token)).get(f"/?token={token}")
+
+    cookies = over_https.headers.getlist("Set-Cookie")
+    assert cookies
+    assert all(c.endswith("; HttpOnly; SameSite=Strict; Secure") for c in cookies)
+    plain = over_http.headers.getlist("Set-Cookie")
+    assert plain
+    assert all(c.endswith("; HttpOnly; SameSite=Strict") for c in plain)
+
+
 def test_a_mount_point_prefixes_every_link_and_redirect(
     queue: jobq.JobQueue[Any],
 ) -> None:

@@ -81,9 +81,11 @@ def framework_csrf(field: str, token: Callable[[Mapping[str, Any]], str]) -> Csr
 
 
 def cookie(name: str, value: str, request: Request) -> str:
-    """A Set-Cookie value: HttpOnly, SameSite=Strict, for the mount's path."""
+    """A Set-Cookie value: HttpOnly, SameSite=Strict, for the mount's path;
+    Secure when the request came over HTTPS (never sent over plain HTTP)."""
     path = request.script_name or "/"
-    return f"{name}={value}; Path={path}; HttpOnly; SameSite=Strict"
+    secure = "; Secure" if request.environ.get("wsgi.url_scheme") == "https" else ""
+    return f"{name}={value}; Path={path}; HttpOnly; SameSite=Strict{secure}"
 
 
 #: Headers a proxy adds: a request through one is not from this machine,
