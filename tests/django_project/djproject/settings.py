@@ -37,6 +37,14 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": ":memory:",
+        # The tests' database is a file: in memory, the live server's threads
+        # would share the test's one connection, which Django's documentation
+        # warns may fail at random (the browser test's POST did, once).
+        "TEST": {
+            "NAME": os.path.join(
+                tempfile.gettempdir(), f"jobq-django-tests-{os.getpid()}.sqlite3"
+            )
+        },
     }
 }
 
