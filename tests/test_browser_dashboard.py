@@ -223,6 +223,25 @@ def test_the_standalone_command_in_a_browser(tmp_path: Path, page: Any) -> None:
         process.communicate(timeout=10)
 
 
+@pytest.fixture
+def django_site() -> Iterator[str]:
+    """The test project served one request at a time. Not pytest-django's
+    live_server: its threads share one database connection (that of an
+    in-memory SQLite database), and a page's assets are asked for at once,
+    so two threads used it together (a request refused as anonymous, once a
+    segmentation fault). Here the server thread has its own connection to
+    the test database, a file (see the project's settings)."""
+    from django.core.wsgi import get_wsgi_application
+
+    server = make_server("127.0.0.1", 0, get_wsgi_application(), threaded=False)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join()
+    server.server_close()
+
+
 # The test project's SQLite file is shared with test_django.py's processes:
 # before SqliteStore stopped opening an existing file itself (see
 # test_another_store_on_the_file_leaves_this_process_its_locks), their exit
@@ -230,7 +249,7 @@ def test_the_standalone_command_in_a_browser(tmp_path: Path, page: Any) -> None:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("no_autostart")
 def test_the_django_mounting_in_a_browser(
-    live_server: Any, page: Any, django_user_model: Any
+    django_site: str, page: Any, django_user_model: Any
 ) -> None:
     from django.test import Client
     from playwright.sync_api import expect
@@ -242,10 +261,10 @@ def test_the_django_mounting_in_a_browser(
     client.force_login(django_user_model.objects.create_user("cy", is_staff=True))
     session = client.cookies["sessionid"].value
     page.context.add_cookies(
-        [{"name": "sessionid", "value": session, "url": live_server.url}]
+        [{"name": "sessionid", "value": session, "url": django_site}]
     )
 
-    page.goto(f"{live_server.url}/admin/jobq/job/{job_id}")
+    page.goto(f"{django_site}/admin/jobq/job/{job_id}")
     expect(page.locator("#payload")).to_contain_text(XSS)
     page.click("text=Retry")
 

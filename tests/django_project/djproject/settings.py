@@ -10,7 +10,7 @@ import tempfile
 
 SECRET_KEY = "jobq-tests-only"  # noqa: S105
 DEBUG = False
-ALLOWED_HOSTS = ["testserver", "localhost"]
+ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
 USE_TZ = True
 ROOT_URLCONF = "djproject.urls"
 STATIC_URL = "/static/"  # pytest-django's live_server serves it
@@ -37,9 +37,9 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": ":memory:",
-        # The tests' database is a file: in memory, the live server's threads
-        # would share the test's one connection, which Django's documentation
-        # warns may fail at random (the browser test's POST did, once).
+        # The tests' database is a file, so that the browser test's server
+        # thread can have a connection of its own to it (each connection to
+        # an in-memory database has a database of its own).
         "TEST": {
             "NAME": os.path.join(
                 tempfile.gettempdir(), f"jobq-django-tests-{os.getpid()}.sqlite3"
