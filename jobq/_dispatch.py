@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -192,7 +193,10 @@ class Dispatcher:
         """Enqueue the periodic jobs' slots that fell due (a comparison of
         times while none did), so this pass claims them."""
         scheduler = self._scheduler
-        if scheduler is not None and self._clock() >= scheduler.next_wake:
+        if scheduler is None:
+            return
+        wake = scheduler.next_wake
+        if wake != math.inf and self._clock() >= wake:  # no schedule: no clock read
             scheduler.tick()  # logs a store's failure itself
 
     def _nap(self) -> None:
