@@ -303,6 +303,19 @@ def test_without_a_check_only_loopback_addresses_are_served(
         assert client.get(path, environ_base={"REMOTE_ADDR": "::1"}).status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("remote", "status"),
+    [("::ffff:127.0.0.1", 200), ("::ffff:127.1.2.3", 200), ("::ffff:203.0.113.9", 403)],
+)
+def test_an_ipv4_mapped_address_is_judged_by_the_ipv4_address_it_maps(
+    queue: jobq.JobQueue[Any], remote: str, status: int
+) -> None:
+    """A dual-stack listener (``::``) reports IPv4 peers as ``::ffff:a.b.c.d``."""
+    client = Client(make_app(queue))
+
+    assert client.get("/", environ_base={"REMOTE_ADDR": remote}).status_code == status
+
+
 def test_the_application_check_decides_on_every_route(
     queue: jobq.JobQueue[Any],
 ) -> None:

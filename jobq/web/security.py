@@ -97,10 +97,20 @@ def loopback(request: Request) -> bool:
     """Whether the request comes from this machine, not through a proxy."""
     if any(name in request.environ for name in PROXY_HEADERS):
         return False
+    return loopback_address(request.remote_addr)
+
+
+def loopback_address(text: str) -> bool:
+    """Whether ``text`` is a loopback address: ``127.0.0.0/8``, ``::1``, or an
+    IPv4-mapped one (``::ffff:127.0.0.1``: how a dual-stack listener reports
+    an IPv4 peer), a zone index (``%lo``) aside."""
     try:
-        return ipaddress.ip_address(request.remote_addr.split("%")[0]).is_loopback
+        address = ipaddress.ip_address(text.split("%")[0])
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
 
 
 def token_matches(given: str, expected: str) -> bool:
