@@ -213,6 +213,35 @@ def test_bulk_actions_ask_first_then_act_on_the_filtered_dead_jobs(
     assert queue.stats().pending == 2
 
 
+def test_a_forged_cursor_or_a_filter_no_store_holds_answers_400_and_says_why(
+    make_queue: MakeQueue,
+) -> None:
+    queue = dead_queue(make_queue)
+    client = Client(make_app(queue))
+    token = csrf_of(client.get("/jobs/dead"))
+
+    beyond_64_bits = f"running?after=%5B{2**63 + 1}%5D"
+    answers = {
+        query: client.get(f"/jobs/{query}")
+        for query in [
+            "running?after=%5B" + "9" * 400 + "%5D",  # a 400-digit int
+            beyond_64_bits,
+            "dead?after=" + "%5B" * 5000,
+            "dead?key=a%00b", "dead?task=a%00b", "dead?error=a%00b",
+        ]
+    }  # fmt: skip
+    bulk = client.post(
+        "/jobs/dead/delete", data={"csrf": token, "error": "a\x00", "confirmed": "yes"}
+    )
+
+    for query, answer in answers.items():
+        assert answer.status_code == 400, query
+    assert "give the after of the page before" in answers[beyond_64_bits].text
+    assert "key must not contain NUL characters" in answers["dead?key=a%00b"].text
+    assert bulk.status_code == 400
+    assert queue.stats().dead == 1
+
+
 # -- security ------------------------------------------------------------------------
 
 

@@ -15,6 +15,13 @@ between two pages shifts nothing. Cursors are plain text (a JSON list of
 numbers): safe in a URL once quoted, checked when read back
 (``read_cursor``: ``ValueError`` for anything else).
 
+A cursor and the filters come from a client (the dashboard's query string),
+so ``JobQuery`` refuses what no store could read, with a ``ValueError`` that
+names it, before any store sees it: a cursor that is not a short list of
+numbers a store can compare (ints of 64 bits, finite floats), and filters
+with a NUL character or a lone surrogate (no store holds such text:
+PostgreSQL refuses NUL, SQLite and PostgreSQL cannot encode a surrogate).
+
 A store without ``page_jobs`` (one written before it) still pages through
 ``page_from_list``, which reads its ``list_jobs`` whole: correct, not fast.
 """
@@ -28,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from jobq._rules import INT64_MAX, INT64_MIN, check_text
 from jobq.types import JobRecord, JobState
 
 T = TypeVar("T")
@@ -37,6 +45,15 @@ VIEWS = ("due", "delayed", "running", "dead", "completed")
 
 #: The most jobs one page may hold.
 MAX_PAGE = 1000
+
+#: The longest cursor text read: a store writes at most three numbers (some
+#: 70 characters); refusing longer text before parsing it keeps a forged one
+#: from costing anything (or nesting deeper than the JSON reader recurses).
+MAX_CURSOR_CHARS = 200
+
+#: The bound of a cursor's ints: a database column (64 bits), or the memory
+#: stores' negated priority, one more (``-(-2**63)``).
+CURSOR_INT_BOUND = 2**63
 
 #: The state of the jobs of each list.
 VIEW_STATES = {
@@ -76,6 +93,12 @@ class JobQuery:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"{name} must be a str or None, not {value!r}")
+        for name in ("task", "key", "error"):
+            value = getattr(self, name)
+            if value is not None:
+                check_text(value, name)
+        if self.after is not None:
+            parse_cursor(self.after)
 
     def admits(self, task: str | None, key: str | None, last_error: str | None) -> bool:
         """Whether a job with these fields passes the filters."""
@@ -103,25 +126,57 @@ def write_cursor(key: Key) -> str:
     return json.dumps(list(key), separators=(",", ":"))
 
 
-def read_cursor(text: str | None, length: int) -> Key | None:
+def read_cursor(text: str | None, length: int, *, int64: bool = False) -> Key | None:
     """The sort key of cursor text (``None`` for none); ``ValueError`` if it
-    is not a list of ``length`` finite numbers (a cursor made elsewhere)."""
+    is not a list of ``length`` numbers a store can compare (a cursor made
+    elsewhere; see ``parse_cursor``). ``int64``: its ints must fit a 64-bit
+    column (the database stores' cursors are column values)."""
     if text is None:
         return None
+    values = parse_cursor(text)
+    if len(values) != length or (
+        int64
+        and not all(INT64_MIN <= v <= INT64_MAX for v in values if isinstance(v, int))
+    ):
+        raise _not_a_cursor(text)
+    return values
+
+
+def parse_cursor(text: str) -> Key:
+    """The numbers of cursor text, whatever the list; ``ValueError`` unless
+    it is a short JSON list of one to three ints (within
+    ``CURSOR_INT_BOUND``) and finite floats."""
+    if len(text) > MAX_CURSOR_CHARS:
+        raise _not_a_cursor(text)
     try:
         values = json.loads(text)
     except ValueError:
-        raise ValueError(f"not a page cursor: {text[:40]!r}") from None
+        raise _not_a_cursor(text) from None
     if (
         not isinstance(values, list)
-        or len(values) != length
-        or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            for v in values
-        )
+        or not 1 <= len(values) <= 3
+        or not all(_cursor_number(v) for v in values)
     ):
-        raise ValueError(f"not a page cursor: {text[:40]!r}")
+        raise _not_a_cursor(text)
     return tuple(values)
+
+
+def _cursor_number(value: object) -> bool:
+    """Checked without a conversion to float, which a 400-digit int would
+    overflow (``OverflowError``, not the client's ``ValueError``)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -CURSOR_INT_BOUND <= value <= CURSOR_INT_BOUND
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _not_a_cursor(text: str) -> ValueError:
+    shown = repr(text[:40]) + ("..." if len(text) > 40 else "")
+    return ValueError(
+        f"after is not a page cursor: {shown}; give the after of the page before "
+        "(JobPage.after), or None for the first page"
+    )
 
 
 def take_page(

@@ -1459,6 +1459,48 @@ class StoreContractTests:
         with pytest.raises(ValueError, match="view must be one of"):
             queue.browse("everything")
 
+    @pytest.mark.parametrize(
+        ("view", "after"),
+        [
+            ("running", "[" + "9" * 400 + "]"),  # beyond any float
+            ("running", f"[{2**63 + 1}]"),  # beyond 64 bits
+            ("dead", f"[{-(2**63) - 1}, 1]"),
+            ("due", "[1e999, 1, 1]"),  # infinite
+            ("dead", "[" * 5000),  # deeper than the JSON reader goes
+            ("due", "[" + "1," * 2000 + "1]"),
+            ("due", '["a", 1, 1]'),
+        ],
+        ids=["400-digits", "above-int64", "below-int64", "infinite", "nested",
+             "long", "text"],
+    )  # fmt: skip
+    def test_browse_refuses_a_forged_cursor_with_a_value_error(
+        self, make_queue: MakeQueue, view: str, after: str
+    ) -> None:
+        queue = make_queue(succeed)
+        queue.enqueue("x")
+
+        with pytest.raises(ValueError, match="not a page cursor") as refused:
+            queue.browse(view, after=after)
+        assert "the after of the page before" in str(refused.value)
+
+    @pytest.mark.parametrize("name", ["task", "key", "error"])
+    @pytest.mark.parametrize(
+        ("value", "problem"),
+        [("a\x00b", "NUL"), ("a\ud800b", "lone surrogate")],
+        ids=["nul", "surrogate"],
+    )
+    def test_browse_refuses_a_filter_no_store_can_hold_with_a_value_error(
+        self, make_queue: MakeQueue, name: str, value: str, problem: str
+    ) -> None:
+        queue = make_queue(die)
+        queue.enqueue("x", key="k")
+        queue.run_pending()
+
+        filters: dict[str, Any] = {name: value}
+
+        with pytest.raises(ValueError, match=f"{name} .*{problem}"):
+            queue.browse("dead", **filters)
+
     def test_stats_count_a_running_job(self, make_queue: MakeQueue) -> None:
         seen: list[Stats] = []
 

@@ -812,7 +812,7 @@ class PostgresStore(OneJobCalls):
         """A page of a list (see ``jobq.stores.pages``): one statement over
         the list's index, reading that page's rows."""
         start = DATABASE_FIRST[query.view]
-        cursor = read_cursor(query.after, len(start)) or start
+        cursor = read_cursor(query.after, len(start), int64=True) or start
         params: dict[str, object] = {
             "q": self.queue, "now": self._now(now), "limit": query.limit + 1,
             "task": query.task, "key": query.key, "error": query.error,

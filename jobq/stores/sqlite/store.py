@@ -604,7 +604,7 @@ class SqliteStore(OneJobCalls):
         """A page of a list (see ``jobq.stores.pages``): one statement over
         the list's index, reading that page's rows."""
         first = DATABASE_FIRST[query.view]
-        cursor = read_cursor(query.after, len(first)) or first
+        cursor = read_cursor(query.after, len(first), int64=True) or first
         params: dict[str, object] = {
             "now": now, "limit": query.limit + 1, "task": query.task,
             "key": query.key, "error": query.error,
