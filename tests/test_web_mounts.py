@@ -93,6 +93,50 @@ def test_flask_refuses_an_empty_prefix() -> None:
         JobQ(Flask("bad"), dashboard="/")
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        (
+            "JOBQ_DASHBOARD",
+            123,
+            "must be a path such as '/jobq' (str) or None, not 123",
+        ),
+        ("JOBQ_DASHBOARD_READ_ONLY", "false", "must be a bool, not 'false'"),
+    ],
+    ids=["prefix", "read-only"],
+)
+def test_flask_refuses_a_dashboard_setting_of_the_wrong_type_naming_it(
+    key: str, value: object, expected: str
+) -> None:
+    app = Flask("bad_dashboard")
+    app.config.update({"JOBQ_AUTOSTART": False, "JOBQ_DASHBOARD": "/q", key: value})
+
+    with pytest.raises(TypeError) as refused:
+        JobQ(app, handler=die)
+
+    assert str(refused.value) == f"app.config[{key!r}] {expected}"
+    assert "/q/" not in [rule.rule for rule in app.url_map.iter_rules()]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("dashboard", 123, "must be a path such as '/jobq' (str) or None, not 123"),
+        ("dashboard_read_only", "false", "must be a bool, not 'false'"),
+    ],
+    ids=["prefix", "read-only"],
+)
+def test_flask_refuses_a_dashboard_argument_of_the_wrong_type_naming_it(
+    option: str, value: object, expected: str
+) -> None:
+    arguments: dict[str, Any] = {"dashboard": "/q", option: value}
+
+    with pytest.raises(TypeError) as refused:
+        JobQ(Flask("bad_dashboard"), handler=die, **arguments)
+
+    assert str(refused.value) == f"JobQ({option}=...) {expected}"
+
+
 # -- Django ---------------------------------------------------------------------------
 
 
@@ -148,3 +192,49 @@ def test_django_actions_use_djangos_csrf_check(django_user_model: Any) -> None:
     assert record is not None
     assert record.state is JobState.PENDING
     get_queue().cancel(job_id)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "expected"),
+    [
+        (
+            "JOBQ_DASHBOARD_READ_ONLY",
+            "false",
+            "jobq.E003: settings.JOBQ_DASHBOARD_READ_ONLY must be a bool, not 'false'.",
+        ),
+        (
+            "JOBQ_DASHBOARD_ACCESS",
+            123,
+            "jobq.E003: settings.JOBQ_DASHBOARD_ACCESS must be a dotted path (str) "
+            "of a function of the request returning a bool, or None, not 123.",
+        ),
+        (
+            "JOBQ_DASHBOARD_ACCESS",
+            "djapp.nowhere.check",
+            "jobq.E005: settings.JOBQ_DASHBOARD_ACCESS 'djapp.nowhere.check' cannot "
+            "be imported",
+        ),
+    ],
+    ids=["read-only", "access-type", "access-import"],
+)
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_refuses_a_dashboard_setting_of_the_wrong_type_naming_it(
+    django_user_model: Any, setting: str, value: object, expected: str
+) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import Client, override_settings
+
+    from jobq.contrib.django import checks
+
+    client = Client()
+    client.force_login(django_user_model.objects.create_user("di", is_staff=True))
+
+    with override_settings(**{setting: value}):
+        found = [f"{m.id}: {m.msg}" for m in checks.check_settings()]
+        with pytest.raises(ImproperlyConfigured) as refused:
+            client.get("/admin/jobq/")
+
+    assert len(found) == 1
+    assert found[0].startswith(expected)
+    assert str(refused.value).startswith(expected)

@@ -68,7 +68,17 @@ from jobq.cli.operations import (
 )
 from jobq.cli.queues import queue_for_command
 from jobq.contrib import flask_dashboard
-from jobq.contrib.options import AUTOSTART, OPTIONS, PROMETHEUS, WORKERS, by_key
+from jobq.contrib.options import (
+    AUTOSTART,
+    DASHBOARD,
+    DASHBOARD_READ_ONLY,
+    FLASK_DASHBOARD_OPTIONS,
+    OPTIONS,
+    PROMETHEUS,
+    WORKERS,
+    Option,
+    by_key,
+)
 from jobq.errors import JobqError
 from jobq.middleware import Middleware
 from jobq.queue import JobQueue
@@ -146,6 +156,8 @@ class JobQ:
         dashboard_read_only: bool = False,
         **queue_options: Any,
     ) -> None:
+        _check_argument("dashboard", DASHBOARD, dashboard)
+        _check_argument("dashboard_read_only", DASHBOARD_READ_ONLY, dashboard_read_only)
         self.handler = handler
         self.dashboard = dashboard
         self.dashboard_auth = dashboard_auth
@@ -188,12 +200,12 @@ class JobQ:
         if autostart:
             app.before_request(functools.partial(_ensure_started, queue))
         app.cli.add_command(_command_group())
-        prefix = config.get("JOBQ_DASHBOARD", self.dashboard)
+        prefix = config.get(PREFIX + DASHBOARD.key, self.dashboard)
         if prefix is not None:
-            read_only = config.get("JOBQ_DASHBOARD_READ_ONLY", self.dashboard_read_only)
-            flask_dashboard.mount(
-                app, queue, prefix, self.dashboard_auth, bool(read_only)
+            read_only = config.get(
+                PREFIX + DASHBOARD_READ_ONLY.key, self.dashboard_read_only
             )
+            flask_dashboard.mount(app, queue, prefix, self.dashboard_auth, read_only)
 
     # -- the current app's queue -----------------------------------------------
 
@@ -340,13 +352,11 @@ class AppTask(Generic[P, R]):
 def _check_config(config: Mapping[str, Any]) -> None:
     """``TypeError`` for a ``JOBQ_*`` value of the wrong type (``JobQueue``
     judges the ranges); a WARNING for ``JOBQ_*`` keys jobq does not know."""
-    known = by_key()
+    known = by_key((*OPTIONS, *FLASK_DASHBOARD_OPTIONS))
     for key, value in config.items():
         if not key.startswith(PREFIX):
             continue
         option = known.get(key.removeprefix(PREFIX))
-        if option is None and key in flask_dashboard.CONFIG_KEYS:
-            continue
         if option is None:
             logger.warning(
                 "app.config[%r] is not a jobq setting; known: %s",
@@ -357,6 +367,14 @@ def _check_config(config: Mapping[str, Any]) -> None:
         problem = option.problem(value)
         if problem is not None:
             raise TypeError(f"app.config[{key!r}] {problem}")
+
+
+def _check_argument(name: str, option: Option, value: object) -> None:
+    """``TypeError`` for a ``JobQ(...)`` argument of the wrong type, as for
+    its ``app.config`` key."""
+    problem = option.problem(value)
+    if problem is not None:
+        raise TypeError(f"JobQ({name}=...) {problem}")
 
 
 def _app_context(app: Flask) -> Middleware:

@@ -16,10 +16,12 @@ from typing import Any
 from flask import Flask, Response, request
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from jobq.contrib.options import FLASK_DASHBOARD_OPTIONS
 from jobq.queue import JobQueue
 
-#: The app.config keys of the dashboard (beside the queue's ``JOBQ_*``).
-CONFIG_KEYS = ("JOBQ_DASHBOARD", "JOBQ_DASHBOARD_READ_ONLY")
+#: The app.config keys of the dashboard (beside the queue's ``JOBQ_*``),
+#: checked with the others (``jobq.contrib.options``).
+CONFIG_KEYS = tuple("JOBQ_" + option.key for option in FLASK_DASHBOARD_OPTIONS)
 
 
 def mount(

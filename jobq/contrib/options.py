@@ -5,7 +5,9 @@ and ``AUTOSTART``.
 Flask reads each as ``app.config["JOBQ_<KEY>"]`` (``jobq.contrib.flask``),
 Django as ``settings.JOBQ["<KEY>"]`` (``jobq.contrib.django.conf``, which
 adds Django's own ``ON_COMMIT``, ``DATABASE`` and ``HANDLER``), so neither
-lacks an option the other has. ``Option.problem`` checks a value's type; the
+lacks an option the other has. The dashboard's settings are here too
+(``FLASK_DASHBOARD_OPTIONS``, ``DJANGO_DASHBOARD_OPTIONS``), so that they
+are checked as every other key is. ``Option.problem`` checks a value's type; the
 ranges are ``JobQueue``'s to judge. ``handler`` is the integration's (the
 app's tasks, Django's ``HANDLER``) and ``clock`` is for tests, so neither is
 a setting.
@@ -26,6 +28,11 @@ from jobq.queue import MAX_PAYLOAD_BYTES
 __all__ = [
     "AUTOSTART",
     "BOOL",
+    "DASHBOARD",
+    "DASHBOARD_ACCESS",
+    "DASHBOARD_READ_ONLY",
+    "DJANGO_DASHBOARD_OPTIONS",
+    "FLASK_DASHBOARD_OPTIONS",
     "INT",
     "JOBQUEUE_OPTIONS",
     "MIDDLEWARE_LIST",
@@ -252,6 +259,40 @@ OWN_OPTIONS: tuple[Option, ...] = (STORE, WORKERS, AUTOSTART, PROMETHEUS)
 
 #: Every setting both integrations take.
 OPTIONS: tuple[Option, ...] = (*OWN_OPTIONS, *JOBQUEUE_OPTIONS)
+
+DASHBOARD = Option(
+    "DASHBOARD",
+    None,
+    Kind(
+        "a path such as '/jobq' (str) or None",
+        lambda value: value is None or isinstance(value, str),
+    ),
+    None,
+    "the path the app serves the dashboard at (jobq.web; None: no dashboard)",
+)
+DASHBOARD_READ_ONLY = Option(
+    "DASHBOARD_READ_ONLY",
+    None,
+    BOOL,
+    False,
+    "the dashboard shows no action and refuses them",
+)
+DASHBOARD_ACCESS = Option(
+    "DASHBOARD_ACCESS",
+    None,
+    Kind(
+        "a dotted path (str) of a function of the request returning a bool, or None",
+        lambda value: value is None or isinstance(value, str),
+    ),
+    None,
+    "who may see the dashboard (None: active staff users)",
+)
+
+#: The dashboard's settings in Flask: ``app.config["JOBQ_<KEY>"]``.
+FLASK_DASHBOARD_OPTIONS: tuple[Option, ...] = (DASHBOARD, DASHBOARD_READ_ONLY)
+#: The dashboard's settings in Django: ``settings.JOBQ_<KEY>``, beside the
+#: ``JOBQ`` dict (they came first); its URLs are in ``urls.py``, not a setting.
+DJANGO_DASHBOARD_OPTIONS: tuple[Option, ...] = (DASHBOARD_ACCESS, DASHBOARD_READ_ONLY)
 
 
 def load_all(items: list[Any] | tuple[Any, ...]) -> list[Any]:

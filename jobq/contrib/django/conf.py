@@ -19,6 +19,8 @@ from django.utils.module_loading import import_string
 
 from jobq.contrib.options import (
     BOOL,
+    DASHBOARD_ACCESS,
+    DJANGO_DASHBOARD_OPTIONS,
     JOBQUEUE_OPTIONS,
     OPTIONS,
     OWN_OPTIONS,
@@ -226,6 +228,44 @@ def _check_handler(handler: object) -> Problem | None:
         return Problem(
             "jobq.E005",
             f"settings.JOBQ['HANDLER'] {handler!r} is not callable.",
+        )
+    return None
+
+
+def dashboard_problems() -> list[Problem]:
+    """What is wrong with the dashboard's settings (``settings.JOBQ_<KEY>`` of
+    ``DJANGO_DASHBOARD_OPTIONS``): ``jobq.E003`` for a value of the wrong type
+    (by the table), ``jobq.E005`` for an access check that cannot be imported
+    or is not callable. Empty when all is well."""
+    problems = []
+    for option in DJANGO_DASHBOARD_OPTIONS:
+        name = "JOBQ_" + option.key
+        problem = option.problem(getattr(settings, name, option.default))
+        if problem is not None:
+            problems.append(Problem("jobq.E003", f"settings.{name} {problem}."))
+    access = getattr(settings, "JOBQ_" + DASHBOARD_ACCESS.key, None)
+    if isinstance(access, str):
+        found = _access_problem(access)
+        if found is not None:
+            problems.append(found)
+    return problems
+
+
+def _access_problem(access: str) -> Problem | None:
+    hint = "Give the dotted path of a function of the request returning a bool."
+    try:
+        found = import_string(access)
+    except ImportError as exc:
+        return Problem(
+            "jobq.E005",
+            f"settings.JOBQ_DASHBOARD_ACCESS {access!r} cannot be imported: {exc}",
+            hint,
+        )
+    if not callable(found):
+        return Problem(
+            "jobq.E005",
+            f"settings.JOBQ_DASHBOARD_ACCESS {access!r} is not callable.",
+            hint,
         )
     return None
 

@@ -4,8 +4,10 @@
 Staff only by default (``user.is_active and user.is_staff``, which needs
 Django's auth middleware); ``settings.JOBQ_DASHBOARD_ACCESS`` names another
 check (a dotted path to a function of the request returning a bool), and
-``settings.JOBQ_DASHBOARD_READ_ONLY = True`` makes it read-only. Actions use
-Django's own CSRF check (``csrf_protect``) and token, and its session.
+``settings.JOBQ_DASHBOARD_READ_ONLY = True`` makes it read-only (both are
+checked as the ``JOBQ`` setting is: ``manage.py check``, and
+``ImproperlyConfigured`` in a request). Actions use Django's own CSRF check
+(``csrf_protect``) and token, and its session.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.middleware.csrf import get_token
 from django.utils.module_loading import import_string
@@ -23,7 +26,7 @@ from django.views.decorators.csrf import csrf_protect
 
 from jobq.web import Dashboard, framework_csrf, make_app
 
-from . import get_queue
+from . import conf, get_queue
 
 _lock = threading.Lock()
 _dashboards: dict[bool, Dashboard] = {}
@@ -38,6 +41,15 @@ def is_staff(request: HttpRequest) -> bool:
     return bool(user is not None and user.is_active and user.is_staff)
 
 
+def _check_settings() -> None:
+    """``ImproperlyConfigured`` naming each dashboard setting that is wrong
+    (a string ``"false"`` would otherwise mean read-only, a number fail deep
+    in ``import_string``)."""
+    problems = conf.dashboard_problems()
+    if problems:
+        raise ImproperlyConfigured(" ".join(f"{p.id}: {p.msg}" for p in problems))
+
+
 def _access() -> Callable[[HttpRequest], bool]:
     name = getattr(settings, "JOBQ_DASHBOARD_ACCESS", None)
     return is_staff if name is None else import_string(name)
@@ -49,7 +61,7 @@ def _token(environ: Mapping[str, Any]) -> str:
 
 def _dashboard() -> Dashboard:
     """The process's dashboard (one per read-only setting), built on first use."""
-    read_only = bool(getattr(settings, "JOBQ_DASHBOARD_READ_ONLY", False))
+    read_only: bool = getattr(settings, "JOBQ_DASHBOARD_READ_ONLY", False)
     with _lock:
         found = _dashboards.get(read_only)
         if found is None:
@@ -65,6 +77,7 @@ def _dashboard() -> Dashboard:
 @csrf_protect
 def dashboard(request: HttpRequest, path: str = "") -> HttpResponse:
     """Hand the request to the dashboard, below the prefix it came by."""
+    _check_settings()
     if not _access()(request):
         return HttpResponseForbidden("forbidden")
     # The form as Django parsed it (its CSRF check read the body), as the
