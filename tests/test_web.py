@@ -15,6 +15,7 @@ import jobq
 from jobq import Fatal, Job, JobState
 from jobq.testing import Clock
 from jobq.web import Dashboard, make_app
+from jobq.web.security import CSRF_COOKIE
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 XSS = "<script>alert(1)</script>"
@@ -330,6 +331,114 @@ def test_without_a_check_only_loopback_addresses_are_served(
         remote = client.get(path, environ_base={"REMOTE_ADDR": "203.0.113.9"})
         assert remote.status_code == 403, path
         assert client.get(path, environ_base={"REMOTE_ADDR": "::1"}).status_code == 200
+
+
+#: A name of the attacker's that resolved to 127.0.0.1 (DNS rebinding): its
+#: page reaches the dashboard from loopback, same-origin with it for the browser.
+REBOUND = "rebind.attacker.example:8000"
+
+
+def test_without_a_check_a_request_naming_another_host_is_refused(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    client = Client(make_app(queue))
+    token = csrf_of(client.get("/jobs/dead"))
+    client.set_cookie(CSRF_COOKIE, token, domain="rebind.attacker.example")
+
+    pages = [client.get(path, base_url=f"http://{REBOUND}/") for path in ROUTES]
+    bulk = client.post(
+        "/jobs/dead/delete",
+        data={"csrf": token, "confirmed": "yes"},
+        base_url=f"http://{REBOUND}/",
+    )
+
+    assert [page.status_code for page in pages] == [400] * len(ROUTES)
+    assert "localhost" in pages[0].text  # says where it is served
+    assert bulk.status_code == 400
+    assert queue.stats().dead == 1
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["localhost", "localhost:5000", "LocalHost.:5000", "app.localhost:5000",
+     "127.0.0.1:8000", "127.1.2.3", "[::1]:8000", "[::ffff:127.0.0.1]:8000"],
+)  # fmt: skip
+def test_without_a_check_the_names_of_this_machine_are_served(
+    queue: jobq.JobQueue[Any], host: str
+) -> None:
+    client = Client(make_app(queue))
+
+    assert client.get("/", headers={"Host": host}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["rebind.attacker.example", "localhost.attacker.example", "127.0.0.1.nip.io",
+     "0.0.0.0:8000", "192.168.1.5:8000", "localhost:http", "[::1", ""],
+)  # fmt: skip
+def test_without_a_check_any_other_host_is_refused(
+    queue: jobq.JobQueue[Any], host: str
+) -> None:
+    client = Client(make_app(queue))
+
+    assert client.get("/", headers={"Host": host}).status_code == 400
+
+
+def test_without_a_check_an_action_from_another_origin_is_refused(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    client = Client(make_app(queue))
+    token = csrf_of(client.get("/jobs/dead"))
+
+    refused = [
+        client.post("/job/1/delete", data={"csrf": token}, headers={"Origin": origin})
+        for origin in [f"http://{REBOUND}", "null", "http://localhost:9999",
+                       "https://localhost", "http://127.0.0.1"]
+    ]  # fmt: skip
+    same = client.post(
+        "/job/1/delete", data={"csrf": token}, headers={"Origin": "http://localhost"}
+    )
+
+    assert [answer.status_code for answer in refused] == [403] * 5
+    assert same.status_code == 303
+    assert queue.stats().dead == 0
+
+
+def test_the_hosts_given_are_served_beside_this_machines_names(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    client = Client(make_app(queue, hosts=["devbox.test"]))
+    token = csrf_of(client.get("/jobs/dead", base_url="http://devbox.test:5000/"))
+
+    other = client.get("/", base_url="http://other.test:5000/")
+    done = client.post(
+        "/job/1/retry",
+        data={"csrf": token},
+        headers={"Origin": "http://DevBox.test:5000"},
+        base_url="http://devbox.test:5000/",
+    )
+
+    assert client.get("/", headers={"Host": "localhost:5000"}).status_code == 200
+    assert other.status_code == 400
+    assert done.status_code == 303
+
+
+def test_a_check_or_a_token_decides_whatever_the_host(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    """Their credentials are cookies or a session the browser keeps for the
+    dashboard's own name: a page at another name has none of them."""
+    checked = Client(make_app(queue, allow=lambda environ: True))
+    token = "t" * 32
+    with_token = Client(make_app(queue, token=token))
+    machine = "http://devbox.lan:8000/"
+
+    entered = with_token.get(f"/?token={token}", base_url=machine)
+
+    assert checked.get("/", base_url=f"http://{REBOUND}/").status_code == 200
+    assert entered.status_code == 303
+    assert with_token.get("/", base_url=machine).status_code == 200
+    assert with_token.get("/", base_url=f"http://{REBOUND}/").status_code == 403
 
 
 @pytest.mark.parametrize(

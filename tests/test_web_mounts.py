@@ -49,6 +49,46 @@ def test_flask_serves_the_dashboard_under_its_prefix_to_this_machine() -> None:
     assert [remote.status_code, proxied.status_code, asset.status_code] == [403] * 3
 
 
+REBOUND = "http://rebind.attacker.example:5000"
+
+
+def test_flask_without_dashboard_auth_refuses_another_host_and_origin() -> None:
+    """DNS rebinding: a page of another name, resolved to 127.0.0.1."""
+    app, jobs = flask_app(dashboard="/jobq")
+    client = app.test_client()
+    page = client.get("/jobq/job/1")
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None
+
+    rebound = client.get("/jobq/", base_url=REBOUND)
+    cross = client.post(
+        "/jobq/job/1/retry", data={"csrf": found.group(1)}, headers={"Origin": REBOUND}
+    )
+
+    assert (page.status_code, rebound.status_code, cross.status_code) == (200, 400, 403)
+    record = jobs.state(app).queue.get(1)
+    assert record is not None
+    assert record.state is JobState.DEAD
+
+
+def test_flask_serves_the_dashboard_hosts_given_and_dashboard_auth_any_host() -> None:
+    app = Flask("dashboard_hosts")
+    app.config.update(
+        JOBQ_AUTOSTART=False, JOBQ_DASHBOARD="/q", JOBQ_DASHBOARD_HOSTS=["devbox.test"]
+    )
+    JobQ(app, handler=die)
+    checked, _ = flask_app(dashboard="/q", dashboard_auth=lambda: True)
+    given, _ = flask_app(dashboard="/q", dashboard_hosts=("devbox.test",))
+
+    def status(served: Flask, base_url: str) -> int:
+        return served.test_client().get("/q/", base_url=base_url).status_code
+
+    assert status(app, "http://devbox.test") == 200
+    assert status(app, REBOUND) == 400
+    assert status(given, "http://devbox.test") == 200
+    assert status(checked, REBOUND) == 200
+
+
 def test_flask_dashboard_auth_decides_and_actions_need_the_csrf_token() -> None:
     allowed = {"yes": False}
     app, jobs = flask_app(dashboard="/jobq", dashboard_auth=lambda: allowed["yes"])
@@ -102,8 +142,13 @@ def test_flask_refuses_an_empty_prefix() -> None:
             "must be a path such as '/jobq' (str) or None, not 123",
         ),
         ("JOBQ_DASHBOARD_READ_ONLY", "false", "must be a bool, not 'false'"),
+        (
+            "JOBQ_DASHBOARD_HOSTS",
+            "devbox.test",
+            "must be a list of host names (str), not 'devbox.test'",
+        ),
     ],
-    ids=["prefix", "read-only"],
+    ids=["prefix", "read-only", "hosts"],
 )
 def test_flask_refuses_a_dashboard_setting_of_the_wrong_type_naming_it(
     key: str, value: object, expected: str
@@ -123,8 +168,13 @@ def test_flask_refuses_a_dashboard_setting_of_the_wrong_type_naming_it(
     [
         ("dashboard", 123, "must be a path such as '/jobq' (str) or None, not 123"),
         ("dashboard_read_only", "false", "must be a bool, not 'false'"),
+        (
+            "dashboard_hosts",
+            "devbox.test",
+            "must be a list of host names (str), not 'devbox.test'",
+        ),
     ],
-    ids=["prefix", "read-only"],
+    ids=["prefix", "read-only", "hosts"],
 )
 def test_flask_refuses_a_dashboard_argument_of_the_wrong_type_naming_it(
     option: str, value: object, expected: str

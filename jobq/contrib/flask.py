@@ -71,6 +71,7 @@ from jobq.contrib import flask_dashboard
 from jobq.contrib.options import (
     AUTOSTART,
     DASHBOARD,
+    DASHBOARD_HOSTS,
     DASHBOARD_READ_ONLY,
     FLASK_DASHBOARD_OPTIONS,
     OPTIONS,
@@ -143,7 +144,9 @@ class JobQ:
     ``dashboard``: the path to serve the dashboard at (``jobq.web``; or
     ``JOBQ_DASHBOARD``), ``dashboard_auth`` who may see it (a callable
     without arguments, called in the request; without one, this machine
-    only), ``dashboard_read_only`` (or ``JOBQ_DASHBOARD_READ_ONLY``).
+    only), ``dashboard_read_only`` (or ``JOBQ_DASHBOARD_READ_ONLY``), and
+    ``dashboard_hosts`` (or ``JOBQ_DASHBOARD_HOSTS``): names beside
+    ``localhost`` it answers to without ``dashboard_auth``.
     """
 
     def __init__(
@@ -154,14 +157,17 @@ class JobQ:
         dashboard: str | None = None,
         dashboard_auth: Callable[[], object] | None = None,
         dashboard_read_only: bool = False,
+        dashboard_hosts: list[str] | tuple[str, ...] = (),
         **queue_options: Any,
     ) -> None:
         _check_argument("dashboard", DASHBOARD, dashboard)
         _check_argument("dashboard_read_only", DASHBOARD_READ_ONLY, dashboard_read_only)
+        _check_argument("dashboard_hosts", DASHBOARD_HOSTS, dashboard_hosts)
         self.handler = handler
         self.dashboard = dashboard
         self.dashboard_auth = dashboard_auth
         self.dashboard_read_only = dashboard_read_only
+        self.dashboard_hosts = dashboard_hosts
         self.queue_options = queue_options
         self._registry = _Registry()
         if app is not None:
@@ -205,7 +211,10 @@ class JobQ:
             read_only = config.get(
                 PREFIX + DASHBOARD_READ_ONLY.key, self.dashboard_read_only
             )
-            flask_dashboard.mount(app, queue, prefix, self.dashboard_auth, read_only)
+            hosts = config.get(PREFIX + DASHBOARD_HOSTS.key, self.dashboard_hosts)
+            flask_dashboard.mount(
+                app, queue, prefix, self.dashboard_auth, read_only, hosts
+            )
 
     # -- the current app's queue -----------------------------------------------
 

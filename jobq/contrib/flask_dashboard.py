@@ -5,12 +5,13 @@ Every request to the prefix goes through a Flask view that hands it to the
 dashboard's WSGI application, so the app's own request context is active:
 ``dashboard_auth`` (a callable without arguments, e.g. ``lambda:
 current_user.is_admin``) decides who may look; without one, only requests
-from this machine (and not through a proxy) are served.
+from this machine (and not through a proxy) are served, to a ``Host`` of
+this machine (``localhost``, a loopback address, or one of ``hosts``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from flask import Flask, Response, request
@@ -30,6 +31,7 @@ def mount(
     prefix: str,
     auth: Callable[[], object] | None,
     read_only: bool,
+    hosts: Iterable[str] = (),
 ) -> None:
     """Serve ``queue``'s dashboard under ``prefix`` in ``app``."""
     from jobq.web import make_app
@@ -49,7 +51,7 @@ def mount(
         def allow(environ: Mapping[str, Any]) -> bool:
             return bool(check())
 
-    dashboard = make_app(queue, read_only=read_only, allow=allow)
+    dashboard = make_app(queue, read_only=read_only, allow=allow, hosts=hosts)
 
     def view(path: str = "") -> WerkzeugResponse:
         environ = dict(request.environ)

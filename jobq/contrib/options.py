@@ -30,6 +30,7 @@ __all__ = [
     "BOOL",
     "DASHBOARD",
     "DASHBOARD_ACCESS",
+    "DASHBOARD_HOSTS",
     "DASHBOARD_READ_ONLY",
     "DJANGO_DASHBOARD_OPTIONS",
     "FLASK_DASHBOARD_OPTIONS",
@@ -277,6 +278,21 @@ DASHBOARD_READ_ONLY = Option(
     False,
     "the dashboard shows no action and refuses them",
 )
+DASHBOARD_HOSTS = Option(
+    "DASHBOARD_HOSTS",
+    None,
+    Kind(
+        "a list of host names (str)",
+        lambda value: (
+            isinstance(value, list | tuple)
+            and all(isinstance(item, str) for item in value)
+        ),
+    ),
+    (),
+    "more names the dashboard answers to when it serves this machine only "
+    "(no dashboard_auth): beside localhost and loopback addresses, names that "
+    "resolve to this machine",
+)
 DASHBOARD_ACCESS = Option(
     "DASHBOARD_ACCESS",
     None,
@@ -289,7 +305,11 @@ DASHBOARD_ACCESS = Option(
 )
 
 #: The dashboard's settings in Flask: ``app.config["JOBQ_<KEY>"]``.
-FLASK_DASHBOARD_OPTIONS: tuple[Option, ...] = (DASHBOARD, DASHBOARD_READ_ONLY)
+FLASK_DASHBOARD_OPTIONS: tuple[Option, ...] = (
+    DASHBOARD,
+    DASHBOARD_READ_ONLY,
+    DASHBOARD_HOSTS,
+)
 #: The dashboard's settings in Django: ``settings.JOBQ_<KEY>``, beside the
 #: ``JOBQ`` dict (they came first); its URLs are in ``urls.py``, not a setting.
 DJANGO_DASHBOARD_OPTIONS: tuple[Option, ...] = (DASHBOARD_ACCESS, DASHBOARD_READ_ONLY)

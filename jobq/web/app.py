@@ -17,7 +17,10 @@ from jobq.web.security import (
     CsrfPolicy,
     cookie,
     double_submit,
+    host_names,
+    local_host,
     loopback,
+    same_origin,
     token_matches,
     with_headers,
 )
@@ -39,6 +42,18 @@ ROUTES: list[tuple[str, re.Pattern[str], View]] = [
 ]
 
 
+_BAD_HOST = (
+    "bad Host {host!r}: this dashboard serves this machine only, at localhost "
+    "or a loopback address (e.g. http://localhost:PORT/); to open it by another "
+    "name that resolves here, add the name to the dashboard's hosts "
+    "(JOBQ_DASHBOARD_HOSTS in Flask)"
+)
+_FOREIGN_ORIGIN = (
+    "forbidden: the form was sent from another origin ({origin!r}); open the "
+    "dashboard at its own address and reload the page"
+)
+
+
 class Dashboard:
     """The dashboard of one queue, a WSGI application (see the README,
     "Dashboard"). ``read_only`` shows no actions and refuses them, with
@@ -48,6 +63,11 @@ class Dashboard:
     else only loopback addresses are served; with ``token``, a request must
     also carry it (``?token=`` once, then a cookie). ``csrf``: the
     dashboard's own double-submit check unless a framework gives its own.
+
+    When the loopback rule decides (no ``allow``, no ``token``), the ``Host``
+    must name this machine (``localhost``, a loopback address, or one of
+    ``hosts``) and a POST's ``Origin`` be the ``Host``'s: see
+    ``jobq.web.security`` (DNS rebinding).
     """
 
     def __init__(
@@ -60,6 +80,7 @@ class Dashboard:
         token: str | None = None,
         csrf: CsrfPolicy | None = None,
         refresh_seconds: float = 3.0,
+        hosts: Iterable[str] = (),
     ) -> None:
         if not isinstance(queue, JobQueue):
             raise TypeError(f"the dashboard needs a JobQueue, not {queue!r}")
@@ -72,6 +93,7 @@ class Dashboard:
         self.notice = notice
         self.allow = allow
         self.token = token
+        self.hosts = host_names(hosts)
         self.csrf = csrf or double_submit()
         self.refresh_seconds = refresh_seconds
         self.renderer = Renderer()
@@ -141,8 +163,25 @@ class Dashboard:
         if self.allow is not None:
             if not self.allow(request.environ):
                 return text(403, "forbidden")
-        elif self.token is None and not loopback(request):
+        elif self.token is None:
+            return self._refuse_by_loopback_rule(request)
+        return None
+
+    def _refuse_by_loopback_rule(self, request: Request) -> Response | None:
+        """403 unless the request comes from this machine; 400 unless its
+        ``Host`` names this machine, 403 for a POST from another origin (a
+        page whose name was rebound to 127.0.0.1 sends its own name)."""
+        if not loopback(request):
             return text(403, "forbidden: this dashboard serves this machine only")
+        environ = request.environ
+        host = environ.get("HTTP_HOST")
+        # Every browser sends a Host; a request without one is no page's.
+        if host is not None and not local_host(host, self.hosts):
+            return text(400, _BAD_HOST.format(host=host[:100]))
+        origin = environ.get("HTTP_ORIGIN")
+        scheme = environ.get("wsgi.url_scheme", "http")
+        if request.method == "POST" and not same_origin(origin, host, scheme):
+            return text(403, _FOREIGN_ORIGIN.format(origin=str(origin)[:100]))
         return None
 
     def _refuse_action(self, request: Request) -> Response | None:

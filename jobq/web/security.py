@@ -10,14 +10,25 @@ field name instead (``CsrfPolicy``), and checks before the dashboard runs.
 Access: a callable of the mounting application decides; without one only
 loopback addresses are served. The standalone server adds a token (printed
 at its start): ``?token=...`` once, then a cookie.
+
+The loopback rule trusts the address a request comes from, which a browser
+does not protect: a page at ``rebind.attacker.example``, whose name then
+resolves to 127.0.0.1 (DNS rebinding), reaches the dashboard from loopback
+and is same-origin with it for the browser. So under that rule the ``Host``
+must name this machine (``localhost``, ``*.localhost``, a loopback address,
+or a name the mounting application gives), and a POST's ``Origin``, when
+sent, must be the ``Host``'s. A check or a token needs none of this: its
+credentials are cookies or a session the browser keeps for the dashboard's
+own name, which a page at another name does not have.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +122,96 @@ def loopback_address(text: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
         return address.ipv4_mapped.is_loopback
     return address.is_loopback
+
+
+#: A host name the mounting application may add (no port, no scheme).
+HOST_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?")
+
+
+def host_names(names: Iterable[str]) -> frozenset[str]:
+    """The names a dashboard under the loopback rule also answers to, in
+    lower case; ``TypeError`` or ``ValueError`` naming a bad one."""
+    if isinstance(names, str):
+        raise TypeError(
+            f"hosts must be a list of host names, not the str {names!r}; "
+            f"e.g. [{names!r}]"
+        )
+    found = set()
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"hosts must hold host names (str), not {name!r}")
+        lowered = name.lower().removesuffix(".")
+        if HOST_NAME.fullmatch(lowered) is None:
+            raise ValueError(
+                f"hosts holds {name!r}: give a host name without scheme or port, "
+                "e.g. 'devbox.test'"
+            )
+        found.add(lowered)
+    return frozenset(found)
+
+
+def split_host(text: str) -> tuple[str, int | None] | None:
+    """A ``Host`` header (or an origin's host part) as its name or address in
+    lower case, without a final dot, and its port (``None``: the scheme's);
+    ``None`` if it is malformed."""
+    if text.startswith("["):
+        name, bracket, rest = text[1:].partition("]")
+        if not bracket:
+            return None
+    else:
+        name, colon, port = text.partition(":")
+        rest = colon + port
+    port_text = rest[1:]
+    if rest and not (
+        rest[0] == ":" and port_text.isascii() and port_text.isdigit()
+        and int(port_text) <= 65535
+    ):  # fmt: skip
+        return None
+    name = name.lower().removesuffix(".")
+    if not name:
+        return None
+    return name, int(port_text) if rest else None
+
+
+def local_host(host: str, hosts: frozenset[str]) -> bool:
+    """Whether a ``Host`` header names this machine: ``localhost`` or one of
+    its subdomains (RFC 6761: never asked of DNS; Django's default
+    ``ALLOWED_HOSTS`` in DEBUG takes them too), a loopback address, or one of
+    ``hosts``. Not ``0.0.0.0``, which some browsers send to this machine from
+    any page."""
+    found = split_host(host)
+    if found is None:
+        return False
+    name = found[0]
+    return (
+        name == "localhost"
+        or name.endswith(".localhost")
+        or name in hosts
+        or loopback_address(name)
+    )
+
+
+def same_origin(origin: str | None, host: str | None, scheme: str) -> bool:
+    """Whether a POST's ``Origin`` header is the ``Host``'s (same name and
+    port, the scheme's default port where none is written); a request
+    without ``Origin`` (not a browser's, or an old one's) passes, the CSRF
+    token still checked. ``Origin: null`` (a sandboxed or opaque page) does
+    not."""
+    if origin is None:
+        return True
+    origin_scheme, sep, rest = origin.partition("://")
+    if not sep or origin_scheme not in DEFAULT_PORTS or host is None:
+        return False
+    sent, served = split_host(rest), split_host(host)
+    if sent is None or served is None:
+        return False
+    return (sent[0], sent[1] or DEFAULT_PORTS[origin_scheme]) == (
+        served[0],
+        served[1] or DEFAULT_PORTS.get(scheme, 80),
+    )
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def token_matches(given: str, expected: str) -> bool:
