@@ -15,7 +15,7 @@ import jobq
 from jobq import Fatal, Job, JobState
 from jobq.testing import Clock
 from jobq.web import Dashboard, make_app
-from jobq.web.security import CSRF_COOKIE
+from jobq.web.security import CSRF_COOKIE, double_submit
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 XSS = "<script>alert(1)</script>"
@@ -301,6 +301,89 @@ def test_an_action_without_the_right_csrf_token_changes_nothing(
         answer = client.post(path, data={**form, "confirmed": "yes"})
         assert answer.status_code == 403
     assert queue.stats().dead == 1
+
+
+def test_an_action_with_a_csrf_cookie_the_attacker_planted_changes_nothing(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    """A sibling subdomain, or a page over plain HTTP, can set the cookie to
+    a value it chose and repeat it in its form."""
+    client = Client(make_app(queue))
+    planted = "a" * 43
+    client.set_cookie(CSRF_COOKIE, planted)
+
+    answers = [
+        client.post(path, data={"csrf": planted, "confirmed": "yes"})
+        for path in ["/job/1/retry", "/job/1/delete", "/jobs/dead/delete"]
+    ]
+    page = client.get("/jobs/dead")  # a fresh token replaces the planted one
+
+    assert [answer.status_code for answer in answers] == [403] * 3
+    assert queue.stats().dead == 1
+    assert csrf_of(page) != planted
+    assert client.post("/job/1/retry", data={"csrf": csrf_of(page)}).status_code == 303
+
+
+def test_a_csrf_token_minted_under_another_secret_changes_nothing(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    first, second = "one secret of the first process", "another, of another one"
+    minted = Client(make_app(queue, csrf_secret=first))
+    token = csrf_of(minted.get("/jobs/dead"))
+    elsewhere = [
+        make_app(queue, csrf_secret=second),
+        make_app(queue),  # a random key of its own
+    ]
+
+    for dashboard in elsewhere:
+        client = Client(dashboard)
+        client.set_cookie(CSRF_COOKIE, token)
+        answer = client.post("/job/1/retry", data={"csrf": token})
+        assert answer.status_code == 403
+    assert queue.stats().dead == 1
+
+
+def test_dashboards_given_one_csrf_secret_accept_each_others_tokens(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    """Several processes behind a load balancer: a form from one, posted to
+    another."""
+    secret = b"the secret every process is given"
+    first = Client(make_app(queue, csrf_secret=secret))
+    token = csrf_of(first.get("/jobs/dead"))
+    second = Client(make_app(queue, csrf_secret=lambda: secret))
+    second.set_cookie(CSRF_COOKIE, token)
+
+    assert second.post("/job/1/retry", data={"csrf": token}).status_code == 303
+
+
+def test_the_csrf_cookie_is_httponly_strict_and_secure_over_https(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    over_https = Client(make_app(queue)).get("/", base_url="https://localhost")
+    over_http = Client(make_app(queue)).get("/")
+
+    (secure,) = over_https.headers.getlist("Set-Cookie")
+    (plain,) = over_http.headers.getlist("Set-Cookie")
+    assert secure.startswith(CSRF_COOKIE + "=")
+    assert secure.endswith("; Path=/; HttpOnly; SameSite=Strict; Secure")
+    assert plain.endswith("; Path=/; HttpOnly; SameSite=Strict")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"csrf_secret": ""}, "must be non-empty text or bytes, not b''"),
+        ({"csrf_secret": 123}, "must be non-empty text or bytes, not 123"),
+        ({"csrf_secret": "s" * 32, "csrf": double_submit()}, "not both"),
+    ],
+    ids=["empty", "number", "both"],
+)
+def test_a_bad_csrf_secret_is_refused_when_the_dashboard_is_made(
+    queue: jobq.JobQueue[Any], options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(TypeError, match=re.escape(message)):
+        make_app(queue, **options)
 
 
 def test_get_never_changes_anything(queue: jobq.JobQueue[Any]) -> None:

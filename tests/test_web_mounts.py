@@ -116,6 +116,31 @@ def test_flask_dashboard_auth_decides_and_actions_need_the_csrf_token() -> None:
     assert record.state is JobState.PENDING
 
 
+def test_flask_csrf_tokens_are_keyed_from_the_apps_secret_key() -> None:
+    """Two processes of one app (behind a load balancer) agree; an app with
+    another SECRET_KEY, or a cookie planted by a sibling subdomain, does not."""
+    apps = {}
+    for name, secret in [("first", "shared"), ("second", "shared"), ("other", "x")]:
+        app, jobs = flask_app(dashboard="/jobq")
+        app.config["SECRET_KEY"] = secret * 8  # set after init_app: read per request
+        apps[name] = (app, jobs)
+    client = apps["first"][0].test_client()
+    found = re.search(r'name="csrf" value="([^"]+)"', client.get("/jobq/job/1").text)
+    assert found is not None
+    token = found.group(1)
+
+    def retry(name: str, cookie: str) -> int:
+        other = apps[name][0].test_client()
+        other.set_cookie("jobq_csrf", cookie)
+        return other.post("/jobq/job/1/retry", data={"csrf": cookie}).status_code
+
+    assert retry("other", token) == 403
+    assert retry("second", "a" * 43) == 403
+    assert retry("second", token) == 303
+    assert apps["second"][1].state(apps["second"][0]).queue.stats().dead == 0
+    assert apps["other"][1].state(apps["other"][0]).queue.stats().dead == 1
+
+
 def test_flask_config_keys_mount_a_read_only_dashboard() -> None:
     app = Flask("dashboard_config")
     app.config.update(

@@ -7,6 +7,10 @@ dashboard's WSGI application, so the app's own request context is active:
 current_user.is_admin``) decides who may look; without one, only requests
 from this machine (and not through a proxy) are served, to a ``Host`` of
 this machine (``localhost``, a loopback address, or one of ``hosts``).
+
+The CSRF tokens of its forms are keyed from the app's ``SECRET_KEY`` (as
+Flask-WTF's are), read in each request: every process of the app accepts
+the tokens of the others. Without one, each process has a random key.
 """
 
 from __future__ import annotations
@@ -51,7 +55,13 @@ def mount(
         def allow(environ: Mapping[str, Any]) -> bool:
             return bool(check())
 
-    dashboard = make_app(queue, read_only=read_only, allow=allow, hosts=hosts)
+    def secret() -> str | bytes | None:
+        found: str | bytes | None = app.secret_key
+        return found or None
+
+    dashboard = make_app(
+        queue, read_only=read_only, allow=allow, hosts=hosts, csrf_secret=secret
+    )
 
     def view(path: str = "") -> WerkzeugResponse:
         environ = dict(request.environ)

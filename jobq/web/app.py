@@ -15,6 +15,7 @@ from jobq.web.rendering import Renderer
 from jobq.web.security import (
     TOKEN_COOKIE,
     CsrfPolicy,
+    Secret,
     cookie,
     double_submit,
     host_names,
@@ -62,7 +63,10 @@ class Dashboard:
     Access: ``allow(environ)`` decides (the mounting application's check),
     else only loopback addresses are served; with ``token``, a request must
     also carry it (``?token=`` once, then a cookie). ``csrf``: the
-    dashboard's own double-submit check unless a framework gives its own.
+    dashboard's own signed double-submit check unless a framework gives its
+    own; ``csrf_secret`` keys its HMAC (text, bytes, or a callable giving
+    them at each request; default: a random key of this dashboard), the same
+    in every process that serves it behind one address.
 
     When the loopback rule decides (no ``allow``, no ``token``), the ``Host``
     must name this machine (``localhost``, a loopback address, or one of
@@ -81,6 +85,7 @@ class Dashboard:
         csrf: CsrfPolicy | None = None,
         refresh_seconds: float = 3.0,
         hosts: Iterable[str] = (),
+        csrf_secret: Secret | None = None,
     ) -> None:
         if not isinstance(queue, JobQueue):
             raise TypeError(f"the dashboard needs a JobQueue, not {queue!r}")
@@ -88,13 +93,18 @@ class Dashboard:
             raise TypeError(f"allow must be callable, not {allow!r}")
         if token is not None and len(token) < 16:
             raise ValueError("token must be a str of at least 16 characters")
+        if csrf is not None and csrf_secret is not None:
+            raise TypeError(
+                "give csrf (a framework's check) or csrf_secret (for the "
+                "dashboard's own), not both"
+            )
         self.queue = queue
         self.read_only = bool(read_only)
         self.notice = notice
         self.allow = allow
         self.token = token
         self.hosts = host_names(hosts)
-        self.csrf = csrf or double_submit()
+        self.csrf = csrf or double_submit(csrf_secret)
         self.refresh_seconds = refresh_seconds
         self.renderer = Renderer()
         self.throughput = Throughput()

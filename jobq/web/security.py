@@ -1,11 +1,18 @@
 """What keeps the dashboard safe to mount: response headers, the CSRF check
 of every action, and who may look.
 
-CSRF: a double-submit token. A random token lives in a cookie (HttpOnly,
+CSRF: a signed double-submit token. A token lives in a cookie (HttpOnly,
 SameSite=Strict, the mount's path) and in a hidden field of every form; an
 action whose field does not match the cookie changes nothing and answers
-403. A framework with a CSRF check of its own (Django) gives its token and
-field name instead (``CsrfPolicy``), and checks before the dashboard runs.
+403. The token is a random nonce and its HMAC under a server-side key, and
+a cookie without the key's HMAC is refused: a plain double-submit cookie
+passes whatever value a sibling subdomain, or a page over plain HTTP, planted
+and repeated in its form, since neither can read the cookie but both can
+set it. The key is random for each dashboard (its process) unless one is
+given, so that several processes behind a load balancer agree: the Flask
+mount uses the app's ``SECRET_KEY`` as Flask-WTF does. A framework with a
+CSRF check of its own (Django) gives its token and field name instead
+(``CsrfPolicy``), and checks before the dashboard runs.
 
 Access: a callable of the mounting application decides; without one only
 loopback addresses are served. The standalone server adds a token (printed
@@ -24,6 +31,8 @@ own name, which a page at another name does not have.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 import ipaddress
 import re
@@ -65,22 +74,66 @@ class CsrfPolicy:
     check: Callable[[Request], bool]
 
 
-def double_submit() -> CsrfPolicy:
-    """The dashboard's own CSRF check (see the module)."""
+#: A CSRF secret: text or bytes, or a callable that gives it (or ``None``:
+#: the dashboard's random key) at each request, e.g. an app's ``SECRET_KEY``.
+Secret = bytes | str | Callable[[], bytes | str | None]
+
+
+def double_submit(secret: Secret | None = None) -> CsrfPolicy:
+    """The dashboard's own CSRF check, a signed double-submit token (see the
+    module); ``secret``: the server-side secret its HMAC is keyed from
+    (``None``: a random one for this policy, so for its process)."""
+    fallback = secrets.token_bytes(32)
+    if secret is not None and not callable(secret):
+        _secret_bytes(secret)  # refuse a bad one now, not at the first request
+
+    def key() -> bytes:
+        found = secret() if callable(secret) else secret
+        return csrf_key(fallback if found is None else _secret_bytes(found))
 
     def token(request: Request) -> tuple[str, str | None]:
         found = request.cookies.get(CSRF_COOKIE, "")
-        if len(found) >= 32:
+        if signed(found, key()):
             return found, None
-        new = secrets.token_urlsafe(32)
+        new = sign(secrets.token_urlsafe(32), key())
         return new, cookie(CSRF_COOKIE, new, request)
 
     def check(request: Request) -> bool:
         sent = request.form().get("csrf", "")
         held = request.cookies.get(CSRF_COOKIE, "")
-        return len(held) >= 32 and hmac.compare_digest(sent.encode(), held.encode())
+        return signed(held, key()) and hmac.compare_digest(sent.encode(), held.encode())
 
     return CsrfPolicy("csrf", token, check)
+
+
+def _secret_bytes(secret: object) -> bytes:
+    """``secret`` as bytes; ``TypeError`` unless it is non-empty text or bytes
+    (checked at run time: a callable may give anything)."""
+    if isinstance(secret, str):
+        secret = secret.encode("utf-8", "surrogatepass")
+    if isinstance(secret, bytes) and secret:
+        return secret
+    raise TypeError(f"the CSRF secret must be non-empty text or bytes, not {secret!r}")
+
+
+def csrf_key(secret: bytes) -> bytes:
+    """The CSRF HMAC's key, derived from ``secret`` for this use alone (an
+    app's ``SECRET_KEY`` also signs its sessions)."""
+    return hmac.digest(secret, b"jobq.web csrf token", hashlib.sha256)
+
+
+def sign(nonce: str, key: bytes) -> str:
+    """A token: ``nonce.mac`` (URL- and cookie-safe text)."""
+    mac = hmac.digest(key, nonce.encode(), hashlib.sha256)
+    return f"{nonce}.{base64.urlsafe_b64encode(mac).decode().rstrip('=')}"
+
+
+def signed(token: str, key: bytes) -> bool:
+    """Whether ``token`` is a nonce with its mac under ``key``."""
+    nonce, dot, _ = token.rpartition(".")
+    if not dot or len(nonce) < 32 or not token.isascii():
+        return False
+    return hmac.compare_digest(sign(nonce, key).encode(), token.encode())
 
 
 def framework_csrf(field: str, token: Callable[[Mapping[str, Any]], str]) -> CsrfPolicy:
