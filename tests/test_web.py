@@ -506,6 +506,23 @@ def test_the_hosts_given_are_served_beside_this_machines_names(
     assert done.status_code == 303
 
 
+@pytest.mark.parametrize(
+    ("hosts", "error", "message"),
+    [
+        ("devbox.test", TypeError, "not the str 'devbox.test'; e.g. ['devbox.test']"),
+        (["devbox.test:5000"], ValueError, "hosts holds 'devbox.test:5000': give a"),
+        (["http://devbox.test"], ValueError, "without scheme or port"),
+        ([5000], TypeError, "hosts must hold host names (str), not 5000"),
+    ],
+    ids=["a-str", "a-port", "a-url", "a-number"],
+)
+def test_hosts_that_are_not_host_names_are_refused_when_the_dashboard_is_made(
+    queue: jobq.JobQueue[Any], hosts: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        make_app(queue, hosts=hosts)
+
+
 def test_a_check_or_a_token_decides_whatever_the_host(
     queue: jobq.JobQueue[Any],
 ) -> None:
