@@ -457,7 +457,8 @@ def test_without_a_check_the_names_of_this_machine_are_served(
 @pytest.mark.parametrize(
     "host",
     ["rebind.attacker.example", "localhost.attacker.example", "127.0.0.1.nip.io",
-     "0.0.0.0:8000", "192.168.1.5:8000", "localhost:http", "[::1", ""],
+     "0.0.0.0:8000", "192.168.1.5:8000", "127.0.0.1%lo", "localhost:http", "[::1",
+     ""],
 )  # fmt: skip
 def test_without_a_check_any_other_host_is_refused(
     queue: jobq.JobQueue[Any], host: str

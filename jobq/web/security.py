@@ -177,6 +177,9 @@ def loopback_address(text: str) -> bool:
     return address.is_loopback
 
 
+#: The port of a URL that names none.
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
 #: A host name the mounting application may add (no port, no scheme).
 HOST_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?")
 
@@ -240,7 +243,7 @@ def local_host(host: str, hosts: frozenset[str]) -> bool:
         name == "localhost"
         or name.endswith(".localhost")
         or name in hosts
-        or loopback_address(name)
+        or ("%" not in name and loopback_address(name))
     )
 
 
@@ -258,13 +261,12 @@ def same_origin(origin: str | None, host: str | None, scheme: str) -> bool:
     sent, served = split_host(rest), split_host(host)
     if sent is None or served is None:
         return False
-    return (sent[0], sent[1] or DEFAULT_PORTS[origin_scheme]) == (
-        served[0],
-        served[1] or DEFAULT_PORTS.get(scheme, 80),
-    )
+    return _with_port(sent, origin_scheme) == _with_port(served, scheme)
 
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
+def _with_port(found: tuple[str, int | None], scheme: str) -> tuple[str, int]:
+    name, port = found
+    return name, DEFAULT_PORTS.get(scheme, 80) if port is None else port
 
 
 def token_matches(given: str, expected: str) -> bool:
