@@ -386,6 +386,45 @@ def test_schedules_show_the_next_slot_before_the_first_one_runs() -> None:
         ]  # fmt: skip
 
 
+# -- a schedule whose slots cannot be computed ----------------------------------------
+
+#: An hour before the last instant a ``datetime`` can hold: a yearly cron's
+#: next slot (year 10000) cannot be computed there, a minutely one's can.
+END_OF_TIME = dt.datetime(9999, 12, 31, 23, 0, tzinfo=UTC).timestamp()
+
+
+def test_a_schedule_whose_slots_cannot_be_computed_never_stops_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock(END_OF_TIME)
+    minutes = Calls()
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(cron="0 0 1 1 *", name="yearly")(Calls())
+        queue.periodic(every=60, name="minute")(minutes)
+
+        with caplog.at_level(logging.ERROR, logger="jobq"):
+            ran = walk(queue, clock, clock.now + 300, step=10)
+
+    assert ran == len(minutes.slots) == 5
+    (record,) = caplog.records  # once, not at every look
+    assert record.getMessage().startswith(
+        "periodic yearly (0 0 1 1 * @ UTC): computing its slots failed"
+    )
+    assert record.exc_info is not None
+
+
+def test_schedules_show_a_next_slot_that_cannot_be_computed_as_none() -> None:
+    clock = Clock(END_OF_TIME)
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(cron="0 0 1 1 *", name="yearly")(Calls())
+        queue.periodic(every=7200, name="two-hourly")(Calls())
+
+        assert queue.schedules() == [
+            Schedule("yearly", "0 0 1 1 *", "UTC", None, None, None),
+            Schedule("two-hourly", "every 7200s", "UTC", None, None, None),
+        ]
+
+
 # -- declarations that are refused ----------------------------------------------------
 
 
