@@ -51,6 +51,19 @@ RETRY_AFTER = 1.0
 #: Where the key of a slot's job starts.
 KEY_PREFIX = "periodic:"
 
+#: The shortest ``every=``, in seconds. Slots are epoch seconds in a float
+#: (as the stores keep them), which tells instants 61 µs apart at worst
+#: (in the year 9999); the job's key and ``scheduled_at`` name them to the
+#: microsecond. 1 ms keeps every slot a distinct instant with a distinct
+#: key, with room to spare; and a shorter period asks for more jobs than a
+#: look per slot can enqueue.
+MIN_EVERY = 0.001
+#: The longest ``every=``, in seconds: 100 years (of 365.25 days). Slots
+#: are the multiples of the period since 1970, so a longer one has no slot
+#: before 2070 (most likely a mistaken unit), and the next slot after any
+#: clock before the year 9899 stays a ``datetime`` (year 9999 at most).
+MAX_EVERY = 36525 * 86400.0
+
 
 @dataclass(frozen=True)
 class Periodic:
@@ -98,13 +111,28 @@ def make_slots(every: object, cron: object, tz: str) -> Slots:
     if every is not None:
         if tz != "UTC":
             raise ValueError("tz= applies to cron= schedules; every= slots are UTC")
-        period = to_seconds(every, "every")
-        if period <= 0:
-            raise ValueError(f"every must be more than 0 seconds, not {every!r}")
-        return EverySlots(period)
+        return EverySlots(check_period(every))
     if not isinstance(cron, str):
         raise TypeError(f"cron must be a five-field cron string, not {cron!r}")
     return CronSlots(cron, tz)
+
+
+def check_period(every: object) -> float:
+    """``every=`` in seconds; ``ValueError`` outside ``MIN_EVERY`` to
+    ``MAX_EVERY``, whose slots the arithmetic cannot tell apart, or that no
+    ``datetime`` holds."""
+    period = to_seconds(every, "every")
+    if period < MIN_EVERY:
+        raise ValueError(
+            f"every must be at least {MIN_EVERY:g} seconds (1 ms), not {every!r}: "
+            f"shorter periods' slots are not reliably distinct instants"
+        )
+    if period > MAX_EVERY:
+        raise ValueError(
+            f"every must be at most {MAX_EVERY:.0f} seconds (100 years), not "
+            f"{every!r}; for a yearly schedule use cron= (e.g. '0 0 1 1 *')"
+        )
+    return period
 
 
 def slot_caller(func: Callable[..., Any], tz: str) -> tuple[Callable[..., Any], bool]:

@@ -441,7 +441,13 @@ def needs_an_argument(user_id: int) -> None:
     [
         ({}, TypeError, "exactly one of every= or cron="),
         ({"every": 60, "cron": "* * * * *"}, TypeError, "exactly one"),
-        ({"every": 0}, ValueError, "more than 0 seconds"),
+        ({"every": 0}, ValueError, r"at least 0.001 seconds \(1 ms\), not 0"),
+        ({"every": 1e-300}, ValueError, "at least 0.001 seconds"),
+        ({"every": dt.timedelta(microseconds=999)}, ValueError, "at least 0.001"),
+        ({"every": dt.timedelta(days=36525, microseconds=1)}, ValueError,
+         r"at most 3155760000 seconds \(100 years\)"),
+        ({"every": dt.timedelta(days=999_999_999)}, ValueError, "use cron="),
+        ({"every": 10**400}, ValueError, "finite number of seconds"),
         ({"every": -1}, ValueError, ">= 0"),
         ({"every": "60"}, TypeError, "seconds or a timedelta"),
         ({"every": 60, "tz": "Europe/Berlin"}, ValueError, "tz= applies to cron="),
@@ -463,6 +469,21 @@ def test_a_bad_declaration_is_refused_and_registers_nothing(
             queue.periodic(name="p", **options)(no_arguments)
 
         assert (dict(queue.tasks), queue.schedules()) == ({}, [])
+
+
+def test_every_may_be_from_a_millisecond_to_a_hundred_years() -> None:
+    clock = Clock(1_800_000_000.0005)
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(every=0.001, name="fast")(no_arguments)
+        queue.periodic(every=dt.timedelta(days=36525), name="slow")(no_arguments)
+        queue.run_pending()
+        for _ in range(3):
+            clock.advance(0.001)
+            assert queue.run_pending() == 1
+
+        fast, slow = queue.schedules()
+    assert fast.last_slot == dt.datetime(2027, 1, 15, 8, 0, 0, 3000, tzinfo=UTC)
+    assert slow.next_slot == dt.datetime(2070, 1, 1, tzinfo=UTC)
 
 
 def test_a_function_that_needs_arguments_is_refused() -> None:
