@@ -43,7 +43,7 @@ class EverySlots:
 
     def __init__(self, period: float) -> None:
         self.period = period
-        self.expression = f"every {period:g}s"
+        self.expression = f"every {exact(period)}s"
 
     def after(self, t: float) -> float:
         return (math.floor(t / self.period) + 1) * self.period
@@ -100,6 +100,18 @@ class CronSlots:
                 break
             found.append(slot)
         return found[::-1]
+
+
+def exact(seconds: float) -> str:
+    """Seconds as text that names exactly this float, so that the store sees
+    any change of period as a change: a whole number without ".0" (600), else
+    the shortest text that reads back as the same float (``repr``: 0.1,
+    1000000.5). Never rounded, as ``:g`` was (1000000 and 1000001 were both
+    "1e+06"); the same text as ``:g`` below 1000000 s with at most 6
+    significant digits, so that such expressions stored before read as
+    unchanged."""
+    seconds = float(seconds)  # an int too: "600"
+    return str(int(seconds)) if seconds.is_integer() else repr(seconds)
 
 
 def zone(tz: str) -> ZoneInfo:

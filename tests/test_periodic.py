@@ -24,6 +24,7 @@ from jobq import JobQueue, Retry, Schedule
 from jobq._slots import CronSlots, EverySlots
 from jobq.stores import MemoryStore, SqliteStore
 from jobq.testing.clock import Clock
+from jobq.testing.contract import slot_job
 
 BERLIN = ZoneInfo("Europe/Berlin")
 UTC = dt.UTC
@@ -351,6 +352,70 @@ def test_a_changed_expression_takes_effect_without_a_burst(tmp_path: Path) -> No
         assert walk(second, clock, clock.now + 60, step=60) == 1
         (schedule,) = second.schedules()
     assert schedule.expression == "every 60s"
+
+
+def test_a_changed_period_is_seen_however_many_digits_it_has(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    clock = Clock(1_000_000 * 1800)
+    with JobQueue(store=SqliteStore(path), clock=clock) as first:
+        first.periodic(every=1_000_000, name="sync", catch_up="all")(Calls())
+        assert walk(first, clock, clock.now + 1_000_000, step=100_000) == 1
+    clock.advance(5_000_000)
+    with JobQueue(store=SqliteStore(path), clock=clock) as second:
+        second.periodic(every=1_000_001, name="sync", catch_up="all")(Calls())
+        assert second.run_pending() == 0  # not 5 slots of every=1000001
+        (schedule,) = second.schedules()
+    assert schedule.expression == "every 1000001s"
+
+
+@pytest.mark.parametrize(
+    ("period", "expression"),
+    [(600, "every 600s"), (600.0, "every 600s"), (0.1, "every 0.1s"),
+     (1_000_000, "every 1000000s"), (dt.timedelta(days=1, microseconds=1),
+                                     "every 86400.000001s")],
+)  # fmt: skip
+def test_every_is_shown_and_stored_with_its_exact_period(
+    period: float | dt.timedelta, expression: str
+) -> None:
+    with JobQueue(clock=Clock()) as queue:
+        queue.periodic(every=period, name="p")(no_arguments)
+        (schedule,) = queue.schedules()
+    assert schedule.expression == expression
+
+
+@pytest.mark.parametrize(
+    ("stored", "period", "caught_up"),
+    [
+        # Exact in the earlier format too (":g", up to 6 digits): unchanged.
+        ("every 600s @ UTC", 600, 3),
+        # Rounded by it: read as changed, once, so it starts at its next slot.
+        ("every 1e+06s @ UTC", 1_000_000, 0),
+    ],
+)
+def test_an_expression_stored_in_the_earlier_format_changed_only_if_it_was_rounded(
+    tmp_path: Path, stored: str, period: int, caught_up: int
+) -> None:
+    path = tmp_path / "jobs.db"
+    clock = Clock(period * 3000)
+    store = SqliteStore(path)
+    with JobQueue(store=store, clock=clock) as earlier:  # as the earlier one wrote
+        earlier.task(name="sync")(no_arguments)
+        assert earlier.run_pending() == 0  # opens the store
+        now = clock.now
+        store.enqueue_slot(
+            "sync", stored, now, slot_job(now, "sync"), now, skip_running=False
+        )
+        assert earlier.run_pending() == 1
+    clock.advance(3 * period)
+    with JobQueue(store=SqliteStore(path), clock=clock) as later:
+        later.periodic(every=period, name="sync", catch_up="all")(no_arguments)
+        assert later.run_pending() == caught_up
+        clock.advance(period)
+        assert later.run_pending() == 1
+    clock.advance(2 * period)  # then stored in the exact format: caught up
+    with JobQueue(store=SqliteStore(path), clock=clock) as last:
+        last.periodic(every=period, name="sync", catch_up="all")(no_arguments)
+        assert last.run_pending() == 2
 
 
 def test_a_removed_schedule_stops_and_is_listed_as_orphaned(tmp_path: Path) -> None:
