@@ -478,6 +478,38 @@ def test_a_schedule_whose_slots_cannot_be_computed_never_stops_the_others(
     assert record.exc_info is not None
 
 
+def test_a_failing_schedule_is_tried_again_each_second_and_logged_again_once_it_worked(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = True
+    failed = 0
+    after = EverySlots.after
+
+    def fails_while_broken(slots: EverySlots, t: float) -> float:
+        nonlocal failed
+        if broken:
+            failed += 1
+            raise ArithmeticError("the arithmetic broke")
+        return after(slots, t)
+
+    monkeypatch.setattr(EverySlots, "after", fails_while_broken)
+    clock = Clock(600 * 3_000_000)
+    calls = Calls()
+    with JobQueue(clock=clock) as queue, caplog.at_level(logging.ERROR, "jobq"):
+        queue.periodic(every=60, name="m")(calls)
+        walk(queue, clock, clock.now + 30, step=0.5)
+        assert (failed, len(caplog.records)) == (30, 1)  # a look a second
+        broken = False
+        clock.advance(30)  # the slot falls due, and it works again
+        queue.run_pending()
+        assert len(calls.slots) == 1
+        broken = True  # at the next slot's look
+        walk(queue, clock, clock.now + 90, step=0.5)
+
+    assert len(caplog.records) == 2
+    assert len(calls.slots) == 2  # the next slot was enqueued before it failed
+
+
 def test_schedules_show_a_next_slot_that_cannot_be_computed_as_none() -> None:
     clock = Clock(END_OF_TIME)
     with JobQueue(clock=clock) as queue:
