@@ -51,6 +51,19 @@ RETRY_AFTER = 1.0
 #: Where the key of a slot's job starts.
 KEY_PREFIX = "periodic:"
 
+#: The shortest ``every=``, in seconds. Slots are epoch seconds in a float
+#: (as the stores keep them), which tells instants 61 µs apart at worst
+#: (in the year 9999); the job's key and ``scheduled_at`` name them to the
+#: microsecond. 1 ms keeps every slot a distinct instant with a distinct
+#: key, with room to spare; and a shorter period asks for more jobs than a
+#: look per slot can enqueue.
+MIN_EVERY = 0.001
+#: The longest ``every=``, in seconds: 100 years (of 365.25 days). Slots
+#: are the multiples of the period since 1970, so a longer one has no slot
+#: before 2070 (most likely a mistaken unit), and the next slot after any
+#: clock before the year 9899 stays a ``datetime`` (year 9999 at most).
+MAX_EVERY = 36525 * 86400.0
+
 
 @dataclass(frozen=True)
 class Periodic:
@@ -98,13 +111,28 @@ def make_slots(every: object, cron: object, tz: str) -> Slots:
     if every is not None:
         if tz != "UTC":
             raise ValueError("tz= applies to cron= schedules; every= slots are UTC")
-        period = to_seconds(every, "every")
-        if period <= 0:
-            raise ValueError(f"every must be more than 0 seconds, not {every!r}")
-        return EverySlots(period)
+        return EverySlots(check_period(every))
     if not isinstance(cron, str):
         raise TypeError(f"cron must be a five-field cron string, not {cron!r}")
     return CronSlots(cron, tz)
+
+
+def check_period(every: object) -> float:
+    """``every=`` in seconds; ``ValueError`` outside ``MIN_EVERY`` to
+    ``MAX_EVERY``, whose slots the arithmetic cannot tell apart, or that no
+    ``datetime`` holds."""
+    period = to_seconds(every, "every")
+    if period < MIN_EVERY:
+        raise ValueError(
+            f"every must be at least {MIN_EVERY:g} seconds (1 ms), not {every!r}: "
+            f"shorter periods' slots are not reliably distinct instants"
+        )
+    if period > MAX_EVERY:
+        raise ValueError(
+            f"every must be at most {MAX_EVERY:.0f} seconds (100 years), not "
+            f"{every!r}; for a yearly schedule use cron= (e.g. '0 0 1 1 *')"
+        )
+    return period
 
 
 def slot_caller(func: Callable[..., Any], tz: str) -> tuple[Callable[..., Any], bool]:
@@ -167,6 +195,9 @@ class Scheduler:
         self._last: dict[str, float] = {}
         #: When this process declared each schedule (or was forked).
         self._declared = dict.fromkeys(periodics, clock())
+        #: The schedules whose slots could not be computed at their last
+        #: look: logged once, not at every look, until they work again.
+        self._failing: set[str] = set()
         #: When any schedule next needs a look (epoch seconds; -inf: now).
         self.next_wake = -math.inf if periodics else math.inf
 
@@ -174,6 +205,7 @@ class Scheduler:
         """A schedule was declared (again): look at once."""
         self._declared[name] = self._clock()
         self._last.pop(name, None)
+        self._failing.discard(name)
         self.next_wake = -math.inf
 
     def tick(self) -> int:
@@ -197,26 +229,54 @@ class Scheduler:
             self._lock.release()
 
     def _look(self, now: float) -> tuple[int, float]:
-        """``tick``'s work: the jobs added, and when to look next."""
+        """``tick``'s work: the jobs added, and when to look next. A store
+        that fails to list the schedules fails the whole look (``tick``
+        logs it); a schedule whose slots cannot be computed fails only its
+        own part, so that one bad schedule never stops the others."""
         added = 0
         stored: dict[str, SlotState] | None = None
         wake = math.inf
         for name, periodic in list(self._periodics.items()):
-            if name not in self._last:
-                if stored is None:
-                    stored = {s.name: s for s in self._store.schedule_states()}
-                slots = self._first_look(periodic, stored.get(name), now)
+            if name not in self._last and stored is None:
+                stored = {s.name: s for s in self._store.schedule_states()}
+            try:
+                count, next_look = self._look_at(periodic, stored or {}, now)
+            except Exception:
+                if name not in self._failing:  # once, not at every look
+                    logger.exception(
+                        "periodic %s (%s): computing its slots failed; it is "
+                        "skipped and tried again every %g s (logged again only "
+                        "after it worked); the other schedules carry on",
+                        name, periodic.stored_expression, RETRY_AFTER,
+                    )  # fmt: skip
+                self._failing.add(name)
+                count, next_look = 0, now + RETRY_AFTER
             else:
-                slots = self._due(periodic, self._last[name], now)
-            for index, slot in enumerate(slots):
-                enqueued = self._enqueue(periodic, slot, now, first=index == 0)
-                if enqueued is None:  # failed: this slot again, soon
-                    wake = min(wake, now + RETRY_AFTER)
-                    break
-                added += enqueued
-                self._last[name] = max(self._last[name], slot)
-            wake = min(wake, periodic.slots.after(max(now, self._last[name])))
+                self._failing.discard(name)
+            added += count
+            wake = min(wake, next_look)
         return added, wake
+
+    def _look_at(
+        self, periodic: Periodic, stored: Mapping[str, SlotState], now: float
+    ) -> tuple[int, float]:
+        """One schedule's part of a look: the jobs added, and when it next
+        needs a look."""
+        name = periodic.name
+        if name in self._last:
+            slots = self._due(periodic, self._last[name], now)
+        else:
+            slots = self._first_look(periodic, stored.get(name), now)
+        added = 0
+        wake = math.inf
+        for index, slot in enumerate(slots):
+            enqueued = self._enqueue(periodic, slot, now, first=index == 0)
+            if enqueued is None:  # failed: this slot again, soon
+                wake = now + RETRY_AFTER
+                break
+            added += enqueued
+            self._last[name] = max(self._last[name], slot)
+        return added, min(wake, periodic.slots.after(max(now, self._last[name])))
 
     def _first_look(
         self, periodic: Periodic, state: SlotState | None, now: float
@@ -294,7 +354,7 @@ class Scheduler:
                     name=name,
                     expression=slots.expression,
                     tz=slots.tz,
-                    next_slot=_datetime(slots.after(start), slots.tz),
+                    next_slot=_next_slot(slots, start),
                     last_slot=None if last is None else _datetime(last, slots.tz),
                     last_job_id=None if state is None else state.last_job_id,
                 )
@@ -315,5 +375,22 @@ class Scheduler:
         return shown
 
 
-def _datetime(slot: float, tz: str) -> dt.datetime:
-    return dt.datetime.fromtimestamp(slot, zone(tz))
+def _next_slot(slots: Slots, start: float) -> dt.datetime | None:
+    """The first slot after ``start``; ``None`` if it cannot be computed (a
+    cron's next slot after the year 9999): one such schedule must not break
+    the list, nor the dashboard that shows it."""
+    try:
+        slot = slots.after(start)
+    except Exception:
+        logger.debug("periodic jobs: a next slot cannot be computed", exc_info=True)
+        return None
+    return _datetime(slot, slots.tz)
+
+
+def _datetime(slot: float, tz: str) -> dt.datetime | None:
+    """A slot as an aware datetime in ``tz``; ``None`` if no ``datetime``
+    holds it (after the year 9999, or a stored slot that is no time)."""
+    try:
+        return dt.datetime.fromtimestamp(slot, zone(tz))
+    except (OverflowError, ValueError, OSError):
+        return None

@@ -43,7 +43,7 @@ class EverySlots:
 
     def __init__(self, period: float) -> None:
         self.period = period
-        self.expression = f"every {period:g}s"
+        self.expression = f"every {exact(period)}s"
 
     def after(self, t: float) -> float:
         return (math.floor(t / self.period) + 1) * self.period
@@ -55,6 +55,19 @@ class EverySlots:
         first = math.floor(start / self.period) + 1
         last = math.floor(end / self.period)
         return [k * self.period for k in range(max(first, last - limit + 1), last + 1)]
+
+
+#: What each of a cron expression's five fields holds, for error messages.
+CRON_FIELDS = (
+    "minute 0-59, hour 0-23, day of month 1-31 or L, month 1-12 or JAN-DEC, "
+    "weekday 0-7 or SUN-SAT"
+)
+
+
+def invalid_cron(expression: str, reason: str) -> str:
+    """The message of a cron expression ``cronsim`` refuses: its own reason
+    ("Bad minute") says which field, the fields' ranges say what fits."""
+    return f"cron {expression!r} is not valid: {reason} (the fields: {CRON_FIELDS})"
 
 
 class CronSlots:
@@ -69,8 +82,7 @@ class CronSlots:
             ) from None
         if len(expression.split()) != 5:
             raise ValueError(
-                f"cron must have five fields (minute hour day month weekday), "
-                f"not {expression!r}"
+                f"cron must have five fields ({CRON_FIELDS}), not {expression!r}"
             )
         self.zone = zone(tz)
         self.expression = " ".join(expression.split())
@@ -79,7 +91,9 @@ class CronSlots:
         try:
             CronSim(self.expression, dt.datetime.now(self.zone))
         except CronSimError as exc:
-            raise ValueError(f"cron {expression!r} is not valid: {exc}") from None
+            raise ValueError(invalid_cron(expression, str(exc))) from None
+        except ValueError:  # int() refuses a number of thousands of digits
+            raise ValueError(invalid_cron(expression, "a number too long")) from None
 
     def _walk(self, t: float, *, reverse: bool) -> Iterator[dt.datetime]:
         start = dt.datetime.fromtimestamp(t, self.zone)
@@ -102,13 +116,25 @@ class CronSlots:
         return found[::-1]
 
 
+def exact(seconds: float) -> str:
+    """Seconds as text that names exactly this float, so that the store sees
+    any change of period as a change: a whole number without ".0" (600), else
+    the shortest text that reads back as the same float (``repr``: 0.1,
+    1000000.5). Never rounded, as ``:g`` was (1000000 and 1000001 were both
+    "1e+06"); the same text as ``:g`` below 1000000 s with at most 6
+    significant digits, so that such expressions stored before read as
+    unchanged."""
+    seconds = float(seconds)  # an int too: "600"
+    return str(int(seconds)) if seconds.is_integer() else repr(seconds)
+
+
 def zone(tz: str) -> ZoneInfo:
     """The IANA time zone ``tz``; ``ValueError`` naming it if it is unknown."""
     if not isinstance(tz, str):
         raise TypeError(f"tz must be an IANA time zone name, not {tz!r}")
     try:
         return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # "Europe": a directory
         raise ValueError(
             f"tz {tz!r} is not a known IANA time zone (e.g. 'Europe/Berlin')"
         ) from None

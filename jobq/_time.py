@@ -11,7 +11,10 @@ def to_seconds(value: object, name: str) -> float:
     if isinstance(value, dt.timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int no float holds: refused below
+            seconds = math.inf
     else:
         raise TypeError(f"{name} must be seconds or a timedelta, not {value!r}")
     if not math.isfinite(seconds) or seconds < 0:

@@ -131,9 +131,10 @@ class Schedule:
 
     ``expression``: "every 600s" or the cron text; ``tz``: the IANA zone its
     slots are computed in. ``next_slot``: when the next slot falls due
-    (``None`` for an orphan); ``last_slot`` and ``last_job_id``: the latest
-    slot enqueued (or skipped) by any process, and its job (aware
-    datetimes; ``None`` before the first slot). ``orphaned``: kept by the
+    (``None`` for an orphan, or if it cannot be computed: after the year
+    9999); ``last_slot`` and ``last_job_id``: the latest slot enqueued (or
+    skipped) by any process, and its job (aware datetimes; ``None`` before
+    the first slot). ``orphaned``: kept by the
     store but no longer declared in the code, so it never runs.
     """
 

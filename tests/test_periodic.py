@@ -24,6 +24,7 @@ from jobq import JobQueue, Retry, Schedule
 from jobq._slots import CronSlots, EverySlots
 from jobq.stores import MemoryStore, SqliteStore
 from jobq.testing.clock import Clock
+from jobq.testing.contract import slot_job
 
 BERLIN = ZoneInfo("Europe/Berlin")
 UTC = dt.UTC
@@ -353,6 +354,70 @@ def test_a_changed_expression_takes_effect_without_a_burst(tmp_path: Path) -> No
     assert schedule.expression == "every 60s"
 
 
+def test_a_changed_period_is_seen_however_many_digits_it_has(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    clock = Clock(1_000_000 * 1800)
+    with JobQueue(store=SqliteStore(path), clock=clock) as first:
+        first.periodic(every=1_000_000, name="sync", catch_up="all")(Calls())
+        assert walk(first, clock, clock.now + 1_000_000, step=100_000) == 1
+    clock.advance(5_000_000)
+    with JobQueue(store=SqliteStore(path), clock=clock) as second:
+        second.periodic(every=1_000_001, name="sync", catch_up="all")(Calls())
+        assert second.run_pending() == 0  # not 5 slots of every=1000001
+        (schedule,) = second.schedules()
+    assert schedule.expression == "every 1000001s"
+
+
+@pytest.mark.parametrize(
+    ("period", "expression"),
+    [(600, "every 600s"), (600.0, "every 600s"), (0.1, "every 0.1s"),
+     (1_000_000, "every 1000000s"), (dt.timedelta(days=1, microseconds=1),
+                                     "every 86400.000001s")],
+)  # fmt: skip
+def test_every_is_shown_and_stored_with_its_exact_period(
+    period: float | dt.timedelta, expression: str
+) -> None:
+    with JobQueue(clock=Clock()) as queue:
+        queue.periodic(every=period, name="p")(no_arguments)
+        (schedule,) = queue.schedules()
+    assert schedule.expression == expression
+
+
+@pytest.mark.parametrize(
+    ("stored", "period", "caught_up"),
+    [
+        # Exact in the earlier format too (":g", up to 6 digits): unchanged.
+        ("every 600s @ UTC", 600, 3),
+        # Rounded by it: read as changed, once, so it starts at its next slot.
+        ("every 1e+06s @ UTC", 1_000_000, 0),
+    ],
+)
+def test_an_expression_stored_in_the_earlier_format_changed_only_if_it_was_rounded(
+    tmp_path: Path, stored: str, period: int, caught_up: int
+) -> None:
+    path = tmp_path / "jobs.db"
+    clock = Clock(period * 3000)
+    store = SqliteStore(path)
+    with JobQueue(store=store, clock=clock) as earlier:  # as the earlier one wrote
+        earlier.task(name="sync")(no_arguments)
+        assert earlier.run_pending() == 0  # opens the store
+        now = clock.now
+        store.enqueue_slot(
+            "sync", stored, now, slot_job(now, "sync"), now, skip_running=False
+        )
+        assert earlier.run_pending() == 1
+    clock.advance(3 * period)
+    with JobQueue(store=SqliteStore(path), clock=clock) as later:
+        later.periodic(every=period, name="sync", catch_up="all")(no_arguments)
+        assert later.run_pending() == caught_up
+        clock.advance(period)
+        assert later.run_pending() == 1
+    clock.advance(2 * period)  # then stored in the exact format: caught up
+    with JobQueue(store=SqliteStore(path), clock=clock) as last:
+        last.periodic(every=period, name="sync", catch_up="all")(no_arguments)
+        assert last.run_pending() == 2
+
+
 def test_a_removed_schedule_stops_and_is_listed_as_orphaned(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     clock = Clock(600 * 3_000_000)
@@ -386,6 +451,77 @@ def test_schedules_show_the_next_slot_before_the_first_one_runs() -> None:
         ]  # fmt: skip
 
 
+# -- a schedule whose slots cannot be computed ----------------------------------------
+
+#: An hour before the last instant a ``datetime`` can hold: a yearly cron's
+#: next slot (year 10000) cannot be computed there, a minutely one's can.
+END_OF_TIME = dt.datetime(9999, 12, 31, 23, 0, tzinfo=UTC).timestamp()
+
+
+def test_a_schedule_whose_slots_cannot_be_computed_never_stops_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = Clock(END_OF_TIME)
+    minutes = Calls()
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(cron="0 0 1 1 *", name="yearly")(Calls())
+        queue.periodic(every=60, name="minute")(minutes)
+
+        with caplog.at_level(logging.ERROR, logger="jobq"):
+            ran = walk(queue, clock, clock.now + 300, step=10)
+
+    assert ran == len(minutes.slots) == 5
+    (record,) = caplog.records  # once, not at every look
+    assert record.getMessage().startswith(
+        "periodic yearly (0 0 1 1 * @ UTC): computing its slots failed"
+    )
+    assert record.exc_info is not None
+
+
+def test_a_failing_schedule_is_tried_again_each_second_and_logged_again_once_it_worked(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = True
+    failed = 0
+    after = EverySlots.after
+
+    def fails_while_broken(slots: EverySlots, t: float) -> float:
+        nonlocal failed
+        if broken:
+            failed += 1
+            raise ArithmeticError("the arithmetic broke")
+        return after(slots, t)
+
+    monkeypatch.setattr(EverySlots, "after", fails_while_broken)
+    clock = Clock(600 * 3_000_000)
+    calls = Calls()
+    with JobQueue(clock=clock) as queue, caplog.at_level(logging.ERROR, "jobq"):
+        queue.periodic(every=60, name="m")(calls)
+        walk(queue, clock, clock.now + 30, step=0.5)
+        assert (failed, len(caplog.records)) == (30, 1)  # a look a second
+        broken = False
+        clock.advance(30)  # the slot falls due, and it works again
+        queue.run_pending()
+        assert len(calls.slots) == 1
+        broken = True  # at the next slot's look
+        walk(queue, clock, clock.now + 90, step=0.5)
+
+    assert len(caplog.records) == 2
+    assert len(calls.slots) == 2  # the next slot was enqueued before it failed
+
+
+def test_schedules_show_a_next_slot_that_cannot_be_computed_as_none() -> None:
+    clock = Clock(END_OF_TIME)
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(cron="0 0 1 1 *", name="yearly")(Calls())
+        queue.periodic(every=7200, name="two-hourly")(Calls())
+
+        assert queue.schedules() == [
+            Schedule("yearly", "0 0 1 1 *", "UTC", None, None, None),
+            Schedule("two-hourly", "every 7200s", "UTC", None, None, None),
+        ]
+
+
 # -- declarations that are refused ----------------------------------------------------
 
 
@@ -402,15 +538,31 @@ def needs_an_argument(user_id: int) -> None:
     [
         ({}, TypeError, "exactly one of every= or cron="),
         ({"every": 60, "cron": "* * * * *"}, TypeError, "exactly one"),
-        ({"every": 0}, ValueError, "more than 0 seconds"),
+        ({"every": 0}, ValueError, r"at least 0.001 seconds \(1 ms\), not 0"),
+        ({"every": 1e-300}, ValueError, "at least 0.001 seconds"),
+        ({"every": dt.timedelta(microseconds=999)}, ValueError, "at least 0.001"),
+        ({"every": dt.timedelta(days=36525, microseconds=1)}, ValueError,
+         r"at most 3155760000 seconds \(100 years\)"),
+        ({"every": dt.timedelta(days=999_999_999)}, ValueError, "use cron="),
+        ({"every": 10**400}, ValueError, "finite number of seconds"),
         ({"every": -1}, ValueError, ">= 0"),
         ({"every": "60"}, TypeError, "seconds or a timedelta"),
         ({"every": 60, "tz": "Europe/Berlin"}, ValueError, "tz= applies to cron="),
         ({"cron": "0 3 * *"}, ValueError, "five fields"),
         ({"cron": "0 0 3 * * *"}, ValueError, "five fields"),
-        ({"cron": "61 3 * * *"}, ValueError, "is not valid"),
+        ({"cron": "61 3 * * *"}, ValueError, r"not valid: Bad minute \(the fields: "
+                                              r"minute 0-59, hour 0-23"),
+        ({"cron": "0 0 30 2 *"}, ValueError, "not valid: Bad day-of-month"),
+        ({"cron": "* * * * 8"}, ValueError, "not valid: Bad day-of-week"),
+        ({"cron": "*/0 * * * *"}, ValueError, "not valid: Bad minute"),
+        ({"cron": "9" * 30 + " * * * *"}, ValueError, "not valid: Bad minute"),
+        ({"cron": "1" * 5000 + " * * * *"}, ValueError, "not valid: a number too long"),
         ({"cron": 3}, TypeError, "five-field cron string"),
         ({"cron": "0 3 * * *", "tz": "Mars/Olympus"}, ValueError, "IANA time zone"),
+        ({"cron": "0 3 * * *", "tz": "Europe"}, ValueError, "'Europe' is not a known"),
+        ({"cron": "0 3 * * *", "tz": "x" * 300}, ValueError, "not a known IANA"),
+        ({"cron": "0 3 * * *", "tz": "../../etc/passwd"}, ValueError, "not a known"),
+        ({"cron": "0 3 * * *", "tz": None}, TypeError, "an IANA time zone name"),
         ({"every": 60, "overlap": "queue"}, ValueError, "overlap must be one of"),
         ({"every": 60, "catch_up": "some"}, ValueError, "catch_up must be one of"),
         ({"every": 60, "max_catch_up": 0}, ValueError, "max_catch_up"),
@@ -424,6 +576,21 @@ def test_a_bad_declaration_is_refused_and_registers_nothing(
             queue.periodic(name="p", **options)(no_arguments)
 
         assert (dict(queue.tasks), queue.schedules()) == ({}, [])
+
+
+def test_every_may_be_from_a_millisecond_to_a_hundred_years() -> None:
+    clock = Clock(1_800_000_000.0005)
+    with JobQueue(clock=clock) as queue:
+        queue.periodic(every=0.001, name="fast")(no_arguments)
+        queue.periodic(every=dt.timedelta(days=36525), name="slow")(no_arguments)
+        queue.run_pending()
+        for _ in range(3):
+            clock.advance(0.001)
+            assert queue.run_pending() == 1
+
+        fast, slow = queue.schedules()
+    assert fast.last_slot == dt.datetime(2027, 1, 15, 8, 0, 0, 3000, tzinfo=UTC)
+    assert slow.next_slot == dt.datetime(2070, 1, 1, tzinfo=UTC)
 
 
 def test_a_function_that_needs_arguments_is_refused() -> None:

@@ -3,6 +3,7 @@ on every store, and the security checks the README promises."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable
 from typing import Any
@@ -647,3 +648,20 @@ def test_the_overview_shows_the_periodic_jobs_with_their_slots(
     assert "reports.hourly" in page.text
     assert schedule.next_slot is not None
     assert schedule.next_slot.strftime("%Y-%m-%d %H:%M:%S") in page.text
+
+
+def test_a_schedule_whose_next_slot_no_datetime_holds_shows_none_on_the_overview(
+    make_queue: MakeQueue,
+) -> None:
+    # An hour before the end of the year 9999: the next two-hourly slot is
+    # in the year 10000, which no datetime holds.
+    clock = Clock(dt.datetime(9999, 12, 31, 23, 0, tzinfo=dt.UTC).timestamp())
+    queue = make_queue(clock=clock)
+    queue.periodic(every=7200, name="reports.two_hourly")(lambda: None)
+
+    page = Client(make_app(queue)).get("/")
+
+    assert page.status_code == 200
+    row = re.search(r"<td>reports\.two_hourly</td>.*?</tr>", page.text, re.S)
+    assert row is not None, page.text
+    assert "<td>—</td>" in row.group(0)
