@@ -75,6 +75,9 @@ def run_dashboard(queue: JobQueue[Any], args: argparse.Namespace) -> str:
         allow=_anyone if args.no_token else None,
     )
     serve, bound = _server(app, host, port)
+    # Open the store now (after the address, which opens nothing on disk):
+    # a missing schema or an unreachable server is one line, not every page.
+    queue.stats()
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
     sys.stdout.write(f"jobq dashboard: serving {url}\n")
