@@ -135,11 +135,11 @@ def open_store(
     if isinstance(store, JsonFileStore):
         if create:
             return store  # migrate: nothing to create, nothing opened
-        _require_file(store, "")
+        _require_file(store)
         return JsonFileStore(store.path, read_only=True) if read_only else store
     if isinstance(store, SqliteStore):
         if not create:
-            _require_file(store, "")
+            _require_file(store)
         return store
     if isinstance(store, PostgresStore):
         return PostgresStore(
@@ -153,7 +153,7 @@ def open_store(
     return store
 
 
-def _require_file(store: JsonFileStore | SqliteStore, whose: str) -> None:
+def _require_file(store: JsonFileStore | SqliteStore, whose: str = "") -> None:
     """``CommandError`` (status 1) unless ``store``'s file exists: a command
     only looks at or manages a store, so opening a missing one would leave
     an empty store behind (a typo in a path, a command run before the app
@@ -212,8 +212,8 @@ def _for_command(queue: Queue, *, read_only: bool) -> Queue:
     """``queue`` as a command uses it (see ``queue_for_command``)."""
     store = queue.store
     if isinstance(store, JsonFileStore | SqliteStore):
-        # The module's import built the queue and opened nothing (stores
-        # open on first use): refused here, nothing is created.
+        # An application's queue opens its store on first use (importing
+        # the module, init_app, opened nothing): refused before that use.
         _require_file(store, " (the app's store)")
     if isinstance(store, JsonFileStore):
         if read_only and not store.read_only:
