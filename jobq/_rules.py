@@ -29,6 +29,13 @@ MAX_ATTEMPTS_LIMIT = 2**31 - 1
 MAX_META_ENTRIES = 64
 MAX_META_BYTES = 8192
 
+#: What enqueue hooks (``jobq.Sending``) add to a job's ``meta`` counts
+#: against an allowance of its own, beside the caller's limits above: a
+#: hook's few headers (a trace context) never make a valid call fail, and
+#: the meta stored stays bounded (at most 72 entries in 10 KiB of JSON).
+MAX_ADDED_META_ENTRIES = 8
+MAX_ADDED_META_BYTES = 2048
+
 
 def check_int(value: object, name: str, minimum: int, maximum: int = INT64_MAX) -> int:
     """``value`` if it is an ``int`` (not a ``bool``) within [minimum, maximum];
@@ -114,6 +121,55 @@ def check_meta(meta: object) -> str | None:
         raise ValueError(
             f"meta holds {len(meta)} entries; at most {MAX_META_ENTRIES} are allowed"
         )
+    _check_entries(meta)
+    text = _meta_text(meta)
+    if len(text) > MAX_META_BYTES:  # ASCII (json escapes the rest): chars = bytes
+        raise ValueError(
+            f"meta is {len(text)} bytes of JSON; at most {MAX_META_BYTES} bytes are "
+            "allowed"
+        )
+    return text
+
+
+def check_sent_meta(
+    given: Mapping[str, str] | None, sent: Mapping[str, Any]
+) -> str | None:
+    """The ``meta`` text of jobs sent through enqueue hooks: ``sent`` is
+    ``given`` (the caller's, already passed by ``check_meta``) with what the
+    hooks added or changed.
+
+    The hooks' entries have an allowance of their own, beside the caller's
+    limits, so that a hook (the trace context of OpenTelemetry's integration)
+    never makes a call fail that is valid without it: at most
+    ``MAX_ADDED_META_ENTRIES`` entries in at most ``MAX_ADDED_META_BYTES`` of
+    JSON. Every entry must still be text every store can hold.
+    """
+    if not sent:
+        return None
+    _check_entries(sent)
+    if not given:
+        added: Mapping[str, str] = sent
+    else:
+        added = {k: v for k, v in sent.items() if given.get(k) != v}
+    if len(added) > MAX_ADDED_META_ENTRIES:
+        raise ValueError(
+            f"enqueue hooks added {len(added)} meta entries ({_names(added)}); at "
+            f"most {MAX_ADDED_META_ENTRIES} are allowed besides the caller's meta: "
+            "make the hooks add fewer headers"
+        )
+    added_text = _meta_text(added) if added else "{}"
+    if len(added_text) > MAX_ADDED_META_BYTES:
+        raise ValueError(
+            f"enqueue hooks added meta entries ({_names(added)}) of "
+            f"{len(added_text)} bytes of JSON; at most {MAX_ADDED_META_BYTES} bytes "
+            "are allowed besides the caller's meta: make the hooks add less"
+        )
+    return added_text if added is sent else _meta_text(sent)
+
+
+def _check_entries(meta: Mapping[Any, Any]) -> None:
+    """``TypeError`` or ``ValueError`` for an entry of ``meta`` that is not
+    a non-empty ``str`` key to a ``str`` value every store can hold."""
     for name, value in meta.items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise TypeError(
@@ -123,13 +179,18 @@ def check_meta(meta: object) -> str | None:
             raise ValueError("meta keys must not be empty")
         check_text(name, "a meta key")
         check_text(value, f"meta[{name!r}]")
-    text = json.dumps(dict(meta), sort_keys=True, separators=(",", ":"))
-    if len(text) > MAX_META_BYTES:  # ASCII (json escapes the rest): chars = bytes
-        raise ValueError(
-            f"meta is {len(text)} bytes of JSON; at most {MAX_META_BYTES} bytes are "
-            "allowed"
-        )
-    return text
+
+
+def _meta_text(meta: Mapping[str, str]) -> str:
+    """The JSON text stores keep: compact, keys sorted, ASCII only."""
+    return json.dumps(dict(meta), sort_keys=True, separators=(",", ":"))
+
+
+def _names(meta: Mapping[str, str]) -> str:
+    """The keys of ``meta`` for a message, cut after a few."""
+    names = sorted(meta)
+    shown = ", ".join(_short_repr(name) for name in names[:5])
+    return shown if len(names) <= 5 else f"{shown}, ..."
 
 
 def storable(text: str) -> str:

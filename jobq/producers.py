@@ -4,7 +4,9 @@
 removes it. A hook is a callable ``(sending) -> context manager``: it
 receives a ``Sending`` before the jobs are checked and written, may add
 string headers to ``sending.meta`` (stored with each job, as ``meta=``
-would: a trace context, a request id), and its context manager is exited
+would: a trace context, a request id; what the hooks add or change has an
+allowance of its own beside the caller's meta limits, see
+``jobq._rules.check_sent_meta``), and its context manager is exited
 once the write returned (``sending.added`` holds what ``enqueue`` returns)
 or failed (with the exception, which goes on to the caller)::
 

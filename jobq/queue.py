@@ -38,6 +38,7 @@ from jobq._rules import (
     check_key,
     check_meta,
     check_priority,
+    check_sent_meta,
     check_timeout,
     checked_clock,
     stored_id,
@@ -475,14 +476,19 @@ class JobQueue(Generic[P]):
             )  # fmt: skip
             return self.add(jobs, connection=connection, then=then)
         if meta is not None:
-            check_meta(meta)  # a clear error before a hook copies it
+            check_meta(meta)  # the caller's limits, before a hook adds to it
         sending = Sending(task, {} if meta is None else dict(meta))
         with self._enqueue_hooks.around(sending):
+            # What the hooks added has an allowance of its own, beside the
+            # caller's limits: turning tracing on never makes a call fail
+            # that is valid without it (prepare would apply the caller's).
+            meta_text = check_sent_meta(meta, sending.meta)
             jobs = self.prepare(
                 payloads, delay=delay, at=at, key=key, priority=priority,
-                meta=sending.meta or None, timeout=timeout, task=task,
-                max_attempts=max_attempts, what=what,
+                timeout=timeout, task=task, max_attempts=max_attempts, what=what,
             )  # fmt: skip
+            if meta_text is not None:
+                jobs = [job._replace(meta=meta_text) for job in jobs]
             sending.added = self.add(jobs, connection=connection, then=then)
         return sending.added
 

@@ -642,6 +642,119 @@ def test_app_with_a_memory_queue_is_refused(
     assert "memory" in result.err
 
 
+APP_COMMANDS = [
+    ["stats"], ["dead"], ["show", "1"], ["retry", "1"], ["delete", "1"],
+    ["schedules"], ["purge-dead", "--yes"], ["dashboard", "--bind", "127.0.0.1:0"],
+]  # fmt: skip
+
+
+def serve_nothing(app: Any, host: str, port: int) -> tuple[Callable[[], None], int]:
+    """The dashboard's server, listening nowhere and returning at once."""
+    return (lambda: None), port
+
+
+@pytest.mark.parametrize("kind", ["json", "sqlite"])
+@pytest.mark.parametrize("argv", APP_COMMANDS, ids=lambda argv: argv[0])
+def test_a_missing_store_of_the_app_is_an_error_and_not_created(
+    kind: str,
+    argv: list[str],
+    app_module: Callable[[str | None], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("jobq.cli.dashboard._server", serve_nothing)
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / "jobs.json" if kind == "json" else data / "jobs.db"
+    app = app_module(str(path) if kind == "json" else f"sqlite:///{path}")
+
+    result = run(capsys, *argv, "--app", app)
+
+    assert result.code == 1
+    label = "JSON" if kind == "json" else "SQLite"
+    assert result.err == (
+        f"jobq {argv[0]}: no {label} store at {path} (the app's store): a command "
+        "never creates one; check the path, or "
+        + ("start the app, which creates it" if kind == "json"
+           else "create it by starting the app or with migrate")
+        + "\n"
+    )  # fmt: skip
+    assert list(data.iterdir()) == []
+
+
+@pytest.fixture
+def missing_schema(postgres_schema: str) -> Iterator[str]:
+    """A PostgreSQL schema that does not exist (dropped afterwards, should a
+    failing test have created it)."""
+    import psycopg
+    from psycopg import sql
+
+    name = f"{postgres_schema}_{secrets.token_hex(3)}"
+    yield name
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
+        )
+
+
+@pytest.mark.parametrize("argv", APP_COMMANDS, ids=lambda argv: argv[0])
+def test_a_missing_postgres_schema_of_the_app_is_an_error_and_not_created(
+    argv: list[str],
+    missing_schema: str,
+    app_module: Callable[[str | None], str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import psycopg
+
+    monkeypatch.setattr("jobq.cli.dashboard._server", serve_nothing)
+    missing = missing_schema
+    name = f"cli_test_pg_app_{secrets.token_hex(4)}"
+    (tmp_path / f"{name}.py").write_text(
+        "import jobq\n"
+        "from jobq.stores import PostgresStore\n"
+        f"queue = jobq.JobQueue(store=PostgresStore({POSTGRES_URL!r}, "
+        f"schema={missing!r}))\n"
+    )
+    monkeypatch.delitem(sys.modules, name, raising=False)
+
+    result = run(capsys, *argv, "--app", f"{name}:queue")
+
+    assert result.code == 1
+    assert result.err.count("\n") == 1
+    assert f"the jobq schema {missing!r} does not exist" in result.err
+    with psycopg.connect(POSTGRES_URL) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (missing,)
+        ).fetchone()
+    assert row == (0,)
+
+
+def test_queue_for_command_refuses_a_missing_store_and_gives_the_app_its_own_back(
+    missing_schema: str, tmp_path: Path
+) -> None:
+    store = PostgresStore(POSTGRES_URL, schema=missing_schema)
+    app = jobq.JobQueue[Any](store=store)
+    on_disk = jobq.JobQueue[Any](store=SqliteStore(tmp_path / "gone.db"))
+
+    with (
+        pytest.raises(jobq.StoreError, match="does not exist"),
+        cli.queue_for_command(app, read_only=True) as used,
+    ):
+        cli.stats(used)
+    with (
+        pytest.raises(cli.CommandError, match="no SQLite store at"),
+        cli.queue_for_command(on_disk, read_only=True),
+    ):
+        pass
+
+    assert store.auto_migrate  # the app, going on, still creates its schema
+    assert list(tmp_path.iterdir()) == []
+    app.close()
+
+
 # -- the JSON store: looking never takes the owner's lock ----------------------
 
 

@@ -369,8 +369,11 @@ def test_flask_jobq_worker_refuses_a_shutdown_timeout_that_is_not_finite_seconds
 
 
 def test_the_commands_start_no_workers(make_app: MakeApp, tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    with jobq.JobQueue[Any](store=store) as first:  # the store the app made
+        first.stats()
     jobs = JobQ(handler=lambda job: None)
-    app = make_app(jobs, JOBQ_STORE=f"sqlite:///{tmp_path / 'jobs.db'}")
+    app = make_app(jobs, JOBQ_STORE=store)
     before = worker_threads()
 
     assert invoke(app, "stats").exit_code == 0
@@ -410,6 +413,20 @@ def test_flask_jobq_looks_at_a_json_store_without_taking_its_lock(
 
     assert looked.exit_code == 0, looked.output
     assert json.loads(looked.output)["pending"] == 1
+
+
+def test_flask_jobq_stats_refuses_a_store_that_does_not_exist_and_creates_none(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    app = make_app(JobQ(), JOBQ_STORE=f"sqlite:///{data / 'jobs.db'}")
+
+    result = invoke(app, "stats")
+
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: no SQLite store at {data / 'jobs.db'}")
+    assert list(data.iterdir()) == []
 
 
 def test_flask_jobq_refuses_a_queue_in_memory(make_app: MakeApp) -> None:

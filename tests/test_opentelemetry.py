@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,28 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import INVALID_SPAN, SpanKind, StatusCode
+from opentelemetry.trace import (
+    INVALID_SPAN,
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    StatusCode,
+    TraceFlags,
+    TraceState,
+)
 
 import jobq
+from jobq._rules import MAX_META_BYTES, MAX_META_ENTRIES
 from jobq.contrib.opentelemetry import instrument, tracing_for
 from jobq.testing import Clock
 
 ROOT = Path(__file__).resolve().parents[1]
+
+MakeQueue = Callable[..., jobq.JobQueue[Any]]
+
+#: The caller's meta at each of its documented limits.
+MOST_ENTRIES = {f"{n:02}": "" for n in range(MAX_META_ENTRIES)}
+MOST_BYTES = {"a": "x" * (MAX_META_BYTES - len('{"a":""}'))}
 
 
 @pytest.fixture
@@ -116,6 +131,67 @@ def test_the_job_s_meta_holds_the_w3c_trace_context(provider: TracerProvider) ->
     assert record is not None
     assert set(record.meta) == {"mine", "traceparent"}
     assert record.meta["traceparent"].startswith("00-")
+
+
+def remote_parent(state: TraceState) -> trace.Span:
+    """The span of a request that came with this ``tracestate``."""
+    return NonRecordingSpan(
+        SpanContext(
+            0x4BF92F3577B34DA6A3CE929D0E0E4736,
+            0x00F067AA0BA902B7,
+            is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            trace_state=state,
+        )
+    )
+
+
+@pytest.mark.parametrize("meta", [MOST_ENTRIES, MOST_BYTES], ids=["64", "8KiB"])
+def test_tracing_never_makes_an_enqueue_with_meta_at_its_limits_fail(
+    make_queue: MakeQueue, provider: TracerProvider, meta: dict[str, str]
+) -> None:
+    queue = make_queue(None)
+    instrument(queue, provider)
+    request = remote_parent(TraceState([("vendor", "opaque-value")]))
+
+    with trace.use_span(request):
+        job = queue.enqueue("x", meta=meta)
+        [many] = queue.enqueue_many(["y"], meta=meta)
+
+    for enqueued in (job, many):
+        record = queue.get(enqueued)
+        assert record is not None
+        assert record.meta == {
+            **meta,
+            "traceparent": record.meta["traceparent"],
+            "tracestate": "vendor=opaque-value",
+        }
+
+
+def test_a_huge_tracestate_is_cut_to_512_characters_as_w3c_says(
+    provider: TracerProvider,
+) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    instrument(queue, provider)
+    hostile = '"\\\\' * 85  # 255 characters that JSON escapes to 510
+    large = [("first", "1"), *[(f"k{n:02}", hostile) for n in range(30)], ("last", "z")]
+    small = [(f"k{n:02}", "v" * 16) for n in range(32)]  # 671 characters
+
+    kept = []
+    for members in (large, small):
+        request = remote_parent(TraceState(members))
+        with trace.use_span(request):
+            job = queue.enqueue("x", meta=MOST_BYTES)
+        record = queue.get(job)
+        assert record is not None
+        kept.append(record.meta["tracestate"])
+
+    # Entries over 128 characters go first (from the end), then the last ones.
+    assert kept == [
+        f"first=1,k00={hostile},last=z",
+        ",".join(f"k{n:02}={'v' * 16}" for n in range(24)),
+    ]
+    assert all(len(state) <= 512 for state in kept)
 
 
 def test_a_closed_tracing_adds_no_span_and_no_meta(

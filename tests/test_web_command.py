@@ -3,7 +3,9 @@ default, read-only on a JSON file."""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -16,10 +18,12 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq import Fatal, Job
+from jobq import Fatal, Job, cli
 from jobq.stores import JsonFileStore, SqliteStore
 
 Start = Callable[..., tuple[str, str]]
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def die(job: Job[Any]) -> None:
@@ -126,3 +130,76 @@ def test_a_bad_bind_is_a_usage_error(tmp_path: Path) -> None:
 
     assert done.returncode == 2
     assert "--bind must be HOST:PORT" in done.stderr
+
+
+@pytest.fixture
+def port_in_use() -> Iterator[int]:
+    """A port of 127.0.0.1 that something else listens on."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield int(taken.getsockname()[1])
+
+
+@pytest.mark.parametrize("waitress", [True, False], ids=["waitress", "wsgiref"])
+@pytest.mark.parametrize(
+    ("bind", "code", "says"),
+    [
+        ("in use", 1, "cannot listen there: Address already in use; stop what uses "),
+        ("192.0.2.1:0", 1, "not an address of this host; give one of its addresses"),
+        ("999.1.1.1:0", 2, "error: --bind '999.1.1.1:0': '999.1.1.1' is not an IP"),
+        ("[zz]:0", 2, "error: --bind '[zz]:0': 'zz' is not an IP address"),
+    ],
+    ids=["in-use", "not-this-host", "no-ipv4", "no-ipv6"],
+)
+def test_a_bind_the_command_cannot_listen_on_is_one_line_and_creates_nothing(
+    tmp_path: Path,
+    port_in_use: int,
+    bind: str,
+    code: int,
+    says: str,
+    waitress: bool,
+) -> None:
+    store = sqlite_with_a_dead_job(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    bind = f"127.0.0.1:{port_in_use}" if bind == "in use" else bind
+    hide = "" if waitress else "sys.modules['waitress'] = None; "
+    code_text = f"import sys; {hide}from jobq.cli import main; sys.exit(main())"
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+
+    done = subprocess.run(
+        [sys.executable, "-c", code_text, "dashboard", "--bind", bind,
+         "--store", store],
+        capture_output=True, text=True, timeout=30, check=False,
+        env={**os.environ, "PYTHONPATH": path},
+    )  # fmt: skip
+
+    assert done.returncode == code
+    assert done.stdout == ""
+    assert done.stderr.startswith("jobq dashboard: ")
+    assert done.stderr.count("\n") == 1  # one line, no traceback
+    assert says in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_host_that_does_not_resolve_is_one_line_and_exits_1(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def unknown(*args: object, **kwargs: object) -> object:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unknown)  # no DNS asked
+
+    status = cli.main(
+        ["dashboard", "--bind", "nowhere.invalid:0", "--store",
+         sqlite_with_a_dead_job(tmp_path)]
+    )  # fmt: skip
+
+    assert status == 1
+    assert capsys.readouterr().err == (
+        "jobq dashboard: --bind 'nowhere.invalid:0': cannot resolve host "
+        "'nowhere.invalid' (Name or service not known); give one of this host's "
+        "addresses (127.0.0.1, 0.0.0.0, [::1]) or its name\n"
+    )

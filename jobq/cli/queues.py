@@ -59,7 +59,11 @@ def find_queue(
     ``read_only``: the command only looks, so a JSON store is opened without
     taking its owner's lock. ``worker``: ``app`` is needed, and its queue is
     returned as it is. ``migrate``: a store file that does not exist yet is
-    created, and the queue of an ``app`` is returned as it is. Raises
+    created, and the queue of an ``app`` is returned as it is. Otherwise
+    ``app``'s store must exist, as ``store``'s must: its file (checked after
+    the import, which opens nothing: stores open on first use), or its
+    PostgreSQL schema (its ``auto_migrate`` is turned off, so opening it
+    only checks the schema, and ``StoreError`` says it is missing). Raises
     ``CommandError``: status 2 for usage errors, 1 for a store file that does
     not exist.
     """
@@ -83,6 +87,10 @@ def find_queue(
         if worker or migrate:
             return app_queue, False
         found = _for_command(app_queue, read_only=read_only)
+        if isinstance(app_queue.store, PostgresStore):
+            # The command (this process's last use of the app's queue)
+            # checks the schema, never creates or upgrades it.
+            app_queue.store.auto_migrate = False
         return found, found is not app_queue
     if worker:
         raise CommandError(
@@ -127,12 +135,11 @@ def open_store(
     if isinstance(store, JsonFileStore):
         if create:
             return store  # migrate: nothing to create, nothing opened
-        if not any(os.path.exists(p) for p in (store.path, f"{store.path}.lock")):
-            raise CommandError(f"no JSON store at {store.path}")
+        _require_file(store)
         return JsonFileStore(store.path, read_only=True) if read_only else store
     if isinstance(store, SqliteStore):
-        if not create and not os.path.exists(store.path):
-            raise CommandError(f"no SQLite store at {store.path}")
+        if not create:
+            _require_file(store)
         return store
     if isinstance(store, PostgresStore):
         return PostgresStore(
@@ -146,25 +153,68 @@ def open_store(
     return store
 
 
+def _require_file(store: JsonFileStore | SqliteStore, whose: str = "") -> None:
+    """``CommandError`` (status 1) unless ``store``'s file exists: a command
+    only looks at or manages a store, so opening a missing one would leave
+    an empty store behind (a typo in a path, a command run before the app
+    ever started) where an error was due. ``whose`` says who named it."""
+    if isinstance(store, JsonFileStore):
+        if any(os.path.exists(p) for p in (store.path, f"{store.path}.lock")):
+            return
+        kind, create = "JSON", "start the app, which creates it"
+    elif os.path.exists(store.path):
+        return
+    else:
+        kind, create = "SQLite", "create it by starting the app or with migrate"
+    raise CommandError(
+        f"no {kind} store at {store.path}{whose}: a command never creates one; "
+        f"check the path, or {create}"
+    )
+
+
+@contextlib.contextmanager
+def _no_schema_changes(store: Store) -> Iterator[None]:
+    """While a command uses an application's PostgreSQL store, opening it
+    only checks the schema (``auto_migrate`` off), as ``--store`` does: a
+    command never creates a missing schema (nor upgrades an older one), and
+    says so. Restored afterwards, for an application that goes on."""
+    if not isinstance(store, PostgresStore) or not store.auto_migrate:
+        yield
+        return
+    store.auto_migrate = False
+    try:
+        yield
+    finally:
+        store.auto_migrate = True
+
+
 @contextlib.contextmanager
 def queue_for_command(queue: Queue, *, read_only: bool) -> Iterator[Queue]:
     """An application's queue (``--app``, a Flask app's, a Django project's)
     as a command other than ``worker`` and ``migrate`` uses it, for the
-    ``with`` block: for a command that only looks (``read_only``), a JSON
-    store the application owns is read through a read-only queue of its own
-    (closed afterwards), so the application keeps (or takes) its lock.
+    ``with`` block: its store must exist already (a command creates no file
+    and no PostgreSQL schema: ``CommandError`` status 1, or the store's
+    ``StoreError``), and for a command that only looks (``read_only``), a
+    JSON store the application owns is read through a read-only queue of its
+    own (closed afterwards), so the application keeps (or takes) its lock.
     ``CommandError`` (status 2) for a queue that keeps its jobs in memory,
     out of reach of the command."""
-    found = _for_command(queue, read_only=read_only)
-    try:
-        yield found
-    finally:
-        if found is not queue:
-            found.close()
+    with _no_schema_changes(queue.store):
+        found = _for_command(queue, read_only=read_only)
+        try:
+            yield found
+        finally:
+            if found is not queue:
+                found.close()
 
 
 def _for_command(queue: Queue, *, read_only: bool) -> Queue:
+    """``queue`` as a command uses it (see ``queue_for_command``)."""
     store = queue.store
+    if isinstance(store, JsonFileStore | SqliteStore):
+        # An application's queue opens its store on first use (importing
+        # the module, init_app, opened nothing): refused before that use.
+        _require_file(store, " (the app's store)")
     if isinstance(store, JsonFileStore):
         if read_only and not store.read_only:
             return JobQueue(None, store=JsonFileStore(store.path, read_only=True))

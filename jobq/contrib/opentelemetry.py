@@ -2,9 +2,11 @@
 
 ``enqueue`` (and ``enqueue_many``, ``Task.enqueue``) runs in a PRODUCER span
 ``jobq.enqueue <task>`` whose W3C trace context (``traceparent``,
-``tracestate``) is stored in each job's ``meta``; each attempt of the job,
-in whatever process runs it and through every retry, runs in a CONSUMER span
-``jobq.run <task>`` whose parent is that enqueue span. Attributes follow
+``tracestate``, the latter cut to 512 characters as W3C says) is stored in
+each job's ``meta``, within the enqueue hooks' allowance (never the
+caller's meta limits); each attempt of the job, in whatever process runs it
+and through every retry, runs in a CONSUMER span ``jobq.run <task>`` whose
+parent is that enqueue span. Attributes follow
 OpenTelemetry's messaging conventions (``messaging.system="jobq"``, the
 operation, the message id) plus ``jobq.attempt``; a failed attempt's span has
 status ERROR and the exception as an event.
@@ -17,6 +19,7 @@ no-op spans.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable
@@ -44,6 +47,17 @@ __all__ = ["EnqueueSpan", "TaskSpans", "Tracing", "instrument", "tracing_for"]
 
 #: W3C Trace Context, the headers the issue and every tracer speak.
 PROPAGATOR = TraceContextTextMapPropagator()
+
+#: The most ``tracestate`` a job's ``meta`` keeps, in characters: W3C Trace
+#: Context asks every vendor to propagate at least 512 and says how to cut a
+#: longer one. A request's ``tracestate`` (up to 32 entries of 512
+#: characters) would otherwise not fit in the allowance enqueue hooks have.
+MAX_TRACESTATE = 512
+
+#: Entries longer than this go first when a ``tracestate`` is cut (W3C).
+LARGE_TRACESTATE_ENTRY = 128
+
+_log = logging.getLogger("jobq")
 
 _instrumented: weakref.WeakKeyDictionary[JobQueue[Any], Tracing] = (
     weakref.WeakKeyDictionary()
@@ -187,7 +201,12 @@ class EnqueueSpan:
             attributes=self.spans.enqueue_attributes,
         )
         current = trace.set_span_in_context(self.span)
-        PROPAGATOR.inject(self.sending.meta, current)
+        meta = self.sending.meta
+        given = meta.get("tracestate")
+        PROPAGATOR.inject(meta, current)
+        state = meta.get("tracestate")
+        if state is not None and state != given and len(state) > MAX_TRACESTATE:
+            _cut_tracestate(meta, state)
         self.token = context.attach(current)
 
     def __exit__(
@@ -208,3 +227,26 @@ class EnqueueSpan:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         span.end()
+
+
+def _cut_tracestate(meta: dict[str, str], state: str) -> None:
+    """Cut ``meta``'s ``tracestate`` to ``MAX_TRACESTATE`` characters as W3C
+    Trace Context says (entries longer than 128 characters first, then
+    entries from the end), so that a request's huge or hostile
+    ``tracestate`` never makes an enqueue fail nor bloats every job."""
+    entries = state.split(",")
+    for entry in reversed([e for e in entries if len(e) > LARGE_TRACESTATE_ENTRY]):
+        if len(",".join(entries)) <= MAX_TRACESTATE:
+            break
+        entries.remove(entry)
+    while len(",".join(entries)) > MAX_TRACESTATE:
+        entries.pop()
+    if entries:
+        meta["tracestate"] = ",".join(entries)
+    else:
+        del meta["tracestate"]
+    _log.debug(
+        "jobq.contrib.opentelemetry: a tracestate of %d characters cut to %d for "
+        "the job's meta (at most %d are kept)",
+        len(state), len(meta.get("tracestate", "")), MAX_TRACESTATE,
+    )  # fmt: skip
