@@ -323,7 +323,8 @@ def test_a_handler_that_swallows_job_timeout_is_abandoned_after_the_grace(
         stuck.append(threading.current_thread())
         while not hang.release.is_set():
             try:
-                hang.release.wait(0.005)  # returns often: JobTimeout reaches it
+                while not hang.release.is_set():  # JobTimeout lands at a line
+                    hang.release.wait(0.005)  # of this code: wait returns often
             except jobq.JobTimeout:
                 caught.set()  # and carries on
 

@@ -70,7 +70,7 @@ from jobq.cli.queues import queue_for_command
 from jobq.contrib import flask_dashboard
 from jobq.contrib.options import AUTOSTART, OPTIONS, PROMETHEUS, WORKERS, by_key
 from jobq.errors import JobqError
-from jobq.middleware import Middleware
+from jobq.middleware import Middleware, hands_over
 from jobq.queue import JobQueue
 from jobq.tasks import Task, task_name
 from jobq.types import Enqueued, Job
@@ -317,6 +317,7 @@ class AppTask(Generic[P, R]):
         self.func: Callable[P, R] = spec.func
         functools.update_wrapper(self, spec.func)
 
+    @hands_over
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
 
