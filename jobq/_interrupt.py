@@ -203,6 +203,10 @@ class Interruptible:
         self.inside = True
         try:
             return function()
+        except BaseException as exc:
+            if self.delivered:
+                _trim(exc)
+            raise
         finally:
             self._leave()
 
@@ -288,6 +292,17 @@ class _ThreadDelivery(Protocol):
 
     def stop(self) -> None:
         """In the target's thread, its lock held: no more of them."""
+
+
+def _trim(exc: BaseException) -> None:
+    """Cut the frames of the callbacks that raised a delivered exception
+    from its traceback: it ends at the handler's line, where it landed."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        if tb.tb_next.tb_frame.f_code in _CALLBACKS:
+            tb.tb_next = None
+            return
+        tb = tb.tb_next
 
 
 # -- Python 3.12+: sys.monitoring ----------------------------------------------------
@@ -474,3 +489,9 @@ def _tool() -> int:
         "jobq needs a free sys.monitoring tool id (3 or 4) to interrupt "
         "handlers at their time limit; both are taken by other tools"
     )
+
+
+#: The code of the callbacks that raise a delivered exception (``_trim``).
+_CALLBACKS = frozenset(
+    {_on_line.__code__, _trace.__code__, _Monitoring._callback.__code__}
+)

@@ -144,10 +144,11 @@ class TimeLimits:
     thread that enforces them (started with the first limited attempt).
 
     No lock per job: a worker sets its limit's ``due``, then reads
-    ``next_look``. While the limits thread looks, ``next_look`` is ``-inf``
-    (every worker arming wakes it); once it has published the next one,
-    arming workers compare with it. A worker that read it before a look
-    began had set its ``due`` before, so that look sees it."""
+    ``next_look`` and wakes the limits thread only if its deadline comes
+    sooner. While the limits thread looks, ``next_look`` is ``-inf``
+    (nobody wakes it); once it has published the next one it reads every
+    thread's ``due`` again (``_earliest``), which sees any limit armed
+    meanwhile: that worker read ``-inf`` after setting its ``due``."""
 
     def __init__(self, grace: float, abandoned: Abandoned) -> None:
         self.grace = grace
@@ -206,6 +207,7 @@ class TimeLimits:
         while True:
             with self._woken:
                 self.next_look = look
+                look = min(look, self._earliest())  # armed during the look
                 while not self._rewatch:
                     wait = look - time.monotonic()
                     if wait <= 0:
@@ -218,7 +220,13 @@ class TimeLimits:
                 with self._woken:
                     if self._closed and not self._rewatch:
                         self._thread = None
+                        self.next_look = math.inf  # the next arming starts one
                         return
+
+    def _earliest(self) -> float:
+        """The earliest ``due`` of any thread (monotonic; ``inf``: none);
+        with ``_lock`` held."""
+        return min((limit.due for limit in self._threads), default=math.inf)
 
     def look(self, now: float) -> float:
         """Request ``JobTimeout`` in the handlers past their deadline and
