@@ -33,14 +33,16 @@ request waits, and whoever made it decides when to give up on the thread.
 
 from __future__ import annotations
 
+import ast
 import ctypes
 import enum
+import linecache
 import logging
 import os
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import CodeType, FrameType
 from typing import Any, Protocol, TypeVar
 
@@ -137,6 +139,54 @@ def handler_frames(frame: FrameType | None) -> list[FrameType] | None:
     return None
 
 
+#: The lines of each file where an interruption would skip cleanup, by
+#: file name (``_cleanup_lines``); ``None``: its source is unknown.
+_cleanups: dict[str, frozenset[int] | None] = {}
+
+
+def cleanup_lines(filename: str) -> frozenset[int] | None:
+    """The lines of ``filename`` where an exception raised at the start of
+    the line would skip cleanup or come too early, or ``None`` if its source
+    cannot be read (then no line of it is safe):
+
+    - a ``with`` statement's header: its exit (``__exit__(None, None,
+      None)``) runs as a line of its own, outside the block it protects;
+    - a ``try`` line: between a ``lock.acquire()`` and the ``try``;
+    - the bodies of ``except`` and ``finally`` clauses: a ``finally`` body
+      runs inline when nothing was raised, unprotected by itself.
+    """
+    if filename in _cleanups:
+        return _cleanups[filename]
+    lines: frozenset[int] | None = None
+    source = "".join(linecache.getlines(filename))
+    if source:
+        try:
+            tree = ast.parse(source, filename)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        if tree is not None:
+            lines = frozenset(_unsafe_lines(tree))
+    _cleanups[filename] = lines
+    return lines
+
+
+def _unsafe_lines(tree: ast.AST) -> Iterator[int]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With | ast.AsyncWith):
+            yield from range(node.lineno, max(node.body[0].lineno, node.lineno + 1))
+        elif isinstance(node, ast.Try | ast.TryStar):
+            yield node.lineno
+            for handler in node.handlers:
+                yield from _spanned(handler)
+            if node.finalbody:
+                first, last = node.finalbody[0], node.finalbody[-1]
+                yield from range(first.lineno - 1, (last.end_lineno or last.lineno) + 1)
+
+
+def _spanned(node: ast.excepthandler) -> range:
+    return range(node.lineno, (node.end_lineno or node.lineno) + 1)
+
+
 def landing_places(frames: list[FrameType]) -> list[bool]:
     """For each of ``frames`` (``handler_frames``), whether an interruption
     may land there: in the app's own code, or in an installed package's
@@ -160,13 +210,29 @@ def landing_places(frames: list[FrameType]) -> list[bool]:
     return landing
 
 
+def _clear_of_cleanup(frames: list[FrameType]) -> bool:
+    """No frame is at a line of ``cleanup_lines``: an exception raised now
+    skips no ``with`` exit or ``finally`` body of any of them."""
+    for frame in frames:
+        unsafe = cleanup_lines(frame.f_code.co_filename)
+        if unsafe is None or frame.f_lineno in unsafe:
+            return False
+    return True
+
+
 def may_land(frame: FrameType) -> bool:
-    """Whether an exception raised at ``frame``'s current line lands in the
-    handler's code only: every frame from it out to the handler call is one
-    an interruption may land in (none is the standard library's or jobq's,
-    as when the handler's code is a callback they call)."""
+    """Whether an exception raised at the start of ``frame``'s current line
+    lands in the handler's code only, and safely: every frame from it out
+    to the handler call is one an interruption may land in (none is the
+    standard library's or jobq's, as when the handler's code is a callback
+    they call), and none is at a line where it would skip cleanup."""
     frames = handler_frames(frame)
-    return frames is not None and bool(frames) and all(landing_places(frames))
+    return (
+        bool(frames)
+        and frames is not None
+        and all(landing_places(frames))
+        and _clear_of_cleanup(frames)
+    )
 
 
 class Interruptible:

@@ -146,7 +146,9 @@ def test_a_subscriber_that_raises_anything_is_logged_and_changes_nothing(
         queue.enqueue("after")  # the worker is still there
         assert queue.join(WAIT)
 
-    assert sorted(ran) == [("after", 1), ("die", 1), ("fail", 1), ("fail", 2), ("ok", 1)]
+    assert sorted(ran) == [
+        ("after", 1), ("die", 1), ("fail", 1), ("fail", 2), ("ok", 1)
+    ]  # fmt: skip
     stats = queue.stats()
     assert (stats.completed, stats.retried, stats.dead, stats.running) == (3, 1, 1, 0)
     assert f"an event subscriber failed on {kind}" in caplog.text
@@ -190,7 +192,7 @@ def test_a_result_whose_encoding_fails_keeps_the_success(make_queue: MakeQueue) 
     assert (record.state, record.result) == (jobq.JobState.COMPLETED, None)
 
 
-# -- where JobTimeout lands -------------------------------------------------------------
+# -- where JobTimeout lands ---------------------------------------------------------
 
 
 def _spin_in_the_standard_library(kind: str) -> None:
@@ -320,7 +322,7 @@ def test_limits_are_enforced_while_a_handler_holds_the_logging_lock(
         log.propagate = True
 
 
-# -- a time limit inside jobq's own code, from a handler ----------------------------------
+# -- a time limit inside jobq's own code, from a handler ------------------------------
 
 # argv: store kind and place; enqueues one job, within the second a busy
 # store would make it wait (SQLite's busy timeout is longer).
@@ -385,3 +387,105 @@ def test_a_time_limit_while_the_handler_enqueues_never_wedges_the_store(
             )
             assert queue.run_pending() == 1
     assert queue.stats().abandoned == 0
+
+
+# -- the lines an interruption may land at ---------------------------------------------
+
+
+class Resource:
+    """A context manager that counts its entries and exits."""
+
+    def __init__(self) -> None:
+        self.entered = self.exited = 0
+
+    def __enter__(self) -> Resource:
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.exited += 1
+
+
+def _uses_cleanup(resource: Resource, lock: threading.Lock, log: list[str]) -> None:
+    """Every form of cleanup the app's code may rely on."""
+    for _ in range(2):
+        with resource:
+            log.append("in with")
+        lock.acquire()
+        try:
+            log.append("in try")
+        finally:
+            lock.release()
+        try:
+            log.append("before")
+            raise KeyError("handled")
+        except KeyError:
+            log.append("except body")
+            log.append("still the except body")
+        with resource, resource:
+            log.append("two")
+    log.append("end")
+
+
+@jobq.middleware.hands_over
+def _call_handler(function: Callable[[], None]) -> None:
+    function()
+
+
+class Landed(Exception):
+    """Raised at a line event by ``_interrupt_at``."""
+
+
+def _interrupt_at(event_number: int) -> tuple[int | None, bool]:
+    """Run ``_uses_cleanup`` as a handler and raise at its line event
+    ``event_number`` among those ``may_land`` allows; the line it landed at
+    (``None``: the run ended first), after checking that every ``with``
+    was exited and the lock released."""
+    from jobq._interrupt import may_land
+
+    resource, lock, log = Resource(), threading.Lock(), []
+    seen = 0
+    landed: int | None = None
+
+    def tracer(frame: types.FrameType, event: str, arg: object) -> Any:
+        nonlocal seen, landed
+        if frame.f_code is not _uses_cleanup.__code__:
+            return None
+        if event == "line" and may_land(frame):
+            if seen == event_number:
+                landed = frame.f_lineno
+                sys.settrace(None)
+                raise Landed
+            seen += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        _call_handler(lambda: _uses_cleanup(resource, lock, log))
+    except Landed:
+        pass
+    finally:
+        sys.settrace(None)
+    assert resource.entered == resource.exited, event_number
+    assert not lock.locked(), event_number
+    return landed, log[-1:] == ["end"]
+
+
+def test_an_interruption_at_any_line_it_may_land_at_skips_no_cleanup() -> None:
+    """Raise at each line event, one run per event, wherever ``may_land``
+    allows it: every ``with`` is exited as often as entered, every lock is
+    released, and it never lands in an ``except`` or ``finally`` body."""
+    landed_lines: set[int] = set()
+    event_number = 0
+    while True:
+        landed, ended = _interrupt_at(event_number)
+        if landed is None:
+            assert ended
+            break  # every place it may land at was tried
+        landed_lines.add(landed)
+        event_number += 1
+    first = _uses_cleanup.__code__.co_firstlineno
+    relative = {line - first for line in landed_lines}
+    # Lines counted from the def: the loop, the bodies of with and try, the
+    # lines between; never a with (its exit), a try, an except or a finally.
+    assert relative == {2, 4, 5, 7, 11, 12, 17, 18}
