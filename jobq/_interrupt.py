@@ -255,9 +255,12 @@ class Interruptible:
         self._token: object = None
         self.delivered = False
         #: Given up by whoever interrupts it: what the thread does after its
-        #: call returns is no longer the caller's (it ends).
+        #: call returns is no longer the caller's (it ends). ``stuck_at``:
+        #: the frame it was at then.
         self.abandoned = False
+        self.stuck_at: FrameType | None = None
         self._exception: Callable[[], BaseException] | None = None
+        self.thread_state = _current_thread_state()
         self._delivery = _delivery().for_thread(self)
 
     @hands_over
@@ -308,12 +311,24 @@ class Interruptible:
 
     def abandon(self, token: object) -> bool:
         """Give up on the thread while it is still inside the call
-        ``token``; whether it was (a call that ended is not given up)."""
+        ``token`` (noting where it is stuck: ``stuck_at``); whether it was
+        (a call that ended is not given up)."""
         with self.lock:
             if not self._runs(token):
                 return False
             self.abandoned = True
+            self.stuck_at = self.current_frame()
             return True
+
+    def current_frame(self) -> FrameType | None:
+        """The frame the thread runs now; call it with the lock held while
+        the thread is inside a call (its thread state is alive then).
+
+        Not ``sys._current_frames()``: that holds the runtime's lock while
+        it makes frame objects, and a garbage collection they start can
+        free a ``threading.local``, which takes the same lock (a deadlock,
+        seen on 3.11)."""
+        return _frame_of(self.thread_state)
 
     def _runs(self, token: object) -> bool:
         return self.inside and self._token is token and not self.abandoned
@@ -371,6 +386,30 @@ def _trim(exc: BaseException) -> None:
         tb = tb.tb_next
 
 
+# -- another thread's state, through the C API ----------------------------------------
+
+_thread_state_get = ctypes.pythonapi.PyThreadState_Get
+_thread_state_get.restype = ctypes.c_void_p
+_get_frame = ctypes.pythonapi.PyThreadState_GetFrame
+_get_frame.argtypes = [ctypes.c_void_p]
+_get_frame.restype = ctypes.py_object
+
+
+def _current_thread_state() -> int | None:
+    """The calling thread's ``PyThreadState``, as an address."""
+    state: int | None = _thread_state_get()
+    return state
+
+
+def _frame_of(thread_state: int | None) -> FrameType | None:
+    """The frame a live thread runs now (``PyThreadState_GetFrame``)."""
+    try:
+        frame: FrameType = _get_frame(thread_state)
+    except ValueError:  # NULL: no frame
+        return None
+    return frame
+
+
 # -- Python 3.12+: sys.monitoring ----------------------------------------------------
 
 
@@ -408,7 +447,7 @@ class _Watch:
         """Nothing to note: monitoring leaves trace functions alone."""
 
     def start(self) -> None:
-        frames = handler_frames(sys._current_frames().get(self._target.ident)) or []
+        frames = handler_frames(self._target.current_frame()) or []
         codes = [
             frame.f_code
             for frame, landing in zip(frames, landing_places(frames), strict=True)
@@ -450,8 +489,6 @@ class _Tracing:
 
     def __init__(self) -> None:
         api = ctypes.pythonapi
-        self.current = api.PyThreadState_Get
-        self.current.restype = ctypes.c_void_p
         self.set_trace = api._PyEval_SetTrace
         self.set_trace.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.set_trace.restype = ctypes.c_int
@@ -459,8 +496,7 @@ class _Tracing:
         self.trampoline = ctypes.cast(self._trampoline, ctypes.c_void_p)
 
     def for_thread(self, target: Interruptible) -> _Traced:
-        """Called in the target's own thread: its thread state is this one."""
-        return _Traced(self, self.current())
+        return _Traced(self, target.thread_state)
 
 
 class _Traced:

@@ -22,7 +22,6 @@ it hands to the pool (``abandoned``), whose watchdog records and logs.
 from __future__ import annotations
 
 import math
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -249,5 +248,4 @@ class TimeLimits:
             return  # it returned meanwhile
         limit.due = math.inf
         self.leave(limit)
-        frame = sys._current_frames().get(limit.interruptible.ident)
-        self._abandoned(limit, attempt.claim, frame)
+        self._abandoned(limit, attempt.claim, limit.interruptible.stuck_at)

@@ -189,7 +189,7 @@ def test_a_handler_looping_forever_gets_job_timeout_and_its_job_is_retried(
     def handler(job: jobq.Job[Any]) -> str:
         if job.attempt == 1:
             try:
-                while True:  # pure Python: interrupted at the next bytecode
+                while True:  # pure Python: interrupted at its next line
                     pass
             except jobq.JobTimeout as exc:
                 seen.append(str(exc))
