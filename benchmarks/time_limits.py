@@ -1,9 +1,10 @@
 """What time limits cost and how soon they act, on the memory store.
 
 - ``interrupt``: from a job's limit to ``JobTimeout`` arriving in a handler
-  that loops in pure Python (one worker), p50 and p99 in ms. The watchdog
-  wakes at the limit, but it needs the GIL, which the looping thread gives
-  up only at the interpreter's switch interval (5 ms).
+  that loops in pure Python (one worker), p50 and p99 in ms. The limits
+  thread wakes at the limit (it waits for the GIL, which the looping thread
+  gives up at the interpreter's switch interval, 5 ms) and switches on the
+  line events of the handler's thread, which raise at its next line.
 - ``replace``: from a blocked handler's limit + grace to the first job that
   its replacement thread starts, p50 and p99 in ms.
 - ``cost``: microseconds per no-op job drained by 4 workers with

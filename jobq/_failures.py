@@ -45,7 +45,10 @@ def describe_failure(exc: BaseException, at: float) -> AttemptError:
     message = exc.message if isinstance(exc, Retry | Fatal) else _text(exc)
     # Each part (a frame, or the "Type: message" line) is cut on its own first,
     # so that a huge message cannot push every frame out of the traceback.
-    parts = _format_exception(exc)
+    try:
+        parts = _format_exception(exc)
+    except BaseException as failure:  # noqa: BLE001 - recording must not fail
+        parts = [f"<the traceback could not be formatted: {_text(failure)}>\n"]
     trace = "".join(_cut(part, "head", MAX_ERROR_TEXT // 5) for part in parts)
     return AttemptError(
         storable(type_path(type(exc))),
@@ -86,11 +89,16 @@ def _format_exception(exc: BaseException, seen: set[int] | None = None) -> list[
         parts += [*_format_exception(context, seen), _CONTEXT]
     if exc.__traceback__ is not None:
         parts.append("Traceback (most recent call last):\n")
-        for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        for frame, line_number in traceback.walk_tb(exc.__traceback__):
+            # None for an instruction of no line, such as a loop's jump back
+            # (typeshed says int).
+            lineno: int | None = line_number
             code = frame.f_code
             parts.append(
                 f'  File "{code.co_filename}", line {lineno}, in {code.co_name}\n'
             )
+            if lineno is None:
+                continue
             line = linecache.getline(code.co_filename, lineno, frame.f_globals)
             if line.strip():
                 parts.append(f"    {line.strip()}\n")

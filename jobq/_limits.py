@@ -1,49 +1,46 @@
 """Time limits: a handler that outlives its job's ``timeout`` is interrupted,
 and one that does not stop is abandoned.
 
-jobq runs handlers in threads of the app's own process, and a thread cannot
-be killed. So at the limit the watchdog raises ``JobTimeout`` inside the
-handler's thread (``PyThreadState_SetAsyncExc``: it arrives at the thread's
-next Python bytecode), and only while that thread is inside the handler
-call: each worker thread has one ``ThreadLimit`` whose lock the thread takes
-to enter and leave the handler and the watchdog takes to raise, so the
-exception never lands in jobq's own bookkeeping. A handler still inside the
-call ``grace`` seconds later (it caught the exception, or it is blocked in C
-code, which no exception reaches) is abandoned: the pool records its attempt
-as a failed ``JobTimeout``, so the claim's token refuses whatever the thread
+At the limit ``JobTimeout`` is requested in the handler's thread, and
+raised there at the next line of the handler's own code (see
+``jobq._interrupt``: never inside jobq's code or the standard library's,
+so an interruption cannot leave a transaction open or a lock held). A
+handler still inside its call ``grace`` seconds after the limit (it caught
+the exception, or it is blocked in C code or in the standard library,
+where nothing lands) is abandoned: the pool records its attempt as a
+failed ``JobTimeout``, so the claim's token refuses whatever the thread
 finishes later, stops renewing its lease, and starts a replacement thread
 (see ``jobq._workers``).
+
+One thread of the pool, ``jobq-limits``, watches the deadlines. It never
+logs, never touches the store and takes no lock a handler's thread may hold
+for long (only each thread's own small lock, and its own): a handler stuck
+inside a logging handler or a store call cannot stop it. What it decides
+it hands to the pool (``abandoned``), whose watchdog records and logs.
 """
 
 from __future__ import annotations
 
-import ctypes
-import logging
 import math
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
 
-from jobq._logs import claim_extra
+from jobq._interrupt import Interruptible
 from jobq.errors import JobTimeout
 from jobq.stores.base import Claim
 
 if TYPE_CHECKING:
     from jobq._runner import Outcome
 
-logger = logging.getLogger("jobq")
-
 T = TypeVar("T")
 
-
-def _raise_in(thread_id: int, exc_type: type[BaseException] | None) -> None:
-    """Make ``exc_type`` pending in the thread ``thread_id``: raised at its
-    next bytecode; ``None`` takes back one not raised yet."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id),
-        None if exc_type is None else ctypes.py_object(exc_type),
-    )
+#: While a request waits for a line it may land at, the limits thread looks
+#: again this often (seconds): on Python 3.12+ it watches the functions the
+#: handler entered since.
+RENEW_EVERY = 0.01
 
 
 def interrupted(claim: Claim) -> str:
@@ -51,124 +48,118 @@ def interrupted(claim: Claim) -> str:
     return f"job {claim.id} ran past its time limit of {claim.timeout:g} s"
 
 
+class Attempt:
+    """One limited call of one thread: the claim it runs, its deadline
+    (monotonic) and when ``JobTimeout`` was requested. Also the token of
+    the call for ``Interruptible``: a request or an abandonment meant for
+    this attempt never reaches the thread's next one."""
+
+    __slots__ = ("claim", "deadline", "requested_at")
+
+    def __init__(self, claim: Claim, deadline: float) -> None:
+        self.claim = claim
+        self.deadline = deadline
+        self.requested_at: float | None = None
+
+
 class ThreadLimit:
     """The time limit of the attempt one worker thread runs: one per worker
-    thread, armed for each attempt of a job that has a ``timeout``.
+    thread, created in that thread.
 
     ``ran`` holds the outcomes the thread ran and has not handed in yet: a
-    thread abandoned in its next handler cannot hand them in, so the
-    watchdog records them for it.
+    thread abandoned in its next handler cannot hand them in, so the pool
+    records them for it. ``recorded`` is set once the pool has recorded an
+    abandoned attempt: the thread, should its handler return, hands in its
+    late outcome only then (the store refuses it, its claim being stale).
     """
 
     def __init__(self, limits: TimeLimits) -> None:
         self._limits = limits
-        self.thread = threading.current_thread()
-        self.lock = threading.Lock()
-        self.claim: Claim | None = None  # set while inside a limited handler
-        self.started = 0.0  # monotonic
-        self.deadline = math.inf  # monotonic
-        #: When the watchdog must look at this thread next (monotonic): the
-        #: deadline, then the end of the grace; ``inf`` outside a handler.
+        self.interruptible = Interruptible()
+        self.thread = self.interruptible.thread
+        self.attempt: Attempt | None = None  # set while inside a limited handler
+        #: When the limits thread must look at this thread next (monotonic):
+        #: the deadline, then the renewals and the end of the grace; ``inf``
+        #: outside a limited handler.
         self.due = math.inf
-        self.fired_at: float | None = None  # when JobTimeout was raised
-        self.abandoned = False
         self.ran: list[Outcome] = []
+        self.recorded = threading.Event()
+
+    @property
+    def abandoned(self) -> bool:
+        return self.interruptible.abandoned
 
     def call(self, claim: Claim, function: Callable[[], T]) -> T:
         """``function()``, the handler of ``claim``, under its time limit."""
         assert claim.timeout is not None  # noqa: S101 - the runner checks it
-        # No lock to arm: the watchdog reads the rest only once ``claim`` is
-        # set, which comes last (one store each, atomic).
-        self.fired_at = None
-        self.started = time.monotonic()
-        self.deadline = self.due = self.started + claim.timeout
-        self.claim = claim
-        self._limits.armed(self.deadline)
+        deadline = time.monotonic() + claim.timeout
+        attempt = self.attempt = Attempt(claim, deadline)
+        self.due = deadline  # before reading the limits thread's next look
+        self._limits.armed(deadline)
         try:
-            return function()
+            return self.interruptible.call(function, attempt)
         finally:
-            self.disarm()
+            self.attempt = None
+            self.due = math.inf
 
-    def disarm(self) -> None:
-        """Leave the handler: once this returns, no ``JobTimeout`` can reach
-        the thread. Idempotent; the runner calls it again after a failure,
-        in case the exception arrived just before this took the lock."""
-        with self.lock:
-            if self.claim is None:
-                return
-            self.claim = None
-            self.deadline = self.due = math.inf
-            if self.fired_at is not None:
-                _raise_in(self.thread.ident or 0, None)  # not raised yet: never
-
-    def settle(self, claim: Claim, exc: BaseException) -> BaseException:
-        """After the handler of ``claim`` raised ``exc``: leave the handler,
-        and let a ``JobTimeout`` raised here say which job and limit."""
-        self.disarm()
+    @staticmethod
+    def settle(claim: Claim, exc: BaseException) -> BaseException:
+        """After the handler of ``claim`` raised ``exc``: let a
+        ``JobTimeout`` raised in it say which job and limit (the handler
+        saw the plain one)."""
         if isinstance(exc, JobTimeout) and exc.args == (JobTimeout.DEFAULT,):
-            exc.args = (interrupted(claim),)  # the handler has seen it
+            exc.args = (interrupted(claim),)
         return exc
 
-    def interrupt(self, now: float) -> float:
-        """Raise ``JobTimeout`` in the thread if its handler is past its
-        deadline (watchdog); when to look at this thread next (monotonic)."""
-        with self.lock:
-            claim = self.claim
-            if claim is None or self.abandoned:
-                return math.inf
-            if self.fired_at is not None:
-                return self.fired_at + self._limits.grace
-            if now < self.deadline:
-                return self.deadline
-            _raise_in(self.thread.ident or 0, JobTimeout)
-            self.fired_at = now
-            self.due = now + self._limits.grace
-        logger.info(
-            "job %d (attempt %d) ran past its time limit of %g s: raised "
-            "JobTimeout in %s",
-            claim.id, claim.attempt, claim.timeout, self.thread.name,
-            extra=claim_extra(claim),
-        )  # fmt: skip
-        return now + self._limits.grace
+    def look(self, now: float, grace: float) -> float:
+        """For the limits thread: request ``JobTimeout`` once the deadline
+        has passed; when to look at this thread next (monotonic; ``-inf``:
+        its grace is over, abandon it)."""
+        attempt = self.attempt
+        if attempt is None or self.abandoned:
+            return math.inf
+        if attempt.requested_at is None:
+            if now < attempt.deadline:
+                return attempt.deadline
+            if not self.interruptible.request(JobTimeout, attempt):
+                return math.inf  # it left the handler meanwhile
+            attempt.requested_at = now
+        elif not self.interruptible.delivered:
+            self.interruptible.renew()
+        end = attempt.requested_at + grace
+        if now >= end:
+            return -math.inf
+        self.due = end if self.interruptible.delivered else min(end, now + RENEW_EVERY)
+        return self.due
 
-    def abandon(self, now: float, record: Callable[[ThreadLimit, Claim], None]) -> bool:
-        """Give up on a handler still inside its call ``grace`` seconds after
-        ``JobTimeout`` (watchdog): ``record`` its attempt with the lock held,
-        so that the thread, should it return now, finds it recorded. Whether
-        the thread was abandoned."""
-        with self.lock:
-            claim = self.claim
-            if (
-                claim is None
-                or self.abandoned
-                or self.fired_at is None
-                or now < self.fired_at + self._limits.grace
-            ):
-                return False
-            self.abandoned = True
-            self.due = math.inf
-            record(self, claim)
-        return True
+
+#: What the pool does with a thread abandoned in an attempt: record it as a
+#: failed ``JobTimeout`` (with the frame the thread was in), replace it.
+Abandoned = Callable[[ThreadLimit, Claim, "FrameType | None"], None]
 
 
 class TimeLimits:
-    """The ``ThreadLimit`` of every worker thread of one pool, for its
-    watchdog. ``wake`` wakes the watchdog when an attempt's deadline comes
-    before the time it means to look again (``next_look``).
+    """The ``ThreadLimit`` of every worker thread of one pool, and the
+    thread that enforces them (started with the first limited attempt).
 
-    No lock per job: a worker arms its own limit, then reads ``next_look``.
-    While the watchdog looks, ``next_look`` is ``-inf`` (nobody wakes it);
-    once it has published the next one it reads every thread's ``due``
-    again (``earliest``), which sees any limit armed meanwhile: that worker
-    read ``-inf`` after arming, so before the publication."""
+    No lock per job: a worker sets its limit's ``due``, then reads
+    ``next_look`` and wakes the limits thread only if its deadline comes
+    sooner. While the limits thread looks, ``next_look`` is ``-inf``
+    (nobody wakes it); once it has published the next one it reads every
+    thread's ``due`` again (``_earliest``), which sees any limit armed
+    meanwhile: that worker read ``-inf`` after setting its ``due``."""
 
-    def __init__(self, grace: float, wake: Callable[[], None]) -> None:
+    def __init__(self, grace: float, abandoned: Abandoned) -> None:
         self.grace = grace
-        self._wake = wake
+        self._abandoned = abandoned
         self._lock = threading.Lock()
+        self._woken = threading.Condition(self._lock)
+        self._rewatch = False
         self._threads: set[ThreadLimit] = set()
-        #: When the watchdog looks next (monotonic), read without a lock by
-        #: workers arming a limit; ``-inf`` while it looks.
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        #: When the limits thread looks next (monotonic), read without a
+        #: lock by workers arming a limit; ``-inf`` while it looks.
         self.next_look = math.inf
 
     def enter(self) -> ThreadLimit:
@@ -182,41 +173,79 @@ class TimeLimits:
         with self._lock:
             self._threads.discard(limit)
 
-    def earliest(self) -> float:
-        """The earliest ``due`` of any thread (monotonic; ``inf``: none)."""
-        with self._lock:
-            threads = list(self._threads)
-        return min((limit.due for limit in threads), default=math.inf)
-
     def armed(self, deadline: float) -> None:
+        """A worker armed a limit: wake the limits thread if it would look
+        later than ``deadline`` (starting it the first time)."""
         if deadline < self.next_look:
-            self._wake()
+            with self._woken:
+                self._rewatch = True
+                if self._thread is None and not self._closed:
+                    self._thread = threading.Thread(
+                        target=self._watch, name="jobq-limits", daemon=True
+                    )
+                    self._thread.start()
+                self._woken.notify()
 
-    def look(self, now: float) -> tuple[list[ThreadLimit], float]:
-        """Interrupt the handlers past their deadline; the threads whose
-        grace is over too, and when to look next (monotonic, ``inf``: no
-        limited handler runs)."""
+    def open(self) -> None:
+        """Watch again after a ``close`` (the pool restarts)."""
+        with self._lock:
+            self._closed = False
+
+    def close(self) -> threading.Thread | None:
+        """The limits thread ends once no limited handler runs (it still
+        watches those); the thread, to join, if it runs."""
+        with self._woken:
+            self._closed = True
+            self._rewatch = True  # a look sees whether a limited handler runs
+            self._woken.notify()
+            return self._thread
+
+    def _watch(self) -> None:
+        """Look at every thread when one falls due: the limits thread."""
+        look = math.inf
+        while True:
+            with self._woken:
+                self.next_look = look
+                look = min(look, self._earliest())  # armed during the look
+                while not self._rewatch:
+                    wait = look - time.monotonic()
+                    if wait <= 0:
+                        break
+                    self._woken.wait(min(wait, threading.TIMEOUT_MAX))
+                self._rewatch = False
+                self.next_look = -math.inf  # looking (see the class)
+            look = self.look(time.monotonic())
+            if look == math.inf:
+                with self._woken:
+                    if self._closed and not self._rewatch:
+                        self._thread = None
+                        self.next_look = math.inf  # the next arming starts one
+                        return
+
+    def _earliest(self) -> float:
+        """The earliest ``due`` of any thread (monotonic; ``inf``: none);
+        with ``_lock`` held."""
+        return min((limit.due for limit in self._threads), default=math.inf)
+
+    def look(self, now: float) -> float:
+        """Request ``JobTimeout`` in the handlers past their deadline and
+        abandon those past their grace too; when to look next (monotonic,
+        ``inf``: no limited handler runs)."""
         with self._lock:
             threads = list(self._threads)
-        overdue: list[ThreadLimit] = []
         soonest = math.inf
         for limit in threads:
-            at = limit.interrupt(now)
-            if at <= now:
-                overdue.append(limit)
+            at = limit.look(now, self.grace)
+            if at == -math.inf:
+                self._abandon(limit)
             else:
                 soonest = min(soonest, at)
-        return overdue, soonest
+        return soonest
 
-    def abandon(
-        self,
-        limit: ThreadLimit,
-        now: float,
-        record: Callable[[ThreadLimit, Claim], None],
-    ) -> bool:
-        """Abandon ``limit``'s thread (see ``ThreadLimit.abandon``) and stop
-        watching it."""
-        if not limit.abandon(now, record):
-            return False
+    def _abandon(self, limit: ThreadLimit) -> None:
+        attempt = limit.attempt
+        if attempt is None or not limit.interruptible.abandon(attempt):
+            return  # it returned meanwhile
+        limit.due = math.inf
         self.leave(limit)
-        return True
+        self._abandoned(limit, attempt.claim, limit.interruptible.stuck_at)

@@ -20,15 +20,17 @@ can kill the caller.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from jobq._failures import describe_failure, with_stack
+from jobq._interrupt import hands_over
 from jobq._json import decode, decode_meta, encode
 from jobq._logs import claim_extra
 from jobq._time import to_seconds
@@ -250,20 +252,22 @@ class Runner:
             return wrap(self.middleware, job, lambda: self._invoke(claim, job))
         return functools.partial(self._invoke, claim, job)
 
-    def abandoned(self, claim: Claim, exc: JobTimeout, thread: int | None) -> Failed:
+    def abandoned(
+        self, claim: Claim, exc: JobTimeout, frame: FrameType | None
+    ) -> Failed:
         """The failed attempt recorded for a handler abandoned at its time
         limit (by the watchdog, while the handler still runs): its error
-        shows where the thread ``thread`` was stuck."""
+        shows where the thread was stuck (``frame``, its innermost)."""
         running = self.active.pop(id(claim), None)
         ran_for = 0.0 if running is None else time.monotonic() - running[1]
         job = job_of(claim) if self.subscribers.attempts else None
         failed = self._failed(claim, exc, job, self.clock() - ran_for)
-        frame = None if thread is None else sys._current_frames().get(thread)
         if frame is None:
             return failed
         error = with_stack(failed.failure.error, frame)
         return failed._replace(failure=failed.failure._replace(error=error))
 
+    @hands_over
     def _invoke(self, claim: Claim, job: Job[Any] | None) -> Any:
         """Call the job's task with its arguments, or the handler with the job.
 
@@ -294,7 +298,7 @@ class Runner:
             return None
         try:
             return encode(result, "result")
-        except TypeError:
+        except Exception:  # noqa: BLE001 - whatever the value does, the job succeeded
             logger.warning(
                 "job %d succeeded but its result is not JSON; keeping None",
                 claim.id,
@@ -365,7 +369,7 @@ class Runner:
             if callbacks:
                 for success, ok in zip(succeeded, recorded, strict=True):
                     if ok and isinstance(success, Succeeded):
-                        self._ended(success, SUCCEEDED, callbacks)
+                        _safely(self._ended, success, SUCCEEDED, callbacks)
         if failed:
             failures = [f.failure for f in failed]
             recorded = self._record(
@@ -377,12 +381,12 @@ class Runner:
             )
             for outcome, ok in zip(failed, recorded, strict=True):
                 if ok:
-                    _log_failure(outcome)
+                    _safely(_log_failure, outcome)
                     dead = outcome.failure.retry_at is None
                     kind = DEAD if dead else RETRYING
                     callbacks = self.subscribers.of(kind)
                     if callbacks:
-                        self._ended(outcome, kind, callbacks)
+                        _safely(self._ended, outcome, kind, callbacks)
 
     def release(self, claims: Sequence[Claim]) -> None:
         """Give claims whose jobs did not start back to the store."""
@@ -425,11 +429,11 @@ class Runner:
         except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
             recorded = [False] * len(claims)
             for claim in claims:
-                _log_unrecorded(claim, outcome, store_error)
+                _safely(_log_unrecorded, claim, outcome, store_error)
         else:
             for claim, ok in zip(claims, recorded, strict=True):
                 if not ok:
-                    _log_stale(claim, outcome)
+                    _safely(_log_stale, claim, outcome)
         finally:
             self._forget(claims)
         if not all(recorded):
@@ -483,6 +487,17 @@ def job_of(claim: Claim) -> Job[Any]:
     meta = NO_META if claim.meta is None else decode_meta(claim.meta)
     return Job(claim.id, decode(claim.payload), claim.attempt, claim.key,
                claim.task, meta, claim.timeout)  # fmt: skip
+
+
+def _safely(action: Callable[..., None], *args: Any) -> None:
+    """``action(*args)``, a log line or an event about an outcome already
+    recorded: whatever it raises (a logging filter's bug, a subscriber's
+    ``SystemExit``) is logged if it can be, and the worker goes on."""
+    try:
+        action(*args)
+    except BaseException:  # nothing here may stop a worker
+        with contextlib.suppress(BaseException):
+            logger.exception("telling of a job's outcome failed; ignored")
 
 
 def _log_failure(failed: Failed) -> None:

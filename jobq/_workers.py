@@ -14,9 +14,10 @@ next of them, and a worker records the outcomes of the jobs it ran in a row
 together. A stop gives the jobs not started back.
 
 A job with a ``timeout`` runs under a time limit (see ``jobq._limits``):
-the watchdog raises ``JobTimeout`` in a handler past its limit, and after
-the grace abandons a thread still inside it, records its attempt as failed
-and starts another thread in its place, so the pool keeps its size.
+the limits thread has ``JobTimeout`` raised in a handler past its limit,
+and after the grace gives up on a thread still inside it; the watchdog then
+records its attempt as failed and starts another thread in its place, so
+the pool keeps its size.
 
 The threads are daemon threads. A ``concurrent.futures`` pool joins its threads
 at interpreter exit, so one handler that never returns would hang the exit; the
@@ -26,12 +27,15 @@ wait for running handlers (see ``jobq.queue``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
+from types import FrameType
 
 from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher
 from jobq._limits import ThreadLimit, TimeLimits
@@ -107,11 +111,16 @@ class WorkerPool:
         self.abandoned = 0
         self._given_up: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._watchdog: threading.Thread | None = None
-        self._watchdog_wake = threading.Condition(signal.lock)
-        self._rewatch = False  # a limit falls due before the watchdog looks
+        #: Its own lock, not the signal's: the limits thread wakes the
+        #: watchdog, and must never wait for a lock a store call holds.
+        self._watchdog_wake = threading.Condition()
+        #: Threads given up at a time limit, for the watchdog to record and
+        #: replace (appended by the limits thread: ``deque`` is atomic).
+        self._to_replace: deque[tuple[ThreadLimit, Claim, FrameType | None]] = deque()
+        self._woken = False  # the watchdog looks again before it sleeps
         #: Notified whenever a thread leaves the pool (``stop`` waits on it).
         self._left = threading.Condition(signal.lock)
-        self._limits = TimeLimits(timeout_grace, self._wake_watchdog)
+        self._limits = TimeLimits(timeout_grace, self._abandoned)
         self._dispatcher = Dispatcher(
             store, runner, signal, clock, lambda: self._stopping,
             durable=store.keeps_results, scheduler=scheduler,
@@ -134,6 +143,7 @@ class WorkerPool:
         with self._signal.lock:
             self._stopping = False
             self.workers = workers
+            self._limits.open()
             for _ in range(workers - len(self._threads)):
                 self._start_worker()
             if self._watchdog is None:
@@ -167,7 +177,7 @@ class WorkerPool:
         with self._signal.lock:
             self._stopping = True
             self._signal.work.notify_all()
-            self._watchdog_wake.notify_all()
+            self._wake_watchdog()
             threads = list(self._threads)
             while self._threads:
                 wait = _remaining(deadline)
@@ -177,13 +187,16 @@ class WorkerPool:
             ended = not self._threads
             # The watchdog leaves once no handler runs: wake it to see that
             # and wait for it, so a store closed after stop() is no longer in use.
-            self._watchdog_wake.notify_all()
+            self._wake_watchdog()
             watchdog = self._watchdog
+            limits = self._limits.close()
         for thread in threads:  # those that left are ending: see them end
             if thread not in self._given_up:
                 thread.join(_remaining(deadline))
-        if ended and watchdog is not None and not self._runner.active:
-            watchdog.join(_remaining(deadline))
+        if ended and not self._runner.active:
+            for helper in (watchdog, limits):
+                if helper is not None:
+                    helper.join(_remaining(deadline))
         return ended
 
     def _work(self) -> None:
@@ -198,29 +211,44 @@ class WorkerPool:
 
     def _run_jobs(self, limit: ThreadLimit) -> None:
         """Take a job, run it, hand its outcome in, until the pool stops or
-        this thread was abandoned at a time limit."""
-        runner, dispatcher = self._runner, self._dispatcher
+        this thread was abandoned at a time limit. Nothing ends the thread
+        otherwise: a failure of jobq's own (a bug) is logged and the thread
+        takes the next job."""
         size = BatchSize(self._store.claim_batch)
         while True:
-            if (
-                self._stopping
-                or len(limit.ran) >= size.limit  # a persistent store's: after each job
-                or (claim := dispatcher.ready()) is None
-            ):
-                claim = dispatcher.next(limit.ran, size.next())
-                limit.ran = []
-            if claim is None:  # stopping
-                runner.release(dispatcher.take_ready())
-                if self._leave():
+            try:
+                if self._take_and_run(limit, size):
                     return
-                continue
-            started = time.monotonic()
-            outcome = runner.run_one(claim, limit)
-            if limit.abandoned:
-                self._returned_late(outcome, time.monotonic() - started)
-                return
-            limit.ran.append(outcome)
-            size.ran(time.monotonic() - started)
+            except BaseException:  # a worker thread never dies of a failure
+                with contextlib.suppress(BaseException):
+                    logger.critical(
+                        "a worker thread's bookkeeping failed; it carries on",
+                        exc_info=True,
+                    )
+
+    def _take_and_run(self, limit: ThreadLimit, size: BatchSize) -> bool:
+        """One turn of a worker: hand in what it ran, take a job and run it;
+        whether the thread ends (stopping, or abandoned)."""
+        runner, dispatcher = self._runner, self._dispatcher
+        if (
+            self._stopping
+            or len(limit.ran) >= size.limit  # a persistent store's: after each job
+            or (claim := dispatcher.ready()) is None
+        ):
+            claim = dispatcher.next(limit.ran, size.next())
+            limit.ran = []
+        if claim is None:  # stopping
+            runner.release(dispatcher.take_ready())
+            return self._leave()
+        started = time.monotonic()
+        outcome = runner.run_one(claim, limit)
+        if limit.abandoned:
+            limit.recorded.wait()  # the watchdog records its timeout first
+            self._returned_late(outcome, time.monotonic() - started)
+            return True
+        limit.ran.append(outcome)
+        size.ran(time.monotonic() - started)
+        return False
 
     def _returned_late(self, outcome: Outcome, seconds: float) -> None:
         """The handler of an abandoned thread returned after all: its attempt
@@ -246,34 +274,31 @@ class WorkerPool:
         return min(intervals, default=None)
 
     def _watch(self) -> None:
-        """Enforce time limits; renew the leases of running jobs, recover
-        the expired claims of others, and warn about handlers running longer
-        than they should.
+        """Renew the leases of running jobs, recover the expired claims of
+        others, warn about handlers running longer than they should, look at
+        the schedules while every worker is busy, and record and replace the
+        threads given up at a time limit.
 
         Runs while the pool runs, and after a ``stop`` as long as a handler
         still runs here, so its job is never started a second time elsewhere.
         """
         interval = self._watch_interval()
         periodic = math.inf if interval is None else time.monotonic() + interval
-        limits = self._limits
-        look = math.inf  # when the next time limit falls due
+        retry = math.inf  # after a failure
         warned: set[tuple[int, int]] = set()  # (job id, token) already reported
         while True:
             with self._signal.lock:
-                if self._stopping and not self._runner.active:
+                if self._stopping and not self._runner.active and not self._to_replace:
                     self._watchdog = None
                     return
-                limits.next_look = min(periodic, look, self._next_slot_look())
-                if (
-                    not self._rewatch
-                    and limits.next_look > time.monotonic()
-                    and limits.earliest() >= limits.next_look  # none armed since
-                ):
-                    self._watchdog_wake.wait(_remaining(limits.next_look))
-                self._rewatch = False
-                limits.next_look = -math.inf  # looking (see TimeLimits)
+            with self._watchdog_wake:
+                if not self._woken and not self._to_replace:
+                    wake = min(periodic, retry, self._next_slot_look())
+                    self._watchdog_wake.wait(_remaining(wake))
+                self._woken = False
             try:
-                look = self._enforce_limits()
+                retry = math.inf
+                self._replace_abandoned()
                 if self._scheduler is not None:
                     self._scheduler.tick()  # a no-op until a slot falls due
                 if time.monotonic() >= periodic:
@@ -282,7 +307,7 @@ class WorkerPool:
                     warned = self._periodic(warned)
             except Exception:
                 logger.exception("the watchdog failed; trying again shortly")
-                look = time.monotonic() + MAX_IDLE_WAIT
+                retry = time.monotonic() + MAX_IDLE_WAIT
 
     def _next_slot_look(self) -> float:
         """When the watchdog looks at the periodic jobs' schedules (monotonic;
@@ -311,28 +336,37 @@ class WorkerPool:
             warned = self._warn_slow(running, warned)
         return warned
 
-    def _enforce_limits(self) -> float:
-        """Raise ``JobTimeout`` in handlers past their limit, abandon those
-        past their grace too; when to look again (monotonic, ``inf``: no
-        limited handler runs)."""
-        now = time.monotonic()
-        overdue, look = self._limits.look(now)
-        for limit in overdue:
-            if self._limits.abandon(limit, now, self._record_abandoned):
-                self._replace(limit.thread)
-        return look
+    def _abandoned(
+        self, limit: ThreadLimit, claim: Claim, frame: FrameType | None
+    ) -> None:
+        """The limits thread gave up on ``limit``'s thread in ``claim``'s
+        handler (stuck at ``frame``): the watchdog records and replaces it."""
+        self._to_replace.append((limit, claim, frame))
+        self._wake_watchdog()
 
-    def _record_abandoned(self, limit: ThreadLimit, claim: Claim) -> None:
+    def _replace_abandoned(self) -> None:
+        """Record the attempts of the threads given up at a time limit, and
+        start a thread in the place of each."""
+        while self._to_replace:
+            limit, claim, frame = self._to_replace.popleft()
+            try:
+                self._record_abandoned(limit, claim, frame)
+            finally:
+                limit.recorded.set()  # its late outcome may come now
+                self._replace(limit.thread)
+
+    def _record_abandoned(
+        self, limit: ThreadLimit, claim: Claim, frame: FrameType | None
+    ) -> None:
         """Record an abandoned handler's attempt as a failed ``JobTimeout``,
-        with the outcomes its thread had not handed in (its lock held: the
-        thread cannot return into jobq meanwhile). Recording forgets the
-        claim, so its lease is no longer renewed."""
+        with the outcomes its thread had not handed in. Recording forgets
+        the claim, so its lease is no longer renewed."""
         exc = JobTimeout(
             f"job {claim.id} ran past its time limit of {claim.timeout:g} s and "
             f"did not return within the {self._limits.grace:g} s grace: its "
             f"thread {limit.thread.name} was abandoned"
         )
-        failed = self._runner.abandoned(claim, exc, limit.thread.ident)
+        failed = self._runner.abandoned(claim, exc, frame)
         with self._signal.lock:  # counted before anyone sees the attempt
             self.abandoned += 1
         self._runner.record([*limit.ran, failed])
@@ -349,10 +383,9 @@ class WorkerPool:
                 self._start_worker()
 
     def _wake_watchdog(self) -> None:
-        """A handler's limit falls due before the watchdog means to look:
-        make it look again (now, or after the look it is in)."""
-        with self._signal.lock:
-            self._rewatch = True
+        """Make the watchdog look now (or after the look it is in)."""
+        with self._watchdog_wake:
+            self._woken = True
             self._watchdog_wake.notify_all()
 
     def _warn_slow(

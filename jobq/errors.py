@@ -38,8 +38,10 @@ class StoreError(JobqError):
 class JobTimeout(JobqError):
     """Raised inside a handler's thread when its job's time limit passes.
 
-    It arrives at the handler's next Python bytecode (not inside C code such
-    as a ``time.sleep`` or a socket read). A handler may catch it to clean
+    It arrives at the start of the handler's next line of its own code:
+    never inside jobq's code, the standard library's or an installed
+    library's, nor at a line where it would skip cleanup (a ``with``
+    statement's exit, a ``finally`` body). A handler may catch it to clean
     up: what it returns or raises within ``timeout_grace`` is its outcome;
     after that the attempt is recorded as a failed ``JobTimeout`` anyway and
     the thread is abandoned (see the README, "Time limits").

@@ -205,7 +205,7 @@ def publish(callbacks: tuple[Subscriber, ...], event: Event) -> None:
     for callback in callbacks:
         try:
             callback(event)
-        except Exception:
+        except BaseException:  # SystemExit too: it changes nothing
             logger.exception(
                 "an event subscriber failed on %s of job %d; ignored",
                 event.kind,

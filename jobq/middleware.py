@@ -20,6 +20,13 @@ raises (before ``call_next`` or after) is a failed attempt like any other.
 A job's ``payload`` is a fresh copy for each attempt, so a middleware cannot
 change what a later attempt sees. Not calling ``call_next`` skips the handler:
 whatever the middleware returns is then the attempt's result.
+
+A time limit's ``JobTimeout`` lands only in the app's own code, never while
+jobq's code or the standard library's is on the stack between the handler
+call and the line it would land at. An integration whose own code calls the
+task's function (outside a middleware: a wrapper that imports it, say) marks
+that function ``@hands_over``, so that the frames it calls count as the
+handler's.
 """
 
 from __future__ import annotations
@@ -28,9 +35,10 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from jobq._interrupt import hands_over
 from jobq.types import Job
 
-__all__ = ["Middleware", "check_middleware", "wrap"]
+__all__ = ["Middleware", "check_middleware", "hands_over", "wrap"]
 
 #: ``(job, call_next) -> result``: see the module's documentation.
 Middleware = Callable[[Job[Any], Callable[[], object]], object]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from jobq._interrupt import hands_over
 from jobq._rules import (
     check_key,
     check_max_attempts,
@@ -112,6 +113,7 @@ class Task(Generic[P, R]):
             if value is not None:
                 assign(self, attribute, value)
 
+    @hands_over
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the function in this thread, now: a plain call."""
         return self.func(*args, **kwargs)

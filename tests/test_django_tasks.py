@@ -33,7 +33,7 @@ from jobq.contrib.django import DjangoJobQueue, get_queue
 from jobq.contrib.django.tasks import JobqBackend, ReturnValueNotJSON
 from jobq.errors import ProcessDied
 from jobq.events import Event, EventKind
-from jobq.stores import SqliteStore, Store
+from jobq.stores import MemoryStore, SqliteStore, Store
 from jobq.types import JobState
 
 try:
@@ -223,6 +223,30 @@ def test_a_failure_retries_then_maps_to_failed_with_tracebacks(
         ("finished", TaskResultStatus.FAILED),
     ]
     assert get_queue().delete_dead(int(result.id))
+
+
+def test_a_time_limit_interrupts_a_task_at_a_line_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The backend calls the task's function itself (marked ``hands_over``):
+    ``JobTimeout`` lands in the task, not after the grace."""
+    from djapp.dtasks import spin
+
+    queue = _project_queue(
+        MemoryStore(), monkeypatch, timeout=0.05, timeout_grace=30, max_attempts=1
+    )
+    try:
+        result = spin.enqueue()
+        queue.start(workers=1)
+        assert queue.join(10)
+        result.refresh()
+        assert result.status == TaskResultStatus.FAILED
+        [error] = result.errors
+        assert "JobTimeout" in error.traceback
+        assert error.traceback.splitlines()[-3].strip().endswith("in spin")
+        assert queue.stats().abandoned == 0
+    finally:
+        queue.close(timeout=5)
 
 
 def test_a_return_value_is_json_like_the_framework_says() -> None:

@@ -77,6 +77,29 @@ def test_a_task_runs_inside_its_apps_context(make_app: MakeApp) -> None:
     assert seen == ["hello from app0"]
 
 
+def test_a_time_limit_interrupts_a_task_at_a_line_of_its_own(
+    make_app: MakeApp,
+) -> None:
+    """Inside the app context the task's code is still the handler's:
+    ``JobTimeout`` lands there, not after the grace."""
+    jobs = JobQ()
+
+    @jobs.task(name="spin", timeout=0.05)
+    def spin() -> None:
+        while current_app:
+            pass
+
+    app = make_app(jobs, JOBQ_MAX_ATTEMPTS=1, JOBQ_TIMEOUT_GRACE=30)
+    with app.app_context():
+        spin.enqueue()
+        assert jobs.queue.join(timeout=10)
+        [dead] = jobs.queue.dead_jobs()
+        assert jobs.queue.stats().abandoned == 0
+    error = dead.errors[-1]
+    assert error.type == "jobq.errors.JobTimeout"
+    assert error.traceback.splitlines()[-3].strip().endswith("in spin")
+
+
 def test_a_plain_job_runs_inside_the_app_context_too(make_app: MakeApp) -> None:
     seen: list[Any] = []
 

@@ -189,7 +189,7 @@ def test_a_handler_looping_forever_gets_job_timeout_and_its_job_is_retried(
     def handler(job: jobq.Job[Any]) -> str:
         if job.attempt == 1:
             try:
-                while True:  # pure Python: interrupted at the next bytecode
+                while True:  # pure Python: interrupted at its next line
                     pass
             except jobq.JobTimeout as exc:
                 seen.append(str(exc))
@@ -323,7 +323,8 @@ def test_a_handler_that_swallows_job_timeout_is_abandoned_after_the_grace(
         stuck.append(threading.current_thread())
         while not hang.release.is_set():
             try:
-                hang.release.wait(0.005)  # returns often: JobTimeout reaches it
+                while not hang.release.is_set():  # JobTimeout lands at a line
+                    hang.release.wait(0.005)  # of this code: wait returns often
             except jobq.JobTimeout:
                 caught.set()  # and carries on
 

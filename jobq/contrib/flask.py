@@ -81,7 +81,7 @@ from jobq.contrib.options import (
     by_key,
 )
 from jobq.errors import JobqError
-from jobq.middleware import Middleware
+from jobq.middleware import Middleware, hands_over
 from jobq.queue import JobQueue
 from jobq.tasks import Task, task_name
 from jobq.types import Enqueued, Job
@@ -338,6 +338,7 @@ class AppTask(Generic[P, R]):
         self.func: Callable[P, R] = spec.func
         functools.update_wrapper(self, spec.func)
 
+    @hands_over
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(*args, **kwargs)
 

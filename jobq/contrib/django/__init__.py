@@ -49,7 +49,7 @@ from django.db import close_old_connections, connections, transaction
 from django.utils.module_loading import import_string
 
 from jobq.errors import JobqError
-from jobq.middleware import Middleware
+from jobq.middleware import Middleware, hands_over
 from jobq.queue import JobQueue
 from jobq.stores.base import NewJob
 from jobq.tasks import Task
@@ -204,6 +204,7 @@ class _LazyHandler:
         self.path = path
         self._function: Callable[[Job[Any]], Any] | None = None
 
+    @hands_over
     def __call__(self, job: Job[Any]) -> Any:
         if self._function is None:
             self._function = import_string(self.path)

@@ -30,6 +30,7 @@ from django.utils.module_loading import import_string
 from jobq import errors
 from jobq.errors import Fatal
 from jobq.events import Event, EventKind
+from jobq.middleware import hands_over
 from jobq.queue import JobQueue
 from jobq.tasks import task_arguments
 from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState
@@ -413,6 +414,7 @@ def run(job: Job[Any]) -> Any:
         raise
 
 
+@hands_over
 def _call(result: TaskResult[Any, Any]) -> Any:
     """Call the task of ``result`` with its arguments (and context); its
     return value as JSON values."""
@@ -423,7 +425,7 @@ def _call(result: TaskResult[Any, Any]) -> Any:
     if inspect.iscoroutinefunction(task.func):
         value = asyncio.run(task.func(*call_args, **result.kwargs))
     else:
-        value = task.call(*call_args, **result.kwargs)
+        value = task.func(*call_args, **result.kwargs)  # a time limit lands there
     try:
         return normalize_json(value)
     except (TypeError, ValueError) as exc:

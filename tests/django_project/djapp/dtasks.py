@@ -107,3 +107,11 @@ def _renamed(a: int) -> int:
 
 #: A Task whose import path (``djapp.dtasks._renamed``) is not this Task.
 renamed = task(_renamed)
+
+
+@task
+def spin() -> None:
+    """Loops until its time limit interrupts it, at a line of its own."""
+    total = 0
+    while True:
+        total += 1
