@@ -167,7 +167,6 @@ def measure(
             "/",
             lambda: (queue.stats(), queue.finished_per_minute(10)),
         ),
-
         ("due, first page", "/jobs/due", lambda: queue.browse("due")),
         (
             "due, a page deep in",

@@ -136,9 +136,8 @@ class Dispatcher:
                     claim = self._lead(prefetch)  # writes ours too
                     if claim is not None:
                         return claim
-                    if (
-                        signal.generation == generation
-                        and not (self._ready or self._pending or self._stopping())
+                    if signal.generation == generation and not (
+                        self._ready or self._pending or self._stopping()
                     ):
                         self._nap()
             finally:

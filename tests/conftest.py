@@ -19,6 +19,7 @@ StoreFactory = Callable[..., Store]
 
 STORES = ["memory", "json", "sqlite", "postgres"]
 
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",

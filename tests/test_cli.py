@@ -246,7 +246,8 @@ def test_show_prints_every_field_and_each_traceback(
     assert all("Traceback" in e["traceback"] for e in shown["errors"])
     assert list(shown["errors"][0]) == ["type", "message", "traceback", "at"]
     assert (shown["started_at"], shown["finished_at"]) == (
-        record.started_at, record.finished_at
+        record.started_at,
+        record.finished_at,
     )
     assert (shown["timeout"], shown["meta"]) == (30, {"request": "r1"})
 

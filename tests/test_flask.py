@@ -511,8 +511,6 @@ def write_app(tmp_path: Path, store: str) -> dict[str, str]:
     return env
 
 
-
-
 def notes(tmp_path: Path) -> list[str]:
     path = tmp_path / "notes.txt"
     return path.read_text().splitlines() if path.exists() else []

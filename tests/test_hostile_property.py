@@ -56,8 +56,12 @@ LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), TEXT,
                    st.floats(allow_nan=False, allow_infinity=False))  # fmt: skip
 JSON = st.recursive(
     LEAVES,
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.one_of(TEXT, st.integers(), st.booleans()), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.one_of(TEXT, st.integers(), st.booleans()), inner, max_size=3
+        )
+    ),
     max_leaves=6,
 )
 #: A payload that makes the handler fail with this text, or one that succeeds.

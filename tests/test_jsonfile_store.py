@@ -174,6 +174,7 @@ def test_duplicate_enqueue_after_restart_returns_the_old_id(
 
 # --- crashes: a real process dies while a job runs --------------------------
 
+
 def test_schedule_states_are_read_from_the_journal_and_from_the_snapshot(
     make_queue: QueueFactory, path: Path
 ) -> None:

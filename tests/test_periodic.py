@@ -541,8 +541,11 @@ def needs_an_argument(user_id: int) -> None:
         ({"every": 0}, ValueError, r"at least 0.001 seconds \(1 ms\), not 0"),
         ({"every": 1e-300}, ValueError, "at least 0.001 seconds"),
         ({"every": dt.timedelta(microseconds=999)}, ValueError, "at least 0.001"),
-        ({"every": dt.timedelta(days=36525, microseconds=1)}, ValueError,
-         r"at most 3155760000 seconds \(100 years\)"),
+        (
+            {"every": dt.timedelta(days=36525, microseconds=1)},
+            ValueError,
+            r"at most 3155760000 seconds \(100 years\)",
+        ),
         ({"every": dt.timedelta(days=999_999_999)}, ValueError, "use cron="),
         ({"every": 10**400}, ValueError, "finite number of seconds"),
         ({"every": -1}, ValueError, ">= 0"),
@@ -550,8 +553,12 @@ def needs_an_argument(user_id: int) -> None:
         ({"every": 60, "tz": "Europe/Berlin"}, ValueError, "tz= applies to cron="),
         ({"cron": "0 3 * *"}, ValueError, "five fields"),
         ({"cron": "0 0 3 * * *"}, ValueError, "five fields"),
-        ({"cron": "61 3 * * *"}, ValueError, r"not valid: Bad minute \(the fields: "
-                                              r"minute 0-59, hour 0-23"),
+        (
+            {"cron": "61 3 * * *"},
+            ValueError,
+            r"not valid: Bad minute \(the fields: "
+            r"minute 0-59, hour 0-23",
+        ),
         ({"cron": "0 0 30 2 *"}, ValueError, "not valid: Bad day-of-month"),
         ({"cron": "* * * * 8"}, ValueError, "not valid: Bad day-of-week"),
         ({"cron": "*/0 * * * *"}, ValueError, "not valid: Bad minute"),

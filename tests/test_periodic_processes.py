@@ -106,4 +106,3 @@ def test_a_process_killed_while_enqueueing_a_slot_leaves_it_to_the_next(
         (schedule,) = queue.schedules()
     assert schedule.last_slot is not None
     assert schedule.last_slot.timestamp() == clock.now
-

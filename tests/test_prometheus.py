@@ -87,6 +87,7 @@ def test_a_scrape_after_known_jobs_shows_each_sample(
     assert queue.retry_dead(dead)
 
     found = samples(registry)
+
     def by_task(values: dict[str, float]) -> dict[tuple[tuple[str, str], ...], float]:
         return {(("task", t),): v for t, v in values.items()}
 

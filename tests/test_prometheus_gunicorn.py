@@ -127,9 +127,7 @@ def test_two_gunicorn_workers_count_together_and_gauges_appear_once(
         # The events follow the store's record: the last may count a moment
         # after its job shows as completed.
         succeeded = 'jobq_jobs_succeeded_total{task="note"}'
-        assert wait_for(
-            lambda: values(scrape(f"{base}/metrics"), succeeded) == [total]
-        )
+        assert wait_for(lambda: values(scrape(f"{base}/metrics"), succeeded) == [total])
         texts = [scrape(f"{base}/metrics") for _ in range(4)]  # either worker
     finally:
         code = stop(server, signal.SIGTERM, timeout=15)

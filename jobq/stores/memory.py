@@ -527,9 +527,7 @@ class MemoryStore(OneJobCalls):
                 return None
             skipped = overlapping_job(state, skip_running, self._live)
             result = (
-                self.add([job], now)[0]
-                if skipped is None
-                else Enqueued(skipped, True)
+                self.add([job], now)[0] if skipped is None else Enqueued(skipped, True)
             )
             state = self._schedules[name] = SlotState(name, expression, slot, result.id)
             if self._recorder is not None:

@@ -1348,9 +1348,11 @@ class StoreContractTests:
             jobq.FinishedMinute(clock() - 60, 0, 0),
             jobq.FinishedMinute(clock(), 0, 0),
         ]
-        assert [
-            (m.completed, m.died) for m in queue.finished_per_minute(3) or []
-        ] == [(0, 1), (0, 0), (0, 0)]
+        assert [(m.completed, m.died) for m in queue.finished_per_minute(3) or []] == [
+            (0, 1),
+            (0, 0),
+            (0, 0),
+        ]
 
     # -- pages of the job lists (JobQueue.browse; Store.page_jobs where present) -------
 
@@ -1902,9 +1904,7 @@ class StoreContractTests:
     def test_a_kept_success_keeps_when_its_attempt_started_and_finished(
         self, make_queue: MakeQueue, clock: Clock
     ) -> None:
-        queue = make_queue(
-            lambda job: clock.advance(2), keep_completed=60, clock=clock
-        )
+        queue = make_queue(lambda job: clock.advance(2), keep_completed=60, clock=clock)
         job = queue.enqueue("x")
 
         queue.run_pending()

@@ -337,7 +337,6 @@ class DictStore:
         row = self.shelf.rows.get(job_id)
         return row is not None and row.state in (JobState.PENDING, JobState.RUNNING)
 
-
     def _held_keys(self) -> dict[str, int]:
         """Keys of pending and running jobs, and the job holding each."""
         return {

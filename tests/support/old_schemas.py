@@ -59,7 +59,5 @@ def postgres_v1(url: str, schema: str, queue: str) -> None:
         conn.execute(sql.render("CREATE SCHEMA {schema}"))
         for statement in POSTGRES_MIGRATIONS[1]:
             conn.execute(sql.render(statement))
-        conn.execute(
-            sql.render("INSERT INTO {meta} VALUES ('schema_version', 1)")
-        )
+        conn.execute(sql.render("INSERT INTO {meta} VALUES ('schema_version', 1)"))
         conn.cursor().executemany(insert, [(queue, *job) for job in JOBS])

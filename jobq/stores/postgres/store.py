@@ -596,12 +596,28 @@ class PostgresStore(OneJobCalls):
         rows.sort(key=lambda row: (*row[6:8], row[0]))
         return [
             Claim(
-                job_id, token, payload, attempts + 1, max_attempts, key, task,
-                run_at, timeout, meta,
+                job_id,
+                token,
+                payload,
+                attempts + 1,
+                max_attempts,
+                key,
+                task,
+                run_at,
+                timeout,
+                meta,
             )
             for (
-                job_id, payload, attempts, max_attempts, key, task, _, run_at,
-                timeout, meta,
+                job_id,
+                payload,
+                attempts,
+                max_attempts,
+                key,
+                task,
+                _,
+                run_at,
+                timeout,
+                meta,
             ) in rows
         ]
 

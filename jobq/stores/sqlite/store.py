@@ -429,8 +429,8 @@ class SqliteStore(OneJobCalls):
                 return conn.execute(LIVE_JOB, (job_id,)).fetchone() is not None
 
             skipped = overlapping_job(state, skip_running, live)
-            result = _insert(conn, job, now) if skipped is None else Enqueued(
-                skipped, True
+            result = (
+                _insert(conn, job, now) if skipped is None else Enqueued(skipped, True)
             )
             conn.execute(PUT_SCHEDULE, (name, expression, slot, result.id))
         if not result.duplicate:
@@ -457,12 +457,29 @@ class SqliteStore(OneJobCalls):
         rows.sort(key=lambda row: (*row[7:9], row[0]))  # RETURNING keeps no order
         return [
             Claim(
-                job_id, token, payload, tried + 1, max_attempts, key, task, due,
-                timeout, meta,
+                job_id,
+                token,
+                payload,
+                tried + 1,
+                max_attempts,
+                key,
+                task,
+                due,
+                timeout,
+                meta,
             )
             for (
-                job_id, token, payload, tried, max_attempts, key, task, _, due,
-                timeout, meta,
+                job_id,
+                token,
+                payload,
+                tried,
+                max_attempts,
+                key,
+                task,
+                _,
+                due,
+                timeout,
+                meta,
             ) in rows
         ]
 
