@@ -10,10 +10,21 @@ job's lines, without parsing the message.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from jobq.stores.base import Claim
+
+class Attempt(Protocol):
+    """What ``claim_extra`` reads of a ``jobq.stores.base.Claim`` (a
+    protocol: the stores import this module, so it imports none of them)."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def task(self) -> str | None: ...
+
+    @property
+    def attempt(self) -> int: ...
 
 
 def job_extra(
@@ -23,6 +34,6 @@ def job_extra(
     return {"job_id": job_id, "task": task, "attempt": attempt}
 
 
-def claim_extra(claim: Claim) -> dict[str, object]:
+def claim_extra(claim: Attempt) -> dict[str, object]:
     """The ``extra=`` of a log record about the attempt ``claim`` is for."""
     return job_extra(claim.id, claim.task, claim.attempt)

@@ -44,7 +44,7 @@ class JobTimeout(JobqError):
     statement's exit, a ``finally`` body). A handler may catch it to clean
     up: what it returns or raises within ``timeout_grace`` is its outcome;
     after that the attempt is recorded as a failed ``JobTimeout`` anyway and
-    the thread is abandoned (see the README, "Time limits").
+    the thread is abandoned (see the README's section "Time limits").
     """
 
     #: What it says when raised in a handler's thread, which can only be

@@ -35,7 +35,7 @@ import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from jobq._interrupt import hands_over
+from jobq._worker.interrupt import hands_over
 from jobq.types import Job
 
 __all__ = ["Middleware", "check_middleware", "hands_over", "wrap"]

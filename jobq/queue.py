@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overlo
 
 from jobq._fork import reset_after_fork
 from jobq._json import encode
-from jobq._periodic import (
+from jobq._periodic.scheduler import (
     CATCH_UPS,
     OVERLAPS,
     CatchUp,
@@ -43,9 +43,9 @@ from jobq._rules import (
     checked_clock,
     stored_id,
 )
-from jobq._runner import Runner, TaskResolver
 from jobq._time import to_epoch, to_seconds
-from jobq._workers import WorkerPool
+from jobq._worker.pool import WorkerPool
+from jobq._worker.runner import Runner, TaskResolver
 from jobq.errors import QueueClosed, StoreError, StoreLocked
 from jobq.events import (
     EventKind,
@@ -132,7 +132,7 @@ class JobQueue(Generic[P]):
     files, locks and connections come with the first call that needs them,
     so importing a module that builds a queue is always safe.
 
-    Beyond the options of ``design.md``: ``max_pending`` (``None``: no
+    Guards: ``max_pending`` (``None``: no
     limit) makes ``enqueue`` raise ``QueueFull`` once that many jobs are
     pending, so a flood cannot take the app down; ``max_payload_bytes`` (1 MiB
     by default, ``None``: no limit) caps a payload's JSON text; and a WARNING
@@ -143,7 +143,8 @@ class JobQueue(Generic[P]):
     overridden per task and per job and stored with each job: at the limit
     ``JobTimeout`` is raised in the handler's thread, and a handler still
     running ``timeout_grace`` seconds later is abandoned (its attempt
-    failed, a new worker thread in its place; see the README, "Time limits").
+    failed, a new worker thread in its place; see the README's section
+    "Time limits").
 
     ``immediate=True`` is a test mode: each ``enqueue`` then runs the jobs
     that are due in the calling thread before it returns, as ``run_pending``

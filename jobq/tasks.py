@@ -19,12 +19,11 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
-from jobq._interrupt import hands_over
 from jobq._rules import (
     check_key,
     check_max_attempts,
@@ -33,11 +32,11 @@ from jobq._rules import (
     check_timeout,
 )
 from jobq._time import to_epoch, to_seconds
+from jobq._worker.interrupt import hands_over
 from jobq.errors import Fatal
+from jobq.retry import RetryPolicy
+from jobq.stores.base import Store
 from jobq.types import Enqueued
-
-if TYPE_CHECKING:
-    from jobq.queue import JobQueue
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -49,6 +48,34 @@ PAYLOAD_KEYS = frozenset({"args", "kwargs"})
 
 #: Guards check-then-register in every queue's registry.
 _registering = threading.Lock()
+
+
+class TaskQueue(Protocol):
+    """What a ``Task`` needs of the queue it belongs to: ``JobQueue`` is
+    one. (A protocol, not ``JobQueue`` itself: the queue builds its tasks,
+    so ``jobq.queue`` imports this module and not the other way round.)"""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def policy(self) -> RetryPolicy: ...
+
+    def send(
+        self,
+        payloads: Iterable[object],
+        *,
+        delay: Delay = 0,
+        at: float | dt.datetime | None = None,
+        key: str | None = None,
+        priority: int = 0,
+        meta: Mapping[str, str] | None = None,
+        timeout: Delay | None = None,
+        task: str | None = None,
+        max_attempts: int | None = None,
+        what: str = "payload",
+        connection: Any = None,
+    ) -> list[Enqueued]: ...
 
 
 class UnknownTask(Fatal):
@@ -77,7 +104,7 @@ class Task(Generic[P, R]):
 
     name: str
     func: Callable[P, R]
-    queue: JobQueue[Any]
+    queue: TaskQueue
     max_attempts: int
     priority: int
     timeout: float | None
@@ -88,7 +115,7 @@ class Task(Generic[P, R]):
 
     def __init__(
         self,
-        queue: JobQueue[Any],
+        queue: TaskQueue,
         func: Callable[P, R],
         *,
         name: str,
@@ -245,7 +272,7 @@ class _Options:
 
 
 def register(
-    queue: JobQueue[Any],
+    queue: TaskQueue,
     registry: dict[str, Task[Any, Any]],
     func: Callable[P, R],
     *,

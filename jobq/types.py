@@ -43,7 +43,7 @@ class Job(Generic[P]):
     then ``{"args": [...], "kwargs": {...}}``), ``None`` for a plain job.
     ``meta`` holds the string headers given at enqueue (read-only, empty if
     none), the same for every attempt; ``timeout`` is the job's time limit
-    in seconds, or ``None`` (see the README, "Time limits")."""
+    in seconds, or ``None`` (see the README's section "Time limits")."""
 
     id: int
     payload: P

@@ -1,5 +1,5 @@
 """Claiming several jobs at once: what workers that batch must still
-guarantee (jobq._workers). The store calls behind it (``claim_many``,
+guarantee (jobq._worker.pool). The store calls behind it (``claim_many``,
 ``finish_many``, ``fail_many``, ``release``) are in
 ``jobq.testing.StoreContractTests``."""
 

@@ -1,4 +1,4 @@
-"""One place per queue talks to the store for its workers (``jobq._dispatch``).
+"""One place per queue talks to the store for its workers (``jobq._worker.dispatch``).
 
 - The dispatcher claims for the workers that are idle, in one store call:
   as many jobs as idle workers, never more (a crash then re-runs at most one
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq._dispatch import Dispatcher
+from jobq._worker.dispatch import Dispatcher
 from jobq.stores import SqliteStore
 from jobq.stores.base import Claim, Signal
 

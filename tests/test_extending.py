@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import jobq
-import jobq._runner
+import jobq._worker.runner
 import jobq.queue
 from jobq import Event, EventKind, Fatal, Job, JobState
 from jobq.stores import MemoryStore, store_from
@@ -393,14 +393,14 @@ def test_events_nobody_wants_are_not_built(
     make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built: list[EventKind] = []
-    real = jobq._runner.new_event
+    real = jobq._worker.runner.new_event
 
     def counted(kind: EventKind, *args: Any) -> Event:
         built.append(kind)
         return real(kind, *args)
 
     monkeypatch.setattr(jobq.queue, "new_event", counted)
-    monkeypatch.setattr(jobq._runner, "new_event", counted)
+    monkeypatch.setattr(jobq._worker.runner, "new_event", counted)
     dead = Recorder()
     queue = make_queue(succeed)
     queue.subscribe(dead, kinds=["dead"])

@@ -97,7 +97,7 @@ def test_only_public_jobq_names_are_used(path: Path) -> None:
 def test_the_checker_finds_private_names() -> None:
     found = private_uses(
         "from jobq.tasks import _task_name\n"
-        "from jobq._runner import Runner\n"
+        "from jobq._worker.runner import Runner\n"
         "import jobq.stores._entry\n"
         "from jobq.contrib.django import _tasks_backend\n"  # its own package's
         "def f(queue):\n"
@@ -107,7 +107,7 @@ def test_the_checker_finds_private_names() -> None:
 
     assert found == [
         "jobq.tasks._task_name",
-        "jobq._runner",
+        "jobq._worker.runner",
         "jobq.stores._entry",
         "queue._tasks (line 6)",
     ]
@@ -139,3 +139,102 @@ def test_the_benchmark_modules_import_no_circle() -> None:
 
     circles = {m: found for m in graph if (found := circle(m, m, (m,)))}
     assert circles == {}
+
+
+# -- the package's own imports ------------------------------------------------------
+
+#: The engine, top to bottom: a module imports only those below it.
+ENGINE = [
+    "jobq.queue",
+    "jobq._worker.pool",
+    "jobq._worker.dispatch",
+    "jobq._periodic.scheduler",
+    "jobq._worker.runner",
+    "jobq.tasks",
+    "jobq._worker.limits",
+    "jobq._periodic.slots",
+    "jobq._worker.interrupt",
+]
+
+#: Circles left, with why: the Django package's module that serves Django's
+#: Tasks framework is loaded by Django from a dotted path and finds the
+#: package's queue there, while the package loads it (lazily) to build it.
+KNOWN_CIRCLES = [{"jobq.contrib.django", "jobq.contrib.django._tasks_backend"}]
+
+
+def jobq_imports() -> dict[str, set[str]]:
+    """Each jobq module and the jobq modules it imports, anywhere in it
+    (type-only imports and imports inside functions included)."""
+    modules = {
+        module_name(path): path for path in sorted((ROOT / "jobq").rglob("*.py"))
+    }
+    graph: dict[str, set[str]] = {}
+    for here, path in modules.items():
+        package = path.name == "__init__.py"
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = here.split(".")[: len(here.split(".")) - node.level]
+                    parts = here.split(".") if package and node.level == 1 else parts
+                    base = ".".join([*parts, *([base] if base else [])])
+                for alias in node.names:
+                    name = f"{base}.{alias.name}"
+                    found.add(name if name in modules else base)
+        graph[here] = {m for m in found if m in modules} - {here}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The groups of modules that import each other, directly or not."""
+    reach: dict[str, set[str]] = {}
+    for start in graph:
+        seen, todo = set(), [start]
+        while todo:
+            for following in graph[todo.pop()]:
+                if following not in seen:
+                    seen.add(following)
+                    todo.append(following)
+        reach[start] = seen
+    groups: list[set[str]] = []
+    for module in sorted(graph):
+        group = {module} | {m for m in reach[module] if module in reach[m]}
+        if len(group) > 1 and group not in groups:
+            groups.append(group)
+    return groups
+
+
+def test_the_package_imports_no_circle() -> None:
+    assert circles(jobq_imports()) == KNOWN_CIRCLES
+
+
+def test_the_engine_imports_only_downward() -> None:
+    """queue -> worker pool -> dispatcher -> scheduler -> runner -> tasks ->
+    time limit -> interruption; the modules below the engine (the stores,
+    the types, the events...) import none of it but the interruption's
+    marker of handler calls (``hands_over``, for ``jobq.middleware``)."""
+    graph = jobq_imports()
+    rank = {module: i for i, module in enumerate(ENGINE)}
+    above = ("jobq.contrib", "jobq.cli", "jobq.web", "jobq.testing")
+    upward = [
+        f"{module} -> {imported}"
+        for module, imports in graph.items()
+        for imported in imports
+        if imported in rank
+        and (
+            rank[imported] <= rank[module]
+            if module in rank
+            else module != "jobq"
+            and not module.startswith(above)
+            and imported != "jobq._worker.interrupt"
+        )
+    ]
+    assert upward == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [{"a", "b", "c"}]

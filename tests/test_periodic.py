@@ -21,7 +21,7 @@ from older_store import OlderStore
 
 import jobq
 from jobq import JobQueue, Retry, Schedule
-from jobq._slots import CronSlots, EverySlots
+from jobq._periodic.slots import CronSlots, EverySlots
 from jobq.stores import MemoryStore, SqliteStore
 from jobq.testing.clock import Clock
 from jobq.testing.contract import slot_job

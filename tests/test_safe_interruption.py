@@ -441,7 +441,9 @@ def _interrupt_at(event_number: int) -> tuple[int | None, bool]:
     ``event_number`` among those ``may_land`` allows; the line it landed at
     (``None``: the run ended first), after checking that every ``with``
     was exited and the lock released."""
-    from jobq._interrupt import may_land
+    from jobq._worker.interrupt import learn_cleanup_lines, may_land
+
+    learn_cleanup_lines([__file__])  # as the limits thread does at a limit
 
     resource, lock, log = Resource(), threading.Lock(), []
     seen = 0
@@ -489,3 +491,17 @@ def test_an_interruption_at_any_line_it_may_land_at_skips_no_cleanup() -> None:
     # Lines counted from the def: the loop, the bodies of with and try, the
     # lines between; never a with (its exit), a try, an except or a finally.
     assert relative == {2, 4, 5, 7, 11, 12, 17, 18}
+
+
+def test_the_places_an_interruption_may_land_in_are_told_apart() -> None:
+    import psycopg
+
+    import jobq.stores.sqlite.store
+    import jobq.tasks
+    from jobq._worker import runner
+    from jobq._worker.interrupt import Place, place_of
+
+    assert place_of(HERE) is Place.OWN
+    for module in (jobq.tasks, runner, jobq.stores.sqlite.store, logging, threading):
+        assert place_of(str(module.__file__)) is Place.FENCED, module
+    assert place_of(str(psycopg.__file__)) is Place.LIBRARY

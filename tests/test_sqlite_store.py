@@ -818,7 +818,7 @@ def test_an_idle_worker_wakes_for_a_job_another_process_enqueued(
 ) -> None:
     # Idle workers otherwise look every second anyway: only the watcher can
     # wake this one within the test's patience.
-    monkeypatch.setattr("jobq._workers.MAX_IDLE_WAIT", 3600.0)
+    monkeypatch.setattr("jobq._worker.pool.MAX_IDLE_WAIT", 3600.0)
     ran = threading.Event()
     store = SqliteStore(path, poll_interval=0.02)
     queue = jobq.JobQueue(lambda job: ran.set(), store=store).start(workers=1)

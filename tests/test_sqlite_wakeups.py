@@ -214,7 +214,7 @@ def test_workers_run_another_process_jobs_without_a_sleeping_poll(
     # Idle workers look by themselves only once an hour, and the store polls
     # once an hour: every one of these jobs is started because a datagram
     # woke a worker.
-    monkeypatch.setattr("jobq._workers.MAX_IDLE_WAIT", HOUR)
+    monkeypatch.setattr("jobq._worker.pool.MAX_IDLE_WAIT", HOUR)
     started: list[float] = []
     done = threading.Event()
     n = 50

@@ -296,7 +296,7 @@ def test_plain_job_without_handler_goes_dead_with_a_clear_error(
     assert stored.attempts == 1
     assert stored.last_error is not None
     assert stored.last_error.startswith(
-        "jobq._runner.NoHandler: this queue has no handler"
+        "jobq._worker.runner.NoHandler: this queue has no handler"
     )
 
 

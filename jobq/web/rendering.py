@@ -6,12 +6,28 @@ from __future__ import annotations
 import datetime as dt
 import json
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from jobq.queue import JobQueue
 from jobq.web.http import Request, Response
+from jobq.web.security import CsrfPolicy
+from jobq.web.throughput import Throughput
 
-if TYPE_CHECKING:
-    from jobq.web.app import Dashboard
+
+class Site(Protocol):
+    """What the views and the templates read of the dashboard they serve
+    (``jobq.web.app.Dashboard`` is the one: a protocol, so that the views
+    and this module import nothing of the application that routes to
+    them)."""
+
+    queue: JobQueue[Any]
+    read_only: bool
+    notice: str | None
+    csrf: CsrfPolicy
+    refresh_seconds: float
+    renderer: Renderer
+    throughput: Throughput
+
 
 #: The lists, with their titles, in the navigation's order.
 TITLES = {
@@ -68,7 +84,7 @@ class Renderer:
         }
 
     def page(
-        self, dashboard: Dashboard, request: Request, name: str, status: int = 200,
+        self, dashboard: Site, request: Request, name: str, status: int = 200,
         **context: Any,
     ) -> Response:  # fmt: skip
         """A template rendered with the dashboard's common context."""

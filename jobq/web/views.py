@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from jobq.stores.pages import VIEWS
 from jobq.web.http import Request, Response, redirect
-from jobq.web.rendering import ASSET_TYPES
+from jobq.web.rendering import ASSET_TYPES, Site
 from jobq.web.throughput import MINUTES, table
-
-if TYPE_CHECKING:
-    from jobq.web.app import Dashboard
 
 #: What an action's redirect may say (a code from here, never request text).
 MESSAGES = {
@@ -32,7 +29,7 @@ BULK_PAGE = 500
 FILTERS = ("task", "key", "error")
 
 
-def counts(dashboard: Dashboard) -> dict[str, int]:
+def counts(dashboard: Site) -> dict[str, int]:
     stats = dashboard.queue.stats()
     return {
         "due": stats.pending - stats.delayed,
@@ -45,7 +42,7 @@ def counts(dashboard: Dashboard) -> dict[str, int]:
     }
 
 
-def throughput(dashboard: Dashboard) -> dict[str, Any]:
+def throughput(dashboard: Site) -> dict[str, Any]:
     """The throughput table: ``columns`` and ``rows`` (see ``table``), and
     whether the store's columns are there (``stored``)."""
     queue = dashboard.queue
@@ -56,7 +53,7 @@ def throughput(dashboard: Dashboard) -> dict[str, Any]:
     return {"columns": columns, "rows": rows, "stored": stored is not None}
 
 
-def overview(dashboard: Dashboard, request: Request) -> Response:
+def overview(dashboard: Site, request: Request) -> Response:
     return dashboard.renderer.page(
         dashboard, request, "overview.html",
         counts=counts(dashboard),
@@ -67,20 +64,20 @@ def overview(dashboard: Dashboard, request: Request) -> Response:
     )  # fmt: skip
 
 
-def stats_json(dashboard: Dashboard, request: Request) -> Response:
+def stats_json(dashboard: Site, request: Request) -> Response:
     """What the overview refreshes itself with."""
     body = {"counts": counts(dashboard), "throughput": throughput(dashboard)["rows"]}
     return Response(200, json.dumps(body).encode(), "application/json")
 
 
-def asset(dashboard: Dashboard, request: Request, name: str) -> Response:
+def asset(dashboard: Site, request: Request, name: str) -> Response:
     data = dashboard.renderer.assets.get(name)
     if data is None:
         return Response(404, b"no such asset", "text/plain")
     return Response(200, data, ASSET_TYPES[name.rsplit(".", 1)[1]])
 
 
-def job_list(dashboard: Dashboard, request: Request, view: str) -> Response:
+def job_list(dashboard: Site, request: Request, view: str) -> Response:
     if view not in VIEWS:
         return dashboard.renderer.page(
             dashboard, request, "error.html", 404, message="no such list"
@@ -100,7 +97,7 @@ def job_list(dashboard: Dashboard, request: Request, view: str) -> Response:
     )  # fmt: skip
 
 
-def job_page(dashboard: Dashboard, request: Request, job_id: str) -> Response:
+def job_page(dashboard: Site, request: Request, job_id: str) -> Response:
     job = dashboard.queue.get(int(job_id))
     if job is None:
         return dashboard.renderer.page(
@@ -112,9 +109,7 @@ def job_page(dashboard: Dashboard, request: Request, job_id: str) -> Response:
     )  # fmt: skip
 
 
-def job_action(
-    dashboard: Dashboard, request: Request, job_id: str, action: str
-) -> Response:
+def job_action(dashboard: Site, request: Request, job_id: str, action: str) -> Response:
     queue, number = dashboard.queue, int(job_id)
     if action == "retry":
         done, code = queue.retry_dead(number), "retried"
@@ -128,7 +123,7 @@ def job_action(
     return redirect(request.url(f"{target}?msg={code}"))
 
 
-def bulk_action(dashboard: Dashboard, request: Request, action: str) -> Response:
+def bulk_action(dashboard: Site, request: Request, action: str) -> Response:
     """Retry or delete every dead job the form's filters match; without
     ``confirmed`` (no JavaScript to ask), a page that asks first."""
     form = request.form()

@@ -284,8 +284,8 @@ def _check_resolvable(task: Task[Any, Any]) -> None:
 
 
 def _import_task(path: str) -> Task[Any, Any]:
-    """The Django ``Task`` at ``path``; ``NotADjangoTask`` for anything else
-    (stored data never decides what runs, design.md section 5)."""
+    """The Django ``Task`` at ``path``; ``NotADjangoTask`` for anything else:
+    a stored path only ever names a task, never decides what else runs."""
     try:
         found = import_string(path)
     except ImportError as exc:  # its traceback, chained, says where

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from jobq._logs import job_extra
-from jobq._slots import CronSlots, EverySlots, Slots, zone
+from jobq._periodic.slots import CronSlots, EverySlots, Slots, zone
 from jobq._time import to_seconds
 from jobq.stores.base import NewJob, ScheduleStore, SlotState
 from jobq.types import Schedule

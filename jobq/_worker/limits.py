@@ -3,14 +3,14 @@ and one that does not stop is abandoned.
 
 At the limit ``JobTimeout`` is requested in the handler's thread, and
 raised there at the next line of the handler's own code (see
-``jobq._interrupt``: never inside jobq's code or the standard library's,
+``jobq._worker.interrupt``: never inside jobq's code or the standard library's,
 so an interruption cannot leave a transaction open or a lock held). A
 handler still inside its call ``grace`` seconds after the limit (it caught
 the exception, or it is blocked in C code or in the standard library,
 where nothing lands) is abandoned: the pool records its attempt as a
 failed ``JobTimeout``, so the claim's token refuses whatever the thread
 finishes later, stops renewing its lease, and starts a replacement thread
-(see ``jobq._workers``).
+(see ``jobq._worker.pool``).
 
 One thread of the pool, ``jobq-limits``, watches the deadlines. It never
 logs, never touches the store and takes no lock a handler's thread may hold
@@ -26,14 +26,11 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from jobq._interrupt import Interruptible
+from jobq._worker.interrupt import Interruptible, learn_cleanup_lines
 from jobq.errors import JobTimeout
 from jobq.stores.base import Claim
-
-if TYPE_CHECKING:
-    from jobq._runner import Outcome
 
 T = TypeVar("T")
 
@@ -64,14 +61,8 @@ class Attempt:
 
 class ThreadLimit:
     """The time limit of the attempt one worker thread runs: one per worker
-    thread, created in that thread.
-
-    ``ran`` holds the outcomes the thread ran and has not handed in yet: a
-    thread abandoned in its next handler cannot hand them in, so the pool
-    records them for it. ``recorded`` is set once the pool has recorded an
-    abandoned attempt: the thread, should its handler return, hands in its
-    late outcome only then (the store refuses it, its claim being stale).
-    """
+    thread, created in that thread. ``call`` wraps the handler call, and
+    knows nothing of what runs inside it."""
 
     def __init__(self, limits: TimeLimits) -> None:
         self._limits = limits
@@ -82,8 +73,6 @@ class ThreadLimit:
         #: the deadline, then the renewals and the end of the grace; ``inf``
         #: outside a limited handler.
         self.due = math.inf
-        self.ran: list[Outcome] = []
-        self.recorded = threading.Event()
 
     @property
     def abandoned(self) -> bool:
@@ -98,18 +87,13 @@ class ThreadLimit:
         self._limits.armed(deadline)
         try:
             return self.interruptible.call(function, attempt)
+        except JobTimeout as exc:
+            if exc.args == (JobTimeout.DEFAULT,):  # the handler saw the plain one
+                exc.args = (interrupted(claim),)
+            raise
         finally:
             self.attempt = None
             self.due = math.inf
-
-    @staticmethod
-    def settle(claim: Claim, exc: BaseException) -> BaseException:
-        """After the handler of ``claim`` raised ``exc``: let a
-        ``JobTimeout`` raised in it say which job and limit (the handler
-        saw the plain one)."""
-        if isinstance(exc, JobTimeout) and exc.args == (JobTimeout.DEFAULT,):
-            exc.args = (interrupted(claim),)
-        return exc
 
     def look(self, now: float, grace: float) -> float:
         """For the limits thread: request ``JobTimeout`` once the deadline
@@ -118,14 +102,17 @@ class ThreadLimit:
         attempt = self.attempt
         if attempt is None or self.abandoned:
             return math.inf
+        interruptible = self.interruptible
         if attempt.requested_at is None:
             if now < attempt.deadline:
                 return attempt.deadline
-            if not self.interruptible.request(JobTimeout, attempt):
+            learn_cleanup_lines(interruptible.handler_files(attempt))
+            if not interruptible.request(JobTimeout, attempt):
                 return math.inf  # it left the handler meanwhile
             attempt.requested_at = now
-        elif not self.interruptible.delivered:
-            self.interruptible.renew()
+        elif not interruptible.delivered:
+            learn_cleanup_lines(interruptible.handler_files(attempt))
+            interruptible.renew()
         end = attempt.requested_at + grace
         if now >= end:
             return -math.inf

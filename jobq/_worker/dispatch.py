@@ -25,8 +25,8 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 
-from jobq._periodic import Scheduler
-from jobq._runner import Outcome, Runner
+from jobq._periodic.scheduler import Scheduler
+from jobq._worker.runner import Outcome, Runner
 from jobq.stores.base import Claim, Signal, Store
 
 logger = logging.getLogger("jobq")

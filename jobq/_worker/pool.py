@@ -3,7 +3,7 @@
 No future per job: each thread loops take a job → run it → hand its outcome
 in, and talks to the store only through the queue's ``Dispatcher``, whose
 passes record the outcomes of all workers together and claim for every idle
-worker at once (see ``jobq._dispatch``). Idle workers sleep until a job
+worker at once (see ``jobq._worker.dispatch``). Idle workers sleep until a job
 arrives or the next delayed job falls due (one of them watches the clock).
 
 Fast handlers make the store's cost per job the bottleneck, so where the
@@ -13,7 +13,7 @@ worker's recent handlers ran in ``BATCH_SECONDS``; any worker takes the
 next of them, and a worker records the outcomes of the jobs it ran in a row
 together. A stop gives the jobs not started back.
 
-A job with a ``timeout`` runs under a time limit (see ``jobq._limits``):
+A job with a ``timeout`` runs under a time limit (see ``jobq._worker.limits``):
 the limits thread has ``JobTimeout`` raised in a handler past its limit,
 and after the grace gives up on a thread still inside it; the watchdog then
 records its attempt as failed and starts another thread in its place, so
@@ -37,11 +37,11 @@ from collections import deque
 from collections.abc import Callable
 from types import FrameType
 
-from jobq._dispatch import MAX_IDLE_WAIT, Dispatcher
-from jobq._limits import ThreadLimit, TimeLimits
 from jobq._logs import claim_extra
-from jobq._periodic import Scheduler
-from jobq._runner import Outcome, Runner
+from jobq._periodic.scheduler import Scheduler
+from jobq._worker.dispatch import MAX_IDLE_WAIT, Dispatcher
+from jobq._worker.limits import ThreadLimit, TimeLimits
+from jobq._worker.runner import Outcome, Runner
 from jobq.errors import JobTimeout
 from jobq.stores.base import Claim, Signal, Store
 
@@ -80,6 +80,25 @@ class BatchSize:
         self.seconds_per_job += (max(seconds, 1e-7) - self.seconds_per_job) / 8
 
 
+class Worker:
+    """One worker thread: its time limit (``call`` wraps its handler
+    calls), the outcomes it ran and has not handed in yet (a thread
+    abandoned in its next handler cannot hand them in, so the watchdog
+    records them for it), and ``recorded``, set once the watchdog has
+    recorded the attempt it was abandoned in: should its handler return,
+    it hands in its late outcome only then (the store refuses it, its claim
+    being stale)."""
+
+    __slots__ = ("call", "limit", "ran", "recorded", "size")
+
+    def __init__(self, limit: ThreadLimit, size: BatchSize) -> None:
+        self.limit = limit
+        self.call = limit.call  # bound once, not per job
+        self.ran: list[Outcome] = []
+        self.recorded = threading.Event()
+        self.size = size
+
+
 class WorkerPool:
     """Up to ``workers`` threads of one queue, each running one job at a time.
 
@@ -116,7 +135,10 @@ class WorkerPool:
         self._watchdog_wake = threading.Condition()
         #: Threads given up at a time limit, for the watchdog to record and
         #: replace (appended by the limits thread: ``deque`` is atomic).
-        self._to_replace: deque[tuple[ThreadLimit, Claim, FrameType | None]] = deque()
+        self._to_replace: deque[tuple[Worker, Claim, FrameType | None]] = deque()
+        #: Each worker thread's state by its limit (what the limits thread
+        #: names when it gives up on one); set and read in single steps.
+        self._workers: dict[ThreadLimit, Worker] = {}
         self._woken = False  # the watchdog looks again before it sleeps
         #: Notified whenever a thread leaves the pool (``stop`` waits on it).
         self._left = threading.Condition(signal.lock)
@@ -201,23 +223,26 @@ class WorkerPool:
 
     def _work(self) -> None:
         limit = self._limits.enter()
+        worker = self._workers[limit] = Worker(
+            limit, BatchSize(self._store.claim_batch)
+        )
         try:
-            self._run_jobs(limit)
+            self._run_jobs(worker)
         finally:
             self._limits.leave(limit)
+            self._workers.pop(limit, None)
             with self._signal.lock:  # also if the loop failed unexpectedly
                 self._threads.discard(threading.current_thread())
                 self._left.notify_all()
 
-    def _run_jobs(self, limit: ThreadLimit) -> None:
+    def _run_jobs(self, worker: Worker) -> None:
         """Take a job, run it, hand its outcome in, until the pool stops or
         this thread was abandoned at a time limit. Nothing ends the thread
         otherwise: a failure of jobq's own (a bug) is logged and the thread
         takes the next job."""
-        size = BatchSize(self._store.claim_batch)
         while True:
             try:
-                if self._take_and_run(limit, size):
+                if self._take_and_run(worker):
                     return
             except BaseException:  # a worker thread never dies of a failure
                 with contextlib.suppress(BaseException):
@@ -226,27 +251,27 @@ class WorkerPool:
                         exc_info=True,
                     )
 
-    def _take_and_run(self, limit: ThreadLimit, size: BatchSize) -> bool:
+    def _take_and_run(self, worker: Worker) -> bool:
         """One turn of a worker: hand in what it ran, take a job and run it;
         whether the thread ends (stopping, or abandoned)."""
-        runner, dispatcher = self._runner, self._dispatcher
+        runner, dispatcher, size = self._runner, self._dispatcher, worker.size
         if (
             self._stopping
-            or len(limit.ran) >= size.limit  # a persistent store's: after each job
+            or len(worker.ran) >= size.limit  # a persistent store's: after each job
             or (claim := dispatcher.ready()) is None
         ):
-            claim = dispatcher.next(limit.ran, size.next())
-            limit.ran = []
+            claim = dispatcher.next(worker.ran, size.next())
+            worker.ran = []
         if claim is None:  # stopping
             runner.release(dispatcher.take_ready())
             return self._leave()
         started = time.monotonic()
-        outcome = runner.run_one(claim, limit)
-        if limit.abandoned:
-            limit.recorded.wait()  # the watchdog records its timeout first
+        outcome = runner.run_one(claim, worker.call)
+        if worker.limit.abandoned:
+            worker.recorded.wait()  # the watchdog records its timeout first
             self._returned_late(outcome, time.monotonic() - started)
             return True
-        limit.ran.append(outcome)
+        worker.ran.append(outcome)
         size.ran(time.monotonic() - started)
         return False
 
@@ -341,22 +366,24 @@ class WorkerPool:
     ) -> None:
         """The limits thread gave up on ``limit``'s thread in ``claim``'s
         handler (stuck at ``frame``): the watchdog records and replaces it."""
-        self._to_replace.append((limit, claim, frame))
-        self._wake_watchdog()
+        worker = self._workers.get(limit)
+        if worker is not None:
+            self._to_replace.append((worker, claim, frame))
+            self._wake_watchdog()
 
     def _replace_abandoned(self) -> None:
         """Record the attempts of the threads given up at a time limit, and
         start a thread in the place of each."""
         while self._to_replace:
-            limit, claim, frame = self._to_replace.popleft()
+            worker, claim, frame = self._to_replace.popleft()
             try:
-                self._record_abandoned(limit, claim, frame)
+                self._record_abandoned(worker, claim, frame)
             finally:
-                limit.recorded.set()  # its late outcome may come now
-                self._replace(limit.thread)
+                worker.recorded.set()  # its late outcome may come now
+                self._replace(worker.limit.thread)
 
     def _record_abandoned(
-        self, limit: ThreadLimit, claim: Claim, frame: FrameType | None
+        self, worker: Worker, claim: Claim, frame: FrameType | None
     ) -> None:
         """Record an abandoned handler's attempt as a failed ``JobTimeout``,
         with the outcomes its thread had not handed in. Recording forgets
@@ -364,13 +391,13 @@ class WorkerPool:
         exc = JobTimeout(
             f"job {claim.id} ran past its time limit of {claim.timeout:g} s and "
             f"did not return within the {self._limits.grace:g} s grace: its "
-            f"thread {limit.thread.name} was abandoned"
+            f"thread {worker.limit.thread.name} was abandoned"
         )
         failed = self._runner.abandoned(claim, exc, frame)
         with self._signal.lock:  # counted before anyone sees the attempt
             self.abandoned += 1
-        self._runner.record([*limit.ran, failed])
-        limit.ran = []
+        self._runner.record([*worker.ran, failed])
+        worker.ran = []
 
     def _replace(self, thread: threading.Thread) -> None:
         """Count ``thread`` out of the pool and start another in its place,

@@ -27,13 +27,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from jobq._failures import describe_failure, with_stack
-from jobq._interrupt import hands_over
 from jobq._json import decode, decode_meta, encode
 from jobq._logs import claim_extra
 from jobq._time import to_seconds
+from jobq._worker.interrupt import hands_over
 from jobq.errors import Fatal, JobTimeout, Retry
 from jobq.events import EventKind, Subscriber, Subscribers, new_event, publish
 from jobq.middleware import Middleware, wrap
@@ -41,9 +41,6 @@ from jobq.retry import RetryPolicy
 from jobq.stores.base import Claim, Done, Failure, Store
 from jobq.tasks import task_arguments, unknown_task
 from jobq.types import NO_META, Job
-
-if TYPE_CHECKING:
-    from jobq._limits import ThreadLimit
 
 logger = logging.getLogger("jobq")
 
@@ -57,6 +54,11 @@ Handler = Callable[[Job[Any]], Any]
 #: ``resolve_task``: a handler for the jobs of a task name that no
 #: ``@queue.task`` registered, or ``None`` (the job is then dead at once).
 TaskResolver = Callable[[str], Handler | None]
+
+#: What a worker thread runs a limited attempt under: ``limit(claim, call)``
+#: returns ``call()`` (the time limit of ``jobq._worker.limits``, whose
+#: ``JobTimeout`` says the job and its limit).
+Limit = Callable[[Claim, Callable[[], Any]], Any]
 
 
 class NoHandler(Fatal):
@@ -189,7 +191,7 @@ class Runner:
 
     # -- the attempt -------------------------------------------------------------
 
-    def run_one(self, claim: Claim, limit: ThreadLimit | None = None) -> Outcome:
+    def run_one(self, claim: Claim, limit: Limit | None = None) -> Outcome:
         """One attempt of ``claim``'s job; the outcome is recorded with
         ``record`` (alone or with others). ``limit``: the worker thread's,
         which enforces the job's ``timeout`` (``None``: no limit, as in
@@ -206,16 +208,14 @@ class Runner:
             if limit is None or claim.timeout is None:
                 value = self._invoke(claim, None)
             else:
-                value = limit.call(claim, lambda: self._invoke(claim, None))
+                value = limit(claim, lambda: self._invoke(claim, None))
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
-            if limit is not None:
-                exc = limit.settle(claim, exc)
             return self._failed(claim, exc, None, None)
         finally:
             self.active.pop(running, None)  # gone if its thread was abandoned
         return Done(claim, self._stored_result(claim, value))
 
-    def _observed(self, claim: Claim, limit: ThreadLimit | None) -> Outcome:
+    def _observed(self, claim: Claim, limit: Limit | None) -> Outcome:
         """``run_one`` with the ``Job`` built for the middleware and events,
         ``started`` published, and the attempt's times kept for the events
         that ``record`` publishes: read only if someone subscribed to an
@@ -230,14 +230,12 @@ class Runner:
             if self.subscribers.started:
                 self._started(claim, job, started_at)
             if limit is not None and claim.timeout is not None:
-                value = limit.call(claim, self._attempt(claim, job))
+                value = limit(claim, self._attempt(claim, job))
             elif self.middleware:
                 value = self._attempt(claim, job)()
             else:  # the common case, called here: no closure to build
                 value = self._invoke(claim, job)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
-            if limit is not None:
-                exc = limit.settle(claim, exc)
             return self._failed(claim, exc, job, started_at if observed else None)
         finally:
             self.active.pop(running, None)

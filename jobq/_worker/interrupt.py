@@ -42,7 +42,7 @@ import os
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import CodeType, FrameType
 from typing import Any, Protocol, TypeVar
 
@@ -77,7 +77,7 @@ def _prefixes(*paths: str | None) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-_JOBQ = _prefixes(os.path.dirname(os.path.abspath(__file__)))
+_JOBQ = _prefixes(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # jobq/
 _PATHS = sysconfig.get_paths()
 _STDLIB = _prefixes(_PATHS.get("stdlib"), _PATHS.get("platstdlib"))
 _INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
@@ -140,14 +140,16 @@ def handler_frames(frame: FrameType | None) -> list[FrameType] | None:
 
 
 #: The lines of each file where an interruption would skip cleanup, by
-#: file name (``_cleanup_lines``); ``None``: its source is unknown.
+#: file name (``learn_cleanup_lines``); ``None``: its source is unknown.
 _cleanups: dict[str, frozenset[int] | None] = {}
+_learning = threading.Lock()
 
 
 def cleanup_lines(filename: str) -> frozenset[int] | None:
     """The lines of ``filename`` where an exception raised at the start of
-    the line would skip cleanup or come too early, or ``None`` if its source
-    cannot be read (then no line of it is safe):
+    the line would skip cleanup or come too early, or ``None`` if they are
+    not known (then no line of it is safe): the file was not learnt yet
+    (``learn_cleanup_lines``), or its source cannot be read.
 
     - a ``with`` statement's header: its exit (``__exit__(None, None,
       None)``) runs as a line of its own, outside the block it protects;
@@ -155,19 +157,31 @@ def cleanup_lines(filename: str) -> frozenset[int] | None:
     - the bodies of ``except`` and ``finally`` clauses: a ``finally`` body
       runs inline when nothing was raised, unprotected by itself.
     """
-    if filename in _cleanups:
-        return _cleanups[filename]
-    lines: frozenset[int] | None = None
-    source = "".join(linecache.getlines(filename))
-    if source:
-        try:
-            tree = ast.parse(source, filename)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            tree = None
-        if tree is not None:
-            lines = frozenset(_unsafe_lines(tree))
-    _cleanups[filename] = lines
-    return lines
+    return _cleanups.get(filename)
+
+
+def learn_cleanup_lines(filenames: Iterable[str]) -> None:
+    """Read and parse the files not known yet, for ``cleanup_lines``.
+
+    Called by the thread that interrupts, one parse at a time, never in a
+    handler's thread at a line event: two threads parsing at once on 3.11
+    can fail ("AST constructor recursion depth mismatch", a CPython bug),
+    and a handler's thread must not be held up by a parse. A parse that
+    fails that way is tried again at the next look."""
+    for filename in filenames:
+        if filename in _cleanups:
+            continue
+        with _learning:
+            source = "".join(linecache.getlines(filename))
+            try:
+                tree = ast.parse(source, filename) if source else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
+            except SystemError:  # the CPython bug above: another thread parsed
+                continue
+            _cleanups[filename] = (
+                None if tree is None else frozenset(_unsafe_lines(tree))
+            )
 
 
 def _unsafe_lines(tree: ast.AST) -> Iterator[int]:
@@ -301,6 +315,19 @@ class Interruptible:
             _waiting[self.ident] = self
             self._delivery.start()
             return True
+
+    def handler_files(self, token: object) -> list[str]:
+        """The files of the frames of the call ``token`` that a request may
+        land in (to learn their cleanup lines, outside the lock)."""
+        with self.lock:
+            if not self._runs(token):
+                return []
+            frames = handler_frames(self.current_frame()) or []
+        return [
+            frame.f_code.co_filename
+            for frame, landing in zip(frames, landing_places(frames), strict=True)
+            if landing
+        ]
 
     def renew(self) -> None:
         """Look again for the frames a waiting request may land in: the
