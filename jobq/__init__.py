@@ -21,6 +21,7 @@ from jobq.errors import (
 )
 from jobq.events import Event, EventKind
 from jobq.middleware import Middleware
+from jobq.options import JobOptions, PeriodicOptions, SendOptions, TaskOptions
 from jobq.producers import EnqueueHook, Sending
 from jobq.queue import JobQueue
 from jobq.retry import RetryPolicy
@@ -46,22 +47,26 @@ __all__ = [
     "Fatal",
     "FinishedMinute",
     "Job",
+    "JobOptions",
     "JobQueue",
     "JobRecord",
     "JobState",
     "JobTimeout",
     "JobqError",
     "Middleware",
+    "PeriodicOptions",
     "QueueClosed",
     "QueueFull",
     "Retry",
     "RetryPolicy",
     "Schedule",
+    "SendOptions",
     "Sending",
     "Stats",
     "StoreError",
     "StoreLocked",
     "Task",
+    "TaskOptions",
     "WorkerStats",
     "task_name",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import datetime as dt
 import functools
 import logging
 import sys
@@ -18,15 +17,22 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType, TracebackType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    ParamSpec,
+    TypeVar,
+    Unpack,
+    cast,
+    overload,
+)
 
 from jobq._fork import reset_after_fork
 from jobq._json import encode
 from jobq._periodic.scheduler import (
     CATCH_UPS,
     OVERLAPS,
-    CatchUp,
-    Overlap,
     Periodic,
     Scheduler,
     make_slots,
@@ -35,15 +41,12 @@ from jobq._periodic.scheduler import (
 )
 from jobq._rules import (
     check_int,
-    check_key,
-    check_meta,
-    check_priority,
     check_sent_meta,
     check_timeout,
     checked_clock,
     stored_id,
 )
-from jobq._time import to_epoch, to_seconds
+from jobq._time import to_seconds
 from jobq._worker.pool import WorkerPool
 from jobq._worker.runner import Runner, TaskResolver
 from jobq.errors import QueueClosed, StoreError, StoreLocked
@@ -56,6 +59,20 @@ from jobq.events import (
     publish,
 )
 from jobq.middleware import Middleware, check_middleware
+from jobq.options import (
+    JOB_OPTIONS,
+    NOTHING,
+    PERIODIC_OPTIONS,
+    TASK_OPTIONS,
+    Checked,
+    Delay,
+    JobOptions,
+    PeriodicOptions,
+    SendOptions,
+    TaskOptions,
+    check,
+    check_names,
+)
 from jobq.producers import EnqueueHook, EnqueueHooks, Sending
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
@@ -87,7 +104,6 @@ logger = logging.getLogger("jobq")
 #: Read once: an enum member's lookup on its class costs a call (per job).
 ENQUEUED = EventKind.ENQUEUED
 
-Delay = float | dt.timedelta
 JobRef = int | Enqueued
 
 #: The default ``max_payload_bytes``: a payload's JSON text may be this long.
@@ -395,102 +411,72 @@ class JobQueue(Generic[P]):
 
     # -- adding jobs ----------------------------------------------------------
 
-    def enqueue(
-        self,
-        payload: P,
-        *,
-        delay: Delay = 0,
-        at: float | dt.datetime | None = None,
-        key: str | None = None,
-        priority: int = 0,
-        meta: Mapping[str, str] | None = None,
-        timeout: Delay | None = None,
-        connection: Any = None,
-    ) -> Enqueued:
+    def enqueue(self, payload: P, **options: Unpack[SendOptions]) -> Enqueued:
         """Add a job; while a job with ``key`` is pending or running, return
         that one with ``duplicate=True`` instead.
 
-        ``meta``: string headers stored with the job and shown to its
-        handler and middleware as ``job.meta`` (a trace context, say), at
-        most 64 entries in 8 KiB of JSON. ``timeout``: this job's time limit
-        (seconds or ``timedelta``), instead of its task's or the queue's
-        (``None``: theirs). ``connection``: a database
-        connection of the caller's (a psycopg 3 connection, for the
-        PostgreSQL store): the job is written in its current transaction, so
-        it exists if, and only if, that commits.
+        The options (``jobq.options.SendOptions``): ``delay`` or ``at``,
+        ``key``, ``priority``, ``meta`` (string headers stored with the job
+        and shown to its handler and middleware as ``job.meta``, at most 64
+        entries in 8 KiB of JSON), ``timeout`` (this job's time limit,
+        instead of its task's or the queue's), ``connection`` (a database
+        connection of the caller's, a psycopg 3 one for the PostgreSQL
+        store: the job is written in its current transaction, so it exists
+        if, and only if, that commits).
         """
+        given = check(options, "enqueue") if options else NOTHING
         if self._enqueue_hooks.hooks:
-            return self.send(
-                [payload], delay=delay, at=at, key=key, priority=priority,
-                meta=meta, timeout=timeout, connection=connection,
-            )[0]  # fmt: skip
-        # No hook: send's work without its call (the hot path of every job).
-        jobs = self.prepare(
-            [payload], delay=delay, at=at, key=key, priority=priority, meta=meta,
-            timeout=timeout,
-        )  # fmt: skip
-        return self.add(jobs, connection=connection)[0]
+            return self._send([payload], given, None, None, "payload", None)[0]
+        # No hook: _send's work without its call (the hot path of every job).
+        jobs = self._prepare([payload], given, None, None, "payload")
+        return self.add(jobs, connection=given.connection)[0]
 
     def enqueue_many(
-        self,
-        payloads: Iterable[P],
-        *,
-        delay: Delay = 0,
-        at: float | dt.datetime | None = None,
-        key: str | None = None,
-        priority: int = 0,
-        meta: Mapping[str, str] | None = None,
-        timeout: Delay | None = None,
-        connection: Any = None,
+        self, payloads: Iterable[P], **options: Unpack[SendOptions]
     ) -> list[Enqueued]:
         """Add many jobs with the same options in one write; all or nothing.
-
-        ``meta``, ``timeout``, ``connection``: as for ``enqueue``."""
-        return self.send(
-            payloads, delay=delay, at=at, key=key, priority=priority, meta=meta,
-            timeout=timeout, connection=connection,
-        )  # fmt: skip
+        The options are ``enqueue``'s."""
+        given = check(options, "enqueue_many") if options else NOTHING
+        return self._send(payloads, given, None, None, "payload", None)
 
     def send(
         self,
         payloads: Iterable[object],
         *,
-        delay: Delay = 0,
-        at: float | dt.datetime | None = None,
-        key: str | None = None,
-        priority: int = 0,
-        meta: Mapping[str, str] | None = None,
-        timeout: Delay | None = None,
         task: str | None = None,
         max_attempts: int | None = None,
         what: str = "payload",
-        connection: Any = None,
         then: Callable[[list[Enqueued]], object] | None = None,
+        **options: Unpack[SendOptions],
     ) -> list[Enqueued]:
         """``prepare`` then ``add``, inside the enqueue hooks (see
         ``around_enqueue``): what ``enqueue``, ``enqueue_many`` and
         ``Task.enqueue`` do, for integrations that enqueue on their own."""
+        given = check(options, "send") if options else NOTHING
+        return self._send(payloads, given, task, max_attempts, what, then)
+
+    def _send(
+        self,
+        payloads: Iterable[object],
+        given: Checked,
+        task: str | None,
+        max_attempts: int | None,
+        what: str,
+        then: Callable[[list[Enqueued]], object] | None,
+    ) -> list[Enqueued]:
         if not self._enqueue_hooks.hooks:
-            jobs = self.prepare(
-                payloads, delay=delay, at=at, key=key, priority=priority, meta=meta,
-                timeout=timeout, task=task, max_attempts=max_attempts, what=what,
-            )  # fmt: skip
-            return self.add(jobs, connection=connection, then=then)
-        if meta is not None:
-            check_meta(meta)  # the caller's limits, before a hook adds to it
-        sending = Sending(task, {} if meta is None else dict(meta))
+            jobs = self._prepare(payloads, given, task, max_attempts, what)
+            return self.add(jobs, connection=given.connection, then=then)
+        sending = Sending(task, {} if given.meta is None else dict(given.meta))
         with self._enqueue_hooks.around(sending):
             # What the hooks added has an allowance of its own, beside the
             # caller's limits: turning tracing on never makes a call fail
-            # that is valid without it (prepare would apply the caller's).
-            meta_text = check_sent_meta(meta, sending.meta)
-            jobs = self.prepare(
-                payloads, delay=delay, at=at, key=key, priority=priority,
-                timeout=timeout, task=task, max_attempts=max_attempts, what=what,
-            )  # fmt: skip
-            if meta_text is not None:
+            # that is valid without it (check applied the caller's).
+            meta_text = check_sent_meta(given.meta, sending.meta)
+            jobs = self._prepare(payloads, given, task, max_attempts, what)
+            if meta_text != given.meta_text:
                 jobs = [job._replace(meta=meta_text) for job in jobs]
-            sending.added = self.add(jobs, connection=connection, then=then)
+            sending.added = self.add(jobs, connection=given.connection, then=then)
         return sending.added
 
     def around_enqueue(self, hook: EnqueueHook) -> Callable[[], None]:
@@ -503,15 +489,10 @@ class JobQueue(Generic[P]):
         self,
         payloads: Iterable[object],
         *,
-        delay: Delay = 0,
-        at: float | dt.datetime | None = None,
-        key: str | None = None,
-        priority: int = 0,
-        meta: Mapping[str, str] | None = None,
-        timeout: Delay | None = None,
         task: str | None = None,
         max_attempts: int | None = None,
         what: str = "payload",
+        **options: Unpack[JobOptions],
     ) -> list[NewJob]:
         """The jobs ``enqueue_many`` would add, checked and encoded, for
         ``add``: the first half of ``enqueue``.
@@ -524,15 +505,23 @@ class JobQueue(Generic[P]):
         ``timeout``: the job's or its task's, else the queue's; stored with
         each job, so every process that runs it applies the same limit.
         """
-        now = self._clock()
-        run_at = _run_at(now, delay, at)
-        if key is not None:
-            key = check_key(key)
-        priority = check_priority(priority)
-        meta_text = None if meta is None else check_meta(meta)
+        given = check(options, "prepare", JOB_OPTIONS) if options else NOTHING
+        return self._prepare(payloads, given, task, max_attempts, what)
+
+    def _prepare(
+        self,
+        payloads: Iterable[object],
+        given: Checked,
+        task: str | None,
+        max_attempts: int | None,
+        what: str,
+    ) -> list[NewJob]:
+        run_at = given.run_at(self._clock())
+        key, meta_text = given.key, given.meta_text
+        priority = 0 if given.priority is None else given.priority
         if max_attempts is None:
             max_attempts = self.policy.max_attempts
-        limit = self.timeout if timeout is None else check_timeout(timeout)
+        limit = self.timeout if given.timeout is None else given.timeout
         # A loop: on Python 3.11 a comprehension is a call of a closure over
         # every name it reads, a cost each single enqueue would pay.
         jobs: list[NewJob] = []
@@ -702,41 +691,23 @@ class JobQueue(Generic[P]):
 
     @overload
     def task(
-        self,
-        func: Callable[TaskParams, R],
-        /,
-        *,
-        name: str | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        timeout: Delay | None = None,
+        self, func: Callable[TaskParams, R], /, **options: Unpack[TaskOptions]
     ) -> Task[TaskParams, R]: ...
 
     @overload
     def task(
-        self,
-        func: None = None,
-        /,
-        *,
-        name: str | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        timeout: Delay | None = None,
+        self, func: None = None, /, **options: Unpack[TaskOptions]
     ) -> Callable[[Callable[TaskParams, R]], Task[TaskParams, R]]: ...
 
     def task(
         self,
         func: Callable[TaskParams, R] | None = None,
         /,
-        *,
-        name: str | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        timeout: Delay | None = None,
+        **options: Unpack[TaskOptions],
     ) -> Task[TaskParams, R] | Callable[..., Task[TaskParams, R]]:
         """Register a module-level function as a named task of this queue:
         ``@queue.task`` or ``@queue.task(name=..., max_attempts=...,
-        priority=..., timeout=...)``.
+        priority=..., timeout=...)`` (``jobq.options.TaskOptions``).
 
         The task is found by ``name``, by default ``module.qualname``; a
         function in ``__main__``, a nested function or a lambda needs an
@@ -746,33 +717,15 @@ class JobQueue(Generic[P]):
         queue's, at each enqueue) are the defaults of its jobs.
         See ``jobq.Task``.
         """
+        check_names(options, TASK_OPTIONS, "task")
 
         def decorate(function: Callable[TaskParams, R]) -> Task[TaskParams, R]:
-            return register(
-                self,
-                self._tasks,
-                function,
-                name=name,
-                max_attempts=max_attempts,
-                priority=priority,
-                timeout=timeout,
-            )
+            return register(self, self._tasks, function, **options)
 
         return decorate if func is None else decorate(func)
 
     def periodic(
-        self,
-        *,
-        every: Delay | None = None,
-        cron: str | None = None,
-        tz: str = "UTC",
-        name: str | None = None,
-        overlap: Overlap = "skip",
-        catch_up: CatchUp = "latest",
-        max_catch_up: int = 100,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        timeout: Delay | None = None,
+        self, **options: Unpack[PeriodicOptions]
     ) -> Callable[[Callable[..., R]], Task[..., R]]:
         """Register a function as a named task that this queue enqueues once
         per slot of a schedule, whatever the number of processes sharing
@@ -790,12 +743,16 @@ class JobQueue(Generic[P]):
         ``timeout`` as for ``task``. Slots are enqueued by this queue's
         workers (and ``run_pending``); see the README, "Periodic jobs".
         """
-        slots = make_slots(every, cron, tz)
+        check_names(options, PERIODIC_OPTIONS, "periodic")
+        every, cron = options.get("every"), options.get("cron")
+        slots = make_slots(every, cron, options.get("tz", "UTC"))
+        overlap = options.get("overlap", "skip")
+        catch_up = options.get("catch_up", "latest")
         if overlap not in OVERLAPS:
             raise ValueError(f"overlap must be one of {OVERLAPS}, not {overlap!r}")
         if catch_up not in CATCH_UPS:
             raise ValueError(f"catch_up must be one of {CATCH_UPS}, not {catch_up!r}")
-        max_catch_up = check_int(max_catch_up, "max_catch_up", 1)
+        max_catch_up = check_int(options.get("max_catch_up", 100), "max_catch_up", 1)
         missing = missing_schedule_members(self.store)
         if missing:
             raise TypeError(
@@ -811,10 +768,10 @@ class JobQueue(Generic[P]):
                 self,
                 self._tasks,
                 call,
-                name=task_name(function, name),
-                max_attempts=max_attempts,
-                priority=priority,
-                timeout=timeout,
+                name=task_name(function, options.get("name")),
+                max_attempts=options.get("max_attempts"),
+                priority=options.get("priority", 0),
+                timeout=options.get("timeout"),
             )
             self._periodics[task.name] = Periodic(
                 task, slots, overlap, catch_up, max_catch_up, wants_slot
@@ -1094,19 +1051,6 @@ def _timeout(timeout: object) -> float | None:
     NaN or an infinity would otherwise wait forever, or not at all.
     """
     return None if timeout is None else to_seconds(timeout, "timeout")
-
-
-def _run_at(now: float, delay: object, at: object) -> float:
-    """When a job added ``now`` with ``delay`` or ``at`` is due: a past
-    ``at`` is kept (due now, and earlier than the jobs due after it)."""
-    if at is None and type(delay) is int and delay == 0:
-        return now  # the common case, first
-    seconds = to_seconds(delay, "delay")
-    if at is None:
-        return now + seconds
-    if seconds:
-        raise ValueError("pass delay or at, not both")
-    return to_epoch(at)
 
 
 def _optional_limit(value: int | None, name: str) -> int | None:

@@ -16,32 +16,29 @@ like ``Fatal``: retrying cannot make a task appear.
 
 from __future__ import annotations
 
-import datetime as dt
 import inspect
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack
 
-from jobq._rules import (
-    check_key,
-    check_max_attempts,
-    check_meta,
-    check_priority,
-    check_timeout,
-)
-from jobq._time import to_epoch, to_seconds
+from jobq._rules import check_max_attempts, check_priority, check_timeout
 from jobq._worker.interrupt import hands_over
 from jobq.errors import Fatal
+from jobq.options import (
+    TASK_OPTIONS,
+    SendOptions,
+    TaskOptions,
+    check,
+    check_names,
+    merged,
+)
 from jobq.retry import RetryPolicy
 from jobq.stores.base import Store
 from jobq.types import Enqueued
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-Delay = float | dt.timedelta
 
 #: The keys of a task job's payload.
 PAYLOAD_KEYS = frozenset({"args", "kwargs"})
@@ -65,16 +62,10 @@ class TaskQueue(Protocol):
         self,
         payloads: Iterable[object],
         *,
-        delay: Delay = 0,
-        at: float | dt.datetime | None = None,
-        key: str | None = None,
-        priority: int = 0,
-        meta: Mapping[str, str] | None = None,
-        timeout: Delay | None = None,
         task: str | None = None,
         max_attempts: int | None = None,
         what: str = "payload",
-        connection: Any = None,
+        **options: Unpack[SendOptions],
     ) -> list[Enqueued]: ...
 
 
@@ -110,7 +101,8 @@ class Task(Generic[P, R]):
     timeout: float | None
     __wrapped__: Callable[P, R]
     __name__: str
-    _options: _Options
+    _options: Mapping[str, Any]  # what using() gave, checked
+    _sent: dict[str, Any]  # what enqueue sends: the task's defaults, then those
     _signature: inspect.Signature | None
 
     def __init__(
@@ -122,7 +114,7 @@ class Task(Generic[P, R]):
         max_attempts: int,
         priority: int,
         timeout: float | None = None,
-        _options: _Options | None = None,
+        _options: Mapping[str, Any] | None = None,
         _signature: inspect.Signature | None = None,
     ) -> None:
         assign = object.__setattr__  # the class refuses assignment afterwards
@@ -132,7 +124,9 @@ class Task(Generic[P, R]):
         assign(self, "max_attempts", max_attempts)
         assign(self, "priority", priority)
         assign(self, "timeout", timeout)
-        assign(self, "_options", _options or _Options())
+        assign(self, "_options", MappingProxyType(dict(_options or {})))
+        defaults = {"priority": priority, "timeout": timeout}
+        assign(self, "_sent", merged(defaults, self._options))
         assign(self, "_signature", _signature)
         assign(self, "__wrapped__", func)
         for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
@@ -157,64 +151,29 @@ class Task(Generic[P, R]):
                 self._signature.bind(*args, **kwargs)
             except TypeError as exc:
                 raise TypeError(f"task {self.name!r}: {exc}") from None
-        options = self._options
         return self.queue.send(
             [{"args": list(args), "kwargs": dict(kwargs)}],
-            delay=options.delay,
-            at=options.at,
-            key=options.key,
-            priority=self.priority if options.priority is None else options.priority,
-            meta=options.meta,
-            timeout=self.timeout if options.timeout is None else options.timeout,
             task=self.name,
             max_attempts=self.max_attempts,
             what=f"the arguments of task {self.name!r}",
-            connection=options.connection,
+            **self._sent,
         )[0]
 
-    def using(
-        self,
-        *,
-        delay: Delay | None = None,
-        at: float | dt.datetime | None = None,
-        key: str | None = None,
-        priority: int | None = None,
-        meta: Mapping[str, str] | None = None,
-        timeout: Delay | None = None,
-        connection: Any = None,
-    ) -> Task[P, R]:
-        """A copy of this task whose ``enqueue`` uses these options.
+    def using(self, **options: Unpack[SendOptions]) -> Task[P, R]:
+        """A copy of this task whose ``enqueue`` uses these options
+        (``jobq.options.SendOptions``).
 
         Each option given replaces the one set before (``None``: keep it);
         ``delay`` and ``at`` are one choice, so giving one drops the other.
         Options mean what they mean for ``JobQueue.enqueue`` and are checked
         here, at once: ``TypeError`` or ``ValueError`` as there.
         """
-        old = self._options
-        if delay is not None and at is not None:
-            raise ValueError("pass delay or at, not both")
-        new_delay, new_at = old.delay, old.at
-        if delay is not None:
-            new_delay, new_at = to_seconds(delay, "delay"), None
-        if at is not None:
-            new_delay, new_at = 0.0, to_epoch(at)
-        check_key(key)
-        check_meta(meta)
-        limit = check_timeout(timeout)
-        if connection is not None and not self.queue.store.transactional_add:
+        given = check(options, "using")
+        if given.connection is not None and not self.queue.store.transactional_add:
             raise TypeError(
                 f"{type(self.queue.store).__name__} cannot add jobs in the "
                 "caller's transaction (connection=...); the PostgreSQL store can"
             )
-        new = _Options(
-            delay=new_delay,
-            at=new_at,
-            key=old.key if key is None else key,
-            priority=old.priority if priority is None else check_priority(priority),
-            meta=old.meta if meta is None else MappingProxyType(dict(meta)),
-            timeout=old.timeout if limit is None else limit,
-            connection=old.connection if connection is None else connection,
-        )
         return Task(
             self.queue,
             self.func,
@@ -222,7 +181,7 @@ class Task(Generic[P, R]):
             max_attempts=self.max_attempts,
             priority=self.priority,
             timeout=self.timeout,
-            _options=new,
+            _options=merged(self._options, given.given()),
             _signature=self._signature,
         )
 
@@ -236,50 +195,19 @@ class Task(Generic[P, R]):
         raise AttributeError(f"a Task is immutable (cannot delete {name!r})")
 
     def __repr__(self) -> str:
-        shown = self._options.describe()
+        shown = " ".join(
+            f"{name}={dict(value) if name == 'meta' else value!r}"
+            for name, value in self._options.items()
+            if name != "connection"
+        )
         return f"<jobq.Task {self.name!r}{' ' + shown if shown else ''}>"
-
-
-@dataclass(frozen=True, slots=True)
-class _Options:
-    """The options ``using`` gave a ``Task`` for its jobs."""
-
-    delay: float = 0.0
-    at: float | None = None
-    key: str | None = None
-    priority: int | None = None  # None: the task's own
-    meta: Mapping[str, str] | None = None
-    timeout: float | None = None  # None: the task's own
-    connection: Any = None
-
-    def describe(self) -> str:
-        parts: list[str] = []
-        if self.delay:
-            parts.append(f"delay={self.delay!r}")
-        if self.at is not None:
-            parts.append(f"at={self.at!r}")
-        if self.key is not None:
-            parts.append(f"key={self.key!r}")
-        if self.priority is not None:
-            parts.append(f"priority={self.priority!r}")
-        if self.meta is not None:
-            parts.append(f"meta={dict(self.meta)!r}")
-        if self.timeout is not None:
-            parts.append(f"timeout={self.timeout!r}")
-        if self.connection is not None:
-            parts.append("connection=...")
-        return ", ".join(parts)
 
 
 def register(
     queue: TaskQueue,
     registry: dict[str, Task[Any, Any]],
     func: Callable[P, R],
-    *,
-    name: str | None,
-    max_attempts: int | None,
-    priority: int,
-    timeout: object = None,
+    **options: Unpack[TaskOptions],
 ) -> Task[P, R]:
     """Check ``func`` and the options, then register a ``Task`` in ``registry``.
 
@@ -294,7 +222,9 @@ def register(
             f"{_describe(func)} is an async function; jobq runs tasks in worker "
             "threads, so a task must be a plain function"
         )
-    found = task_name(func, name)
+    check_names(options, TASK_OPTIONS, "task")
+    found = task_name(func, options.get("name"))
+    max_attempts = options.get("max_attempts")
     if max_attempts is None:
         max_attempts = queue.policy.max_attempts
     else:
@@ -308,8 +238,8 @@ def register(
         func,
         name=found,
         max_attempts=max_attempts,
-        priority=check_priority(priority),
-        timeout=check_timeout(timeout),
+        priority=check_priority(options.get("priority", 0)),
+        timeout=check_timeout(options.get("timeout")),
         _signature=signature,
     )
     with _registering:

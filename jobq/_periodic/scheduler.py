@@ -27,11 +27,12 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from jobq._logs import job_extra
 from jobq._periodic.slots import CronSlots, EverySlots, Slots, zone
 from jobq._time import to_seconds
+from jobq.options import CatchUp, Overlap
 from jobq.stores.base import NewJob, ScheduleStore, SlotState
 from jobq.types import Schedule
 
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("jobq")
 
-Overlap = Literal["skip", "allow"]
-CatchUp = Literal["latest", "none", "all"]
 OVERLAPS = ("skip", "allow")
 CATCH_UPS = ("latest", "none", "all")
 

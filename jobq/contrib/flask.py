@@ -44,7 +44,6 @@ the commands of ``jobq.cli`` over the app's queue: the same operations
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import functools
 import logging
 import math
@@ -52,7 +51,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, Unpack, overload
 
 import click
 from flask import Flask, current_app, has_app_context
@@ -82,6 +81,14 @@ from jobq.contrib.options import (
 )
 from jobq.errors import JobqError
 from jobq.middleware import Middleware, hands_over
+from jobq.options import (
+    PERIODIC_OPTIONS,
+    TASK_OPTIONS,
+    PeriodicOptions,
+    SendOptions,
+    TaskOptions,
+    check_names,
+)
 from jobq.queue import JobQueue
 from jobq.tasks import Task, task_name
 from jobq.types import Enqueued, Job
@@ -119,11 +126,9 @@ class JobQState:
 class _TaskSpec:
     func: Callable[..., Any]
     name: str
-    max_attempts: int | None
-    priority: int
-    timeout: float | dt.timedelta | None = None
-    #: ``JobQueue.periodic``'s schedule options, for a periodic task.
-    schedule: Mapping[str, Any] | None = None
+    #: ``JobQueue.task``'s options, or ``JobQueue.periodic``'s (``periodic``).
+    options: Mapping[str, Any]
+    periodic: bool = False
 
 
 @dataclass
@@ -246,69 +251,39 @@ class JobQ:
 
     @overload
     def task(
-        self,
-        func: Callable[P, R],
-        /,
-        *,
-        name: str | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        timeout: float | dt.timedelta | None = None,
+        self, func: Callable[P, R], /, **options: Unpack[TaskOptions]
     ) -> AppTask[P, R]: ...
 
     @overload
     def task(
-        self,
-        func: None = None,
-        /,
-        *,
-        name: str | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        timeout: float | dt.timedelta | None = None,
+        self, func: None = None, /, **options: Unpack[TaskOptions]
     ) -> Callable[[Callable[P, R]], AppTask[P, R]]: ...
 
     def task(
-        self,
-        func: Callable[P, R] | None = None,
-        /,
-        *,
-        name: str | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        timeout: float | dt.timedelta | None = None,
+        self, func: Callable[P, R] | None = None, /, **options: Unpack[TaskOptions]
     ) -> AppTask[P, R] | Callable[[Callable[P, R]], AppTask[P, R]]:
         """``@jobs.task`` or ``@jobs.task(name=..., max_attempts=...,
         priority=..., timeout=...)``: ``@queue.task`` on every app's queue (see
         ``JobQueue.task``); the function runs inside the app context."""
+        check_names(options, TASK_OPTIONS, "task")
 
         def decorate(function: Callable[P, R]) -> AppTask[P, R]:
-            spec = _TaskSpec(
-                function, task_name(function, name), max_attempts, priority, timeout
-            )
-            return self._add(spec)
+            name = task_name(function, options.get("name"))
+            return self._add(_TaskSpec(function, name, options))
 
         return decorate if func is None else decorate(func)
 
     def periodic(
-        self,
-        *,
-        name: str | None = None,
-        max_attempts: int | None = None,
-        priority: int = 0,
-        timeout: float | dt.timedelta | None = None,
-        **schedule: Any,
+        self, **options: Unpack[PeriodicOptions]
     ) -> Callable[[Callable[..., R]], AppTask[..., R]]:
         """``@jobs.periodic(every=...)`` or ``@jobs.periodic(cron=..., tz=...)``:
         ``JobQueue.periodic`` on every app's queue, with the same options;
         each slot runs inside the app context."""
+        check_names(options, PERIODIC_OPTIONS, "periodic")
 
         def decorate(function: Callable[..., R]) -> AppTask[..., R]:
-            spec = _TaskSpec(
-                function, task_name(function, name), max_attempts, priority,
-                timeout, dict(schedule),
-            )  # fmt: skip
-            return self._add(spec)
+            name = task_name(function, options.get("name"))
+            return self._add(_TaskSpec(function, name, options, periodic=True))
 
         return decorate
 
@@ -351,7 +326,7 @@ class AppTask(Generic[P, R]):
         """``jobq.Task.enqueue`` on the current app's queue."""
         return self.task().enqueue(*args, **kwargs)
 
-    def using(self, **options: Any) -> Task[P, R]:
+    def using(self, **options: Unpack[SendOptions]) -> Task[P, R]:
         """``jobq.Task.using`` on the current app's queue."""
         return self.task().using(**options)
 
@@ -407,17 +382,11 @@ def _finite_seconds(ctx: click.Context, param: click.Parameter, value: float) ->
 
 
 def _register(app: Flask, state: JobQState, spec: _TaskSpec) -> None:
-    options: dict[str, Any] = {
-        "name": spec.name,
-        "max_attempts": spec.max_attempts,
-        "priority": spec.priority,
-        "timeout": spec.timeout,
-    }
-    if spec.schedule is None:
-        state.tasks[spec.name] = state.queue.task(spec.func, **options)
+    options: dict[str, Any] = {**spec.options, "name": spec.name}
+    if spec.periodic:
+        state.tasks[spec.name] = state.queue.periodic(**options)(spec.func)
     else:
-        periodic = state.queue.periodic(**options, **spec.schedule)
-        state.tasks[spec.name] = periodic(spec.func)
+        state.tasks[spec.name] = state.queue.task(spec.func, **options)
 
 
 def _ensure_started(queue: JobQueue[Any]) -> None:

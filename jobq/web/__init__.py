@@ -8,7 +8,7 @@ from a browser (``pip install 'jobq[web]'``; see the README, "Dashboard").
 
 from __future__ import annotations
 
-from jobq.web.app import Dashboard, make_app
+from jobq.web.app import Dashboard, DashboardOptions, make_app
 from jobq.web.security import CsrfPolicy, framework_csrf
 
-__all__ = ["CsrfPolicy", "Dashboard", "framework_csrf", "make_app"]
+__all__ = ["CsrfPolicy", "Dashboard", "DashboardOptions", "framework_csrf", "make_app"]

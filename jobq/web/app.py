@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
+from jobq.options import check_names
 from jobq.queue import JobQueue
 from jobq.web import views
 from jobq.web.http import Request, Response, redirect, text
@@ -55,6 +56,31 @@ _FOREIGN_ORIGIN = (
 )
 
 
+class DashboardOptions(TypedDict, total=False):
+    """What a dashboard is made with (``make_app``, ``Dashboard``)."""
+
+    #: Show no actions and refuse them (default ``False``) ...
+    read_only: bool
+    #: ... with this notice saying why, where it is not the user's choice.
+    notice: str | None
+    #: Who may see it: ``allow(environ)`` (the mounting application's check);
+    #: default: loopback addresses only.
+    allow: Callable[[Mapping[str, Any]], bool] | None
+    #: A token a request must carry (``?token=`` once, then a cookie).
+    token: str | None
+    #: A framework's CSRF check instead of the dashboard's own ...
+    csrf: CsrfPolicy | None
+    #: ... or the key of the dashboard's own (default: random, per dashboard).
+    csrf_secret: Secret | None
+    #: How often the overview refreshes itself (default 3 s).
+    refresh_seconds: float
+    #: Host names served beside this machine's, under the loopback rule.
+    hosts: Iterable[str]
+
+
+DASHBOARD_OPTIONS = frozenset(DashboardOptions.__annotations__)
+
+
 class Dashboard:
     """The dashboard of one queue, a WSGI application (see the README,
     "Dashboard"). ``read_only`` shows no actions and refuses them, with
@@ -75,18 +101,12 @@ class Dashboard:
     """
 
     def __init__(
-        self,
-        queue: JobQueue[Any],
-        *,
-        read_only: bool = False,
-        notice: str | None = None,
-        allow: Callable[[Mapping[str, Any]], bool] | None = None,
-        token: str | None = None,
-        csrf: CsrfPolicy | None = None,
-        refresh_seconds: float = 3.0,
-        hosts: Iterable[str] = (),
-        csrf_secret: Secret | None = None,
+        self, queue: JobQueue[Any], **options: Unpack[DashboardOptions]
     ) -> None:
+        check_names(options, DASHBOARD_OPTIONS, "Dashboard")
+        read_only = options.get("read_only", False)
+        allow, token = options.get("allow"), options.get("token")
+        csrf, csrf_secret = options.get("csrf"), options.get("csrf_secret")
         if not isinstance(queue, JobQueue):
             raise TypeError(f"the dashboard needs a JobQueue, not {queue!r}")
         if allow is not None and not callable(allow):
@@ -100,12 +120,12 @@ class Dashboard:
             )
         self.queue = queue
         self.read_only = bool(read_only)
-        self.notice = notice
+        self.notice = options.get("notice")
         self.allow = allow
         self.token = token
-        self.hosts = host_names(hosts)
+        self.hosts = host_names(options.get("hosts", ()))
         self.csrf = csrf or double_submit(csrf_secret)
-        self.refresh_seconds = refresh_seconds
+        self.refresh_seconds = options.get("refresh_seconds", 3.0)
         self.renderer = Renderer()
         self.throughput = Throughput()
         queue.subscribe(self.throughput)
@@ -206,7 +226,7 @@ class Dashboard:
         return None
 
 
-def make_app(queue: JobQueue[Any], **options: Any) -> Dashboard:
+def make_app(queue: JobQueue[Any], **options: Unpack[DashboardOptions]) -> Dashboard:
     """The dashboard of ``queue`` as a WSGI application (options: see
     ``Dashboard``)."""
     return Dashboard(queue, **options)

@@ -42,7 +42,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connections, transaction
@@ -50,6 +50,7 @@ from django.utils.module_loading import import_string
 
 from jobq.errors import JobqError
 from jobq.middleware import Middleware, hands_over
+from jobq.options import PeriodicOptions, SendOptions, TaskOptions
 from jobq.queue import JobQueue
 from jobq.stores.base import NewJob
 from jobq.tasks import Task
@@ -276,54 +277,41 @@ def start_lazily(**kwargs: Any) -> None:
 
 
 @overload
-def task(
-    func: Callable[P, R],
-    /,
-    *,
-    name: str | None = None,
-    max_attempts: int | None = None,
-    priority: int = 0,
-) -> Task[P, R]: ...
+def task(func: Callable[P, R], /, **options: Unpack[TaskOptions]) -> Task[P, R]: ...
 
 
 @overload
 def task(
-    func: None = None,
-    /,
-    *,
-    name: str | None = None,
-    max_attempts: int | None = None,
-    priority: int = 0,
+    func: None = None, /, **options: Unpack[TaskOptions]
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
 
 def task(
-    func: Callable[P, R] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    max_attempts: int | None = None,
-    priority: int = 0,
+    func: Callable[P, R] | None = None, /, **options: Unpack[TaskOptions]
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
     """``@get_queue().task``: register a named task of the project's queue."""
     queue = get_queue()
     if func is None:
-        return queue.task(name=name, max_attempts=max_attempts, priority=priority)
-    return queue.task(func, name=name, max_attempts=max_attempts, priority=priority)
+        return queue.task(**options)
+    return queue.task(func, **options)
 
 
-def periodic(**options: Any) -> Callable[[Callable[..., R]], Task[..., R]]:
+def periodic(
+    **options: Unpack[PeriodicOptions],
+) -> Callable[[Callable[..., R]], Task[..., R]]:
     """``@get_queue().periodic(every=... or cron=..., ...)``: a periodic task of
     the project's queue (see ``JobQueue.periodic``); declared in an app's
     ``tasks`` module, it is found in every process like the other tasks."""
     return get_queue().periodic(**options)
 
 
-def enqueue(payload: Any, **options: Any) -> Enqueued:
+def enqueue(payload: Any, **options: Unpack[SendOptions]) -> Enqueued:
     """``get_queue().enqueue(payload, **options)`` (for ``JOBQ["HANDLER"]``)."""
     return get_queue().enqueue(payload, **options)
 
 
-def enqueue_many(payloads: Iterable[Any], **options: Any) -> list[Enqueued]:
+def enqueue_many(
+    payloads: Iterable[Any], **options: Unpack[SendOptions]
+) -> list[Enqueued]:
     """``get_queue().enqueue_many(payloads, **options)``."""
     return get_queue().enqueue_many(payloads, **options)
