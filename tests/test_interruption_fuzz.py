@@ -13,7 +13,8 @@ After each round: every worker is alive (four jobs meet at a barrier), no
 job is left running and every job's attempt was recorded exactly once, the
 store takes a write from another connection within a second (and from
 another process at the end), every logging lock is free, and
-``stats().abandoned`` equals the handlers that never returned.
+``stats().abandoned`` equals the handlers given up on (those that never
+return, and any held in C code past the grace).
 
 CI runs ``INTERRUPTIONS`` (150) per store and Python; set
 ``JOBQ_INTERRUPTIONS=5000`` to run the full count by hand.
@@ -48,7 +49,7 @@ MakeQueue = Callable[..., jobq.JobQueue[Any]]
 INTERRUPTIONS = int(os.environ.get("JOBQ_INTERRUPTIONS", "150"))
 ROUND = 40  # jobs per round
 WORKERS = 4
-GRACE = 0.3  # for the handlers that never return
+GRACE = 1.0  # for the handlers that never return
 WAIT = 60.0
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -232,7 +233,7 @@ def test_random_interruptions_never_break_jobq_or_the_app(
     def child(parent: int) -> None: ...
 
     queue.start(workers=WORKERS)
-    interrupted = hangs = rounds = 0
+    interrupted = hangs = abandoned = rounds = 0
     try:
         while interrupted < INTERRUPTIONS:
             rounds += 1
@@ -253,22 +254,23 @@ def test_random_interruptions_never_break_jobq_or_the_app(
             with told:  # events follow the store's write
                 assert told.wait_for(functools.partial(_all_in, jobs, ended), WAIT)
             assert all(ended[job] == 1 for job in jobs), rounds
-            timeouts = 0
             for job, record in records.items():
                 if record is None:  # completed (no result kept)
                     continue
                 assert record.state is jobq.JobState.DEAD, (job, record)
                 assert record.attempts == 1
                 assert [e.type for e in record.errors] == ["jobq.errors.JobTimeout"]
-                timeouts += 1
-            interrupted += timeouts
+                interrupted += 1
+                # Given up on: a hung handler, or one held in C code past
+                # the grace (an sqlite3 call waiting for the file's lock).
+                abandoned += "did not return within" in record.errors[0].message
             for record in queue.dead_jobs():
                 queue.delete_dead(record.id)
 
             # Nothing running, every worker alive, the abandoned counted.
             stats = queue.stats()
             assert (stats.running, stats.pending) == (0, 0), (rounds, stats)
-            assert stats.abandoned == hangs, (rounds, stats)
+            assert stats.abandoned == abandoned >= hangs, (rounds, stats)
             queue.enqueue_many([["barrier", 0]] * WORKERS, timeout=WAIT)
             workload.barrier.wait(WAIT)
             assert queue.join(WAIT)
@@ -295,5 +297,5 @@ def test_random_interruptions_never_break_jobq_or_the_app(
     assert interrupted >= INTERRUPTIONS
     sys.stderr.write(
         f"\n{store_kind}: {interrupted} interruptions in {rounds} rounds, "
-        f"{hangs} abandoned\n"
+        f"{abandoned} abandoned ({hangs} that never return)\n"
     )
