@@ -24,7 +24,8 @@ The tests are grouped by topic, one module and one class each, all
 subclasses of ``ContractBase`` (``base``: ``make_store``, ``persistent``, the
 fixtures and helpers): ``enqueue`` (enqueue and keys), ``claims`` (claims and
 leases), ``retries`` (retries and burial), ``dead`` (dead letters), ``kept``
-(kept results), ``schedules`` (``ScheduleStore``), ``pages`` and ``reads``.
+(kept results), ``schedules`` (``ScheduleStore``: skipped for a store
+without it, as the optional reads are), ``pages`` and ``reads``.
 ``StoreContractTests`` combines them: subclass it, not the parts.
 """
 
