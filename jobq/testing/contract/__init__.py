@@ -17,15 +17,16 @@ Each test builds queues over your store (``make_queue``), runs their jobs with
 ``run_pending`` in the test's thread and moves time with a ``Clock``, so
 nothing waits. It uses the public API only, plus the ``Store`` methods where
 the rule is the store's own (claim fencing, batches, ``list_jobs``,
-``next_due``): a failing test names a rule of ``jobq.stores.base`` the store
-breaks. Needs pytest only.
+``next_due``, wake-ups): a failing test names a rule of ``jobq.stores.base``
+the store breaks. Needs pytest only.
 
 The tests are grouped by topic, one module and one class each, all
 subclasses of ``ContractBase`` (``base``: ``make_store``, ``persistent``, the
 fixtures and helpers): ``enqueue`` (enqueue and keys), ``claims`` (claims and
 leases), ``retries`` (retries and burial), ``dead`` (dead letters), ``kept``
 (kept results), ``schedules`` (``ScheduleStore``: skipped for a store
-without it, as the optional reads are), ``pages`` and ``reads``.
+without it, as the optional reads are), ``pages``, ``reads`` and
+``wakeups`` (the ``Signal`` calls that wake workers and ``join`` callers).
 ``StoreContractTests`` combines them: subclass it, not the parts.
 """
 
@@ -34,7 +35,9 @@ from __future__ import annotations
 from jobq.testing.contract.base import (
     ContractBase,
     MakeQueue,
+    OpenStore,
     Recorder,
+    WakeUps,
     bury,
     claim_one,
     claimed_again,
@@ -59,6 +62,7 @@ from jobq.testing.contract.retries import (
     raise_deep,
 )
 from jobq.testing.contract.schedules import ScheduleTests
+from jobq.testing.contract.wakeups import WakeUpTests
 
 __all__ = [
     "ClaimTests",
@@ -68,12 +72,15 @@ __all__ = [
     "Interrupt",
     "KeptResultTests",
     "MakeQueue",
+    "OpenStore",
     "PageTests",
     "ReadTests",
     "Recorder",
     "RetryTests",
     "ScheduleTests",
     "StoreContractTests",
+    "WakeUpTests",
+    "WakeUps",
     "bury",
     "claim_one",
     "claimed_again",
@@ -92,6 +99,7 @@ __all__ = [
 # pytest collects the tests of the last base first: the topics are listed
 # backwards, so that they run (and are reported) in the order above.
 class StoreContractTests(
+    WakeUpTests,
     ReadTests,
     PageTests,
     ScheduleTests,

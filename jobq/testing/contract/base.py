@@ -15,10 +15,11 @@ import pytest
 
 import jobq
 from jobq import AttemptError, Enqueued, Fatal, Job, JobState
-from jobq.stores.base import Claim, Done, Failure, NewJob, Store
+from jobq.stores.base import Claim, Done, Failure, NewJob, Signal, Store
 from jobq.testing.clock import Clock
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
+OpenStore = Callable[[], tuple[Store, "WakeUps"]]
 
 # -- handlers -------------------------------------------------------------------------
 
@@ -108,6 +109,25 @@ def claimed_again(store: Store, now: float) -> tuple[Claim, Claim]:
     return stale, current
 
 
+class WakeUps(Signal):
+    """The ``Signal`` a store is opened with by ``open_store``: as if a worker
+    and a ``join`` caller were waiting on it, and counting what woke them.
+
+    ``generation`` counts the ``jobs_added`` calls (as ``Signal`` does), and
+    ``settled_calls`` the ``job_settled`` ones.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__(clock)
+        self.idle_workers = 1  # a store may skip a wake-up nobody waits for
+        self.joiners = 1
+        self.settled_calls = 0
+
+    def job_settled_locked(self) -> None:
+        self.settled_calls += 1
+        super().job_settled_locked()
+
+
 # -- the store under test -------------------------------------------------------------
 
 
@@ -179,3 +199,21 @@ class ContractBase:
     def clock(self) -> Clock:
         """A wall clock the test moves by hand (``make_queue(clock=clock)``)."""
         return Clock()
+
+    @pytest.fixture
+    def open_store(self, clock: Clock) -> Iterator[OpenStore]:
+        """Opens new stores from ``make_store`` (``queue_clock=True``) with no
+        queue, each with a ``WakeUps`` signal on ``clock``, as a queue opens
+        its store; closes them after the test."""
+        stores: list[Store] = []
+
+        def open_() -> tuple[Store, WakeUps]:
+            store = self.make_store(queue_clock=True)
+            signal = WakeUps(clock)
+            store.open(signal, dead_letter_limit=1000)
+            stores.append(store)
+            return store, signal
+
+        yield open_
+        for store in stores:
+            store.close()

@@ -21,6 +21,7 @@ from jobq.testing.clock import Clock
 from jobq.testing.contract.base import (
     ContractBase,
     MakeQueue,
+    OpenStore,
     claim_one,
     finish_one,
     slot_job,
@@ -172,3 +173,20 @@ class ScheduleTests(ContractBase):
             "tick", "every 600s", ran[-1],
         )  # fmt: skip
         assert schedule.next_slot == ran[-1] + dt.timedelta(minutes=10)
+
+    def test_a_slot_s_new_job_wakes_an_idle_worker(
+        self, open_store: OpenStore, clock: Clock
+    ) -> None:
+        store, signal = open_store()
+        skip_without_schedules(store)
+        slots = cast(ScheduleStore, store)
+        before = signal.generation
+
+        added = slots.enqueue_slot("s", "e", clock(), slot_job(clock()), clock(),
+                                   skip_running=True)  # fmt: skip
+
+        assert added is not None
+        assert not added.duplicate
+        assert signal.generation > before, (
+            "enqueue_slot() added a due job without calling Signal.jobs_added"
+        )
