@@ -1,19 +1,24 @@
 """Every store passes ``jobq.testing.StoreContractTests``: the four built-in
 ones, and ``DictStore``, a store written against the documented contract
-alone (``tests/support/dict_store.py``), as a store of yours would be."""
+alone (``tests/support/dict_store.py``), as a store of yours would be; and a
+store without the optional ``ScheduleStore`` members skips the schedule
+tests."""
 
 from __future__ import annotations
 
 import secrets
 import subprocess
 import sys
+from typing import Any, cast
 
 import pytest
 from dict_store import DictStore, Shelf
 from postgres_url import POSTGRES_URL
 
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
+from jobq.stores.base import SCHEDULE_MEMBERS, missing_schedule_members
 from jobq.testing import StoreContractTests
+from jobq.testing.contract import ScheduleTests
 
 #: The server of conftest.py's ``postgres_schema`` fixture.
 
@@ -80,6 +85,42 @@ class TestDictStore(StoreContractTests):
 
     def make_store(self, *, queue_clock: bool = False) -> Store:
         return DictStore(self.shelf)
+
+
+class WithoutSchedules:
+    """A store with every ``Store`` member and none of ``ScheduleStore``'s,
+    which are optional."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name in SCHEDULE_MEMBERS:
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+
+class TestStoreWithoutSchedules(ScheduleTests):
+    """The schedule tests of ``StoreContractTests`` skip a store without
+    schedules (they would fail it if they ran)."""
+
+    persistent = True  # past the restart test's own skip
+
+    @pytest.fixture(autouse=True)
+    def _shelf(self) -> None:
+        self.shelf = Shelf()
+
+    def make_store(self, *, queue_clock: bool = False) -> Store:
+        return cast(Store, WithoutSchedules(DictStore(self.shelf)))
+
+
+@pytest.mark.parametrize(
+    "store_class", [MemoryStore, JsonFileStore, SqliteStore, PostgresStore, DictStore]
+)
+def test_every_store_above_keeps_schedules_so_none_skips_their_tests(
+    store_class: type,
+) -> None:
+    assert missing_schedule_members(store_class) == []
 
 
 def test_importing_jobq_does_not_import_jobq_testing_or_pytest() -> None:

@@ -86,6 +86,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from jobq._failures import type_path
+from jobq._fork import ForkAware as ForkAware  # public for stores: see Store
+from jobq._fork import reset_after_fork as reset_after_fork
 from jobq._logs import job_extra
 from jobq.errors import ProcessDied, QueueFull
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState
@@ -224,6 +226,35 @@ class Store(Protocol):
     Methods that end a claim take the ``Claim`` and change nothing (returning
     ``False``) when its token is no longer current: a handler that outlived
     its claim cannot end a job another worker runs now.
+
+    Errors: any method may raise ``StoreError`` (``jobq.errors``) when what
+    holds the jobs fails it (a file, a disk, a database), naming the problem,
+    its driver's errors wrapped; ``add`` also raises ``QueueFull``. The queue
+    raises it to the caller of the ``JobQueue`` method that made the call
+    (``open`` at first use, ``add``, the reads, ``revive``, ``delete_dead``,
+    ``cancel``, ``save``, ``close``, and ``run_pending``'s claims). Its
+    workers and watchdog log it and go on: ``claim_many``, ``next_due``,
+    ``renew``, ``recover`` and the schedule calls are tried again shortly;
+    a failed ``finish_many``, ``fail_many`` or ``release`` leaves its claims
+    running, so those jobs run again once recovered (at least once).
+
+    Fork: in a forked child the queue opens its store again (a new
+    ``Signal``) before it uses it. A store that holds threads, locks, files
+    or connections calls ``reset_after_fork(self)`` (this module) when it is
+    built and defines ``_after_fork_in_child(self)`` (``ForkAware``), which
+    runs in every child forked later, where only the forking thread lives:
+    it forgets the parent's threads, locks, files and connections without
+    closing, unlocking or writing them (the parent still uses them), so that
+    the store makes its own on next use. The registration holds it weakly.
+
+    Helpers (this module), for the rules every store applies the same way:
+    ``check_room`` (``max_pending``), ``describe_error`` (``last_error``),
+    ``add_error`` and ``ERRORS_KEPT`` (``errors``), ``process_died``,
+    ``retries_after_crash`` and ``log_recovered`` (a dead process's claims),
+    ``log_dropped_dead`` (the dead-letter cap), ``slot_taken`` and
+    ``overlapping_job`` (``enqueue_slot``), ``reset_after_fork`` (fork),
+    ``missing_members`` and ``missing_schedule_members`` (what a store lacks).
+    ``jobq.testing.StoreContractTests`` checks a store against all of this.
     """
 
     # -- what the store declares (class attributes are enough) --
@@ -260,6 +291,16 @@ class Store(Protocol):
         """Acquire files, locks or connections, and recover the claims of a
         process that died (at the time ``signal.clock()`` gives); idempotent:
         a second call does not take this process's own claims for a dead one's.
+
+        A claim made through this store object is this process's own; any
+        other is a dead process's only where the store can tell, never on a
+        guess. A store whose place has one owner at a time and whose claims
+        live as long as their process (memory, JSON) takes every job it
+        finds running when it first opens the place as a dead process's: a
+        new store object over the place is a restart. A store shared between
+        processes keeps an owner with each claim (SQLite: host, pid and a
+        nonce per process; recovered here once that process is gone) or leaves
+        its claims to their leases and ``recover`` (PostgreSQL).
 
         Called by the queue on its first use, never at construction, with
         the ``Signal`` to wake its workers and the dead-letter cap to keep.
@@ -303,9 +344,11 @@ class Store(Protocol):
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]:
-        """Record successes in one write: remove each job, or keep it
-        ``completed`` with its ``result`` until ``keep_until`` and
-        ``finished_at`` = ``now``; frees its key.
+        """Record successes in one write. ``keep_until`` ``None`` (the
+        queue's ``keep_completed`` is 0, its default): delete each job, its
+        result with it. Otherwise keep it ``completed`` with its ``result``
+        until ``keep_until`` (on the clock of ``now``) and ``finished_at`` =
+        ``now``. Either way its key is free again.
         Whether each was recorded (``False`` for a claim no longer current).
         Wakes ``join`` callers (``Signal.job_settled``: they look themselves
         whether anything is left)."""
@@ -348,7 +391,13 @@ class Store(Protocol):
         """Jobs in one state, as ``get`` shows them, up to ``limit`` (``None``:
         all): dead ones oldest-buried first; the others by due time (earliest
         ``run_at``, then highest priority, then lowest id), which for pending
-        jobs is not the run order."""
+        jobs is not the run order.
+
+        It is given no ``now`` and expires kept jobs by no clock: completed
+        ones past their ``keep_until`` are listed until the store purges them
+        (the built-in stores do as ``finish_many`` records later successes).
+        A caller that wants only live ones asks ``get(id, now)`` of each, as
+        ``jobq.stores.pages.page_from_list`` does."""
 
     def revive(self, job_id: int, now: float) -> bool:
         """Make a dead job pending now (``run_at`` = ``now``) with no
@@ -478,7 +527,8 @@ def add_error(
 
 
 def process_died(at: float) -> AttemptError:
-    """The failed attempt recorded for a job whose process died while it ran."""
+    """The failed attempt recorded for a job whose process died while it ran
+    (at ``open`` or in ``recover``: ``at`` is that call's time)."""
     return AttemptError(
         type=type_path(ProcessDied),
         message="the process died while the job was running",
@@ -518,7 +568,8 @@ def log_dropped_dead(limit: int, job_id: int, last_error: str | None) -> None:
 
 def log_recovered(job_ids: Iterable[int]) -> None:
     """Say which claims were recovered as failed attempts (their process died
-    or stopped renewing its lease)."""
+    or stopped renewing its lease): call it once per recovery, at ``open`` or
+    in ``recover``; no ids, no line."""
     for job_id in job_ids:
         logger.warning(
             "job %d was running in a process that died or stopped renewing its "

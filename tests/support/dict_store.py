@@ -5,7 +5,8 @@ Every call scans the jobs (O(n)): it is meant to be obviously right, not fast.
 The jobs live on a ``Shelf`` that outlives the store object, as a database
 outlives a process: a second store over the same shelf is a restart, and
 jobs still running on it were running in a process that died. It leaves out
-what the suite cannot check in one process: fork (see the contract).
+what the suite cannot check in one process: fork (``reset_after_fork``, see
+``Store`` in ``jobq.stores.base``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,376 @@
+"""Claims and leases: due jobs are claimed in run order, each claim fenced
+by its token; batches, ``release``, the attempt's start, and the claim of a
+process that died."""
+
+from __future__ import annotations
+
+import threading
+
+from jobq import AttemptError, JobState
+from jobq.stores.base import (
+    Done,
+    Failure,
+)
+from jobq.testing.clock import T0, Clock
+from jobq.testing.contract.base import (
+    ContractBase,
+    MakeQueue,
+    Recorder,
+    claim_one,
+    claimed_again,
+    fail_one,
+    failed_attempt,
+    finish_one,
+    succeed,
+)
+
+
+class ClaimTests(ContractBase):
+    """Run order, ``run_pending``, claims fenced by their token, batches,
+    and recovering the claims of a dead process."""
+
+    # -- run order: priority, then due time, then id -----------------------------------
+
+    def test_higher_priority_runs_first_among_due_jobs(
+        self, make_queue: MakeQueue
+    ) -> None:
+        handler = Recorder()
+        queue = make_queue(handler)
+        queue.enqueue("low", priority=-1)
+        queue.enqueue("normal")
+        queue.enqueue("urgent", priority=10)
+        queue.enqueue("high", priority=5)
+
+        queue.run_pending()
+
+        assert handler.payloads == ["urgent", "high", "normal", "low"]
+
+    def test_equal_priority_runs_the_earliest_due_first_then_the_lowest_id(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        handler = Recorder()
+        queue = make_queue(handler, clock=clock)
+        queue.enqueue("due third", delay=20)
+        queue.enqueue("due second", delay=10)
+        queue.enqueue("due first, lower id", delay=5)
+        queue.enqueue("due first, higher id", delay=5)
+        clock.advance(60)
+
+        queue.run_pending()
+
+        assert handler.payloads == [
+            "due first, lower id",
+            "due first, higher id",
+            "due second",
+            "due third",
+        ]
+
+    def test_priority_beats_an_earlier_due_time(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        handler = Recorder()
+        queue = make_queue(handler, clock=clock)
+        queue.enqueue("early, normal")
+        queue.enqueue("later, high", delay=10, priority=1)
+        clock.advance(10)
+
+        queue.run_pending()
+
+        assert handler.payloads == ["later, high", "early, normal"]
+
+    def test_a_delayed_high_priority_job_does_not_block_due_ones(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        handler = Recorder()
+        queue = make_queue(handler, clock=clock)
+        queue.enqueue("urgent, later", delay=60, priority=100)
+        queue.enqueue("normal, now")
+
+        assert queue.run_pending() == 1
+
+        assert handler.payloads == ["normal, now"]
+
+    # -- run_pending -------------------------------------------------------------------
+
+    def test_run_pending_runs_due_jobs_in_the_calling_thread(
+        self, make_queue: MakeQueue
+    ) -> None:
+        threads: list[threading.Thread] = []
+        queue = make_queue(lambda job: threads.append(threading.current_thread()))
+        queue.enqueue_many([1, 2])
+
+        queue.run_pending()
+
+        assert threads == [threading.current_thread()] * 2
+
+    def test_run_pending_returns_how_many_ran(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        queue.enqueue_many([1, 2, 3])
+        queue.enqueue(4, delay=10)
+
+        assert queue.run_pending() == 3
+        assert queue.run_pending() == 0
+
+    def test_run_pending_honours_limit(self, make_queue: MakeQueue) -> None:
+        handler = Recorder()
+        queue = make_queue(handler)
+        queue.enqueue_many([1, 2, 3, 4, 5])
+
+        assert queue.run_pending(limit=2) == 2
+        assert handler.payloads == [1, 2]
+        assert queue.stats().pending == 3
+        assert queue.run_pending(limit=10) == 3
+
+    # -- claims are fenced by their token ----------------------------------------------
+
+    def test_a_stale_claim_cannot_finish_a_job_claimed_again(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        job = queue.enqueue("x")
+        store = queue.store
+        stale, current = claimed_again(store, clock())
+        assert current.id == job.id
+        before = queue.stats()
+
+        assert finish_one(store, stale, '"stale"', None, clock()) is False
+
+        record = queue.get(job)
+        assert record is not None
+        assert (record.state, record.attempts) == (JobState.RUNNING, 1)
+        assert queue.stats() == before
+        assert finish_one(store, current, None, None, clock()) is True
+        assert queue.get(job) is None
+
+    def test_a_stale_claim_cannot_fail_a_job_claimed_again(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        job = queue.enqueue("x")
+        store = queue.store
+        stale, _current = claimed_again(store, clock())
+        before = queue.stats()
+
+        assert fail_one(store, stale, failed_attempt(clock()), None, clock()) is False
+
+        record = queue.get(job)
+        assert record is not None
+        assert (record.state, record.attempts, len(record.errors)) == (
+            JobState.RUNNING,
+            1,
+            1,
+        )
+        assert queue.stats() == before
+        assert queue.dead_jobs() == []
+
+    def test_a_stale_claim_cannot_end_a_job_that_is_pending_again(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        job = queue.enqueue("x")
+        store = queue.store
+        stale = claim_one(store, clock())
+        assert stale is not None
+        assert (
+            fail_one(store, stale, failed_attempt(clock()), clock() + 60, clock())
+            is True
+        )
+
+        assert finish_one(store, stale, None, None, clock()) is False
+        assert fail_one(store, stale, failed_attempt(clock()), None, clock()) is False
+
+        record = queue.get(job)
+        assert record is not None
+        assert (record.state, record.attempts, record.run_at) == (
+            JobState.PENDING,
+            1,
+            T0 + 60,
+        )
+
+    def test_a_claim_cannot_finish_a_job_twice(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock, keep_completed=60)
+        job = queue.enqueue("x")
+        store = queue.store
+        claim = claim_one(store, clock())
+        assert claim is not None
+
+        assert finish_one(store, claim, '"first"', clock() + 60, clock()) is True
+        assert finish_one(store, claim, '"second"', clock() + 60, clock()) is False
+        assert fail_one(store, claim, failed_attempt(clock()), None, clock()) is False
+
+        record = queue.get(job)
+        assert record is not None
+        assert (record.state, record.result) == (JobState.COMPLETED, "first")
+
+    # -- batches: claim_many, finish_many, fail_many, release --------------------------
+
+    def test_claim_many_takes_due_jobs_in_run_order_up_to_the_limit(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        low = queue.enqueue_many(["a", "b"])
+        high = queue.enqueue("c", priority=5)
+        queue.enqueue("later", delay=60)
+        store = queue.store
+
+        first = store.claim_many(clock(), 2)
+        rest = store.claim_many(clock(), 10)
+
+        assert [c.id for c in first] == [high.id, low[0].id]
+        assert [c.id for c in rest] == [low[1].id]
+        assert [c.attempt for c in first + rest] == [1, 1, 1]
+        assert store.claim_many(clock(), 10) == []
+        assert queue.stats().running == 3
+
+    def test_claim_many_breaks_ties_by_the_lowest_id_whatever_was_changed_last(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        jobs = queue.enqueue_many(range(10))
+        store = queue.store
+        claims = store.claim_many(clock(), 10)
+        for claim in reversed(claims):  # the last job changed first
+            store.release([claim], clock())
+
+        again = store.claim_many(clock(), 10)
+
+        assert [c.id for c in again] == [job.id for job in jobs]
+
+    def test_finish_many_records_current_claims_and_refuses_stale_ones(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        first, second = queue.enqueue_many(["a", "b"])
+        store = queue.store
+        stale, current = store.claim_many(clock(), 2)
+        store.release([stale], clock())
+        (again,) = store.claim_many(clock(), 1)
+
+        assert store.finish_many(
+            [Done(stale, None), Done(current, None)], None, clock()
+        ) == [False, True]
+
+        assert queue.get(second) is None
+        record = queue.get(first)
+        assert record is not None
+        assert record.state is JobState.RUNNING
+        assert store.finish_many([Done(again, None)], None, clock()) == [True]
+        assert queue.stats().pending + queue.stats().running == 0
+
+    def test_fail_many_records_retries_and_deaths_and_refuses_stale_claims(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        retried, dead, reclaimed = queue.enqueue_many(["a", "b", "c"])
+        store = queue.store
+        first, second, stale = store.claim_many(clock(), 3)
+        store.release([stale], clock())
+        (current,) = store.claim_many(clock(), 1)
+        now = clock()
+
+        recorded = store.fail_many(
+            [
+                Failure(
+                    first, AttemptError("ValueError", "try later", "tb", now), now + 60
+                ),
+                Failure(second, AttemptError("Fatal", "give up", "tb", now), None),
+                Failure(stale, AttemptError("ValueError", "stale", "tb", now), now),
+            ],
+            now,
+        )
+
+        assert recorded == [True, True, False]
+        again = queue.get(retried)
+        assert again is not None
+        assert (again.state, again.attempts, again.run_at) == (
+            JobState.PENDING,
+            1,
+            now + 60,
+        )
+        assert again.last_error == "ValueError: try later"
+        [buried] = queue.dead_jobs()
+        assert (buried.id, buried.attempts, buried.last_error) == (
+            dead.id,
+            1,
+            "Fatal: give up",
+        )
+        still = queue.get(reclaimed)
+        assert still is not None
+        assert (still.state, still.attempts) == (JobState.RUNNING, 0)
+        assert queue.stats().pending == 1
+        assert store.fail_many([Failure(current, buried.errors[0], None)], now) == [
+            True
+        ]
+        assert queue.stats().dead == 2
+
+    def test_release_makes_jobs_pending_again_without_counting_an_attempt(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        jobs = queue.enqueue_many(["a", "b"])
+        store = queue.store
+        claims = store.claim_many(clock(), 2)
+
+        store.release(claims, clock())
+        store.release(claims, clock())  # stale now: changes nothing
+
+        assert queue.stats().pending == 2
+        assert queue.stats().running == 0
+        again = store.claim_many(clock(), 2)
+        assert [(c.id, c.attempt) for c in again] == [(j.id, 1) for j in jobs]
+
+    # -- the attempt's times; a dead process's claim -----------------------------------
+
+    def test_a_claim_starts_the_attempt_at_its_now_and_it_is_not_finished(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        job = queue.enqueue("x")
+        clock.advance(5)
+
+        assert claim_one(queue.store, clock()) is not None
+
+        record = queue.get(job)
+        assert record is not None
+        assert record.state is JobState.RUNNING
+        assert (record.started_at, record.finished_at) == (T0 + 5, None)
+
+    def test_a_released_claim_has_no_attempt_times(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        job = queue.enqueue("x")
+        claim = claim_one(queue.store, clock())
+        assert claim is not None
+
+        queue.store.release([claim], clock())
+
+        record = queue.get(job)
+        assert record is not None
+        assert record.state is JobState.PENDING
+        assert (record.started_at, record.finished_at) == (None, None)
+
+    def test_the_claim_of_a_dead_process_finishes_when_it_is_recovered(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        self.skip_unless_persistent()
+        queue = make_queue(succeed, clock=clock)
+        job = queue.enqueue("x")
+        assert claim_one(queue.store, clock()) is not None
+        queue.close()  # the claim stays, as when its process is killed
+        clock.advance(3600)
+        self.expire_claims()
+
+        again = make_queue(succeed, clock=clock)
+        again.stats()  # opens the store: it may recover the claim there
+        again.store.recover(clock())
+
+        record = again.get(job)
+        assert record is not None
+        assert (record.state, record.attempts) == (JobState.PENDING, 1)
+        assert [error.type for error in record.errors] == ["jobq.errors.ProcessDied"]
+        assert (record.started_at, record.finished_at) == (T0, T0 + 3600)

@@ -1,0 +1,171 @@
+"""Pages of the job lists: ``JobQueue.browse`` reads them through
+``Store.page_jobs`` where present, else from ``list_jobs`` whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobq import Fatal, Job
+from jobq.testing.clock import Clock
+from jobq.testing.contract.base import (
+    ContractBase,
+    MakeQueue,
+    bury,
+    die,
+    succeed,
+)
+
+
+class PageTests(ContractBase):
+    """``JobQueue.browse``: keyset pages in each view's order, filters, cursors."""
+
+    # -- pages of the job lists (JobQueue.browse; Store.page_jobs where present) -------
+
+    def test_browse_pages_due_jobs_in_run_order(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        ids = [queue.enqueue(i, priority=i % 2).id for i in range(7)]
+        queue.enqueue("later", delay=60)
+
+        seen, after = [], None
+        for _ in range(4):
+            page = queue.browse("due", limit=2, after=after)
+            seen += [job.id for job in page.jobs]
+            after = page.after
+            if after is None:
+                break
+
+        assert seen == [ids[1], ids[3], ids[5], ids[0], ids[2], ids[4], ids[6]]
+        assert after is None
+
+    def test_browse_lists_delayed_jobs_earliest_first(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        queue.enqueue("now")
+        late = queue.enqueue("late", delay=120)
+        early = queue.enqueue("early", delay=60)
+
+        page = queue.browse("delayed")
+
+        assert [job.id for job in page.jobs] == [early.id, late.id]
+        assert page.after is None
+
+        clock.advance(60)
+        assert [job.payload for job in queue.browse("due").jobs] == ["now", "early"]
+
+    def test_browse_lists_dead_jobs_newest_death_first_with_filters(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        def handler(job: Job[Any]) -> None:
+            raise Fatal(f"bad {job.payload}")
+
+        queue = make_queue(handler, clock=clock)
+        first = bury(queue, "a", key="k1")
+        clock.advance(1)
+        second = bury(queue, "b")
+        clock.advance(1)
+        third = bury(queue, "c", key="k3")
+
+        page = queue.browse("dead", limit=2)
+        assert [job.id for job in page.jobs] == [third.id, second.id]
+        rest = queue.browse("dead", limit=2, after=page.after)
+        assert [job.id for job in rest.jobs] == [first.id]
+        assert rest.after is None
+        assert [j.id for j in queue.browse("dead", error="bad b").jobs] == [second.id]
+        assert [j.id for j in queue.browse("dead", key="k1").jobs] == [first.id]
+        assert queue.browse("dead", task="no.such.task").jobs == []
+
+    def test_browse_filters_by_task_name(self, make_queue: MakeQueue) -> None:
+        queue = make_queue()
+
+        @queue.task(name="mail.send")
+        def send(to: str) -> None: ...
+
+        @queue.task(name="other")
+        def other() -> None: ...
+
+        job = send.enqueue("x")
+        other.enqueue()
+
+        page = queue.browse("due", task=send.name)
+
+        assert [(j.id, j.task) for j in page.jobs] == [(job.id, send.name)]
+
+    def test_browse_lists_running_and_kept_completed_jobs(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        seen: list[list[int]] = []
+
+        def handler(job: Job[Any]) -> str:
+            seen.append([j.id for j in queue.browse("running").jobs])
+            return "ok"
+
+        queue = make_queue(handler, clock=clock, keep_completed=60)
+        first, second = queue.enqueue_many([1, 2])
+        queue.run_pending(limit=1)
+        clock.advance(1)
+        queue.run_pending(limit=1)
+
+        assert seen == [[first.id], [second.id]]
+        completed = queue.browse("completed")
+        assert [(j.id, j.result) for j in completed.jobs] == [
+            (second.id, "ok"), (first.id, "ok"),
+        ]  # fmt: skip
+        clock.advance(59.5)  # the first one's 60 s are over, not the second's
+        assert [j.id for j in queue.browse("completed").jobs] == [second.id]
+
+    def test_browse_refuses_a_cursor_it_did_not_make(
+        self, make_queue: MakeQueue
+    ) -> None:
+        queue = make_queue(succeed)
+
+        with pytest.raises(ValueError, match="not a page cursor"):
+            queue.browse("due", after="[1, 2]")
+        with pytest.raises(ValueError, match="view must be one of"):
+            queue.browse("everything")
+
+    @pytest.mark.parametrize(
+        ("view", "after"),
+        [
+            ("running", "[" + "9" * 400 + "]"),  # beyond any float
+            ("running", f"[{2**63 + 1}]"),  # beyond 64 bits
+            ("dead", f"[{-(2**63) - 1}, 1]"),
+            ("due", "[1e999, 1, 1]"),  # infinite
+            ("dead", "[" * 5000),  # deeper than the JSON reader goes
+            ("due", "[" + "1," * 2000 + "1]"),
+            ("due", '["a", 1, 1]'),
+        ],
+        ids=["400-digits", "above-int64", "below-int64", "infinite", "nested",
+             "long", "text"],
+    )  # fmt: skip
+    def test_browse_refuses_a_forged_cursor_with_a_value_error(
+        self, make_queue: MakeQueue, view: str, after: str
+    ) -> None:
+        queue = make_queue(succeed)
+        queue.enqueue("x")
+
+        with pytest.raises(ValueError, match="not a page cursor") as refused:
+            queue.browse(view, after=after)
+        assert "the after of the page before" in str(refused.value)
+
+    @pytest.mark.parametrize("name", ["task", "key", "error"])
+    @pytest.mark.parametrize(
+        ("value", "problem"),
+        [("a\x00b", "NUL"), ("a\ud800b", "lone surrogate")],
+        ids=["nul", "surrogate"],
+    )
+    def test_browse_refuses_a_filter_no_store_can_hold_with_a_value_error(
+        self, make_queue: MakeQueue, name: str, value: str, problem: str
+    ) -> None:
+        queue = make_queue(die)
+        queue.enqueue("x", key="k")
+        queue.run_pending()
+
+        filters: dict[str, Any] = {name: value}
+
+        with pytest.raises(ValueError, match=f"{name} .*{problem}"):
+            queue.browse("dead", **filters)
