@@ -78,12 +78,13 @@ Dead letters: each burial keeps the newest ``dead_letter_limit`` dead jobs
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Generic, NamedTuple, Protocol, runtime_checkable
 
 from jobq._failures import type_path
 from jobq._logs import job_extra
@@ -419,8 +420,20 @@ class ScheduleStore(Protocol):
         """Every schedule's stored state, by name (orphans included)."""
 
 
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The members a protocol class declares, as ``typing.get_protocol_members``
+    (3.13+) finds them but in the order written: annotated attributes, then
+    methods and properties, those of its protocol bases first; private and
+    dunder names (``typing``'s own among them) left out."""
+    names: dict[str, None] = {}
+    for cls in reversed(protocol.__mro__):
+        if cls not in (object, Protocol, Generic):
+            names.update(dict.fromkeys([*inspect.get_annotations(cls), *vars(cls)]))
+    return tuple(name for name in names if not name.startswith("_"))
+
+
 #: The members ``periodic`` needs of a store, beyond ``STORE_MEMBERS``.
-SCHEDULE_MEMBERS = ("enqueue_slot", "schedule_states")
+SCHEDULE_MEMBERS = protocol_members(ScheduleStore)
 
 
 def missing_schedule_members(store: object) -> list[str]:
@@ -445,13 +458,8 @@ def overlapping_job(
     return None
 
 
-#: Every attribute and method the queue needs of a store.
-STORE_MEMBERS = (
-    "lease_seconds", "claim_batch", "shared_between_processes", "keeps_results",
-    "transactional_add", "open", "close", "save", "add", "claim_many",
-    "finish_many", "fail_many", "release", "renew", "recover", "get",
-    "list_jobs", "revive", "delete_dead", "cancel", "stats", "next_due",
-)  # fmt: skip
+#: Every attribute and method the queue needs of a store: ``Store``'s members.
+STORE_MEMBERS = protocol_members(Store)
 
 
 def missing_members(store: object) -> list[str]:
