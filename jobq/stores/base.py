@@ -52,14 +52,24 @@ string headers; ``None`` means none) are stored as ``add`` receives them,
 handed back in each ``Claim`` and shown in each ``JobRecord`` (``meta``
 decoded), through retries, revive and restarts.
 
-Pages (optional): a store may also answer ``page_jobs(query, now) ->
-JobPage`` (``jobq.stores.pages``), one keyset page of a job list with
-filters, reading only that page (O(page) with an index on the database
-stores). The dashboard and ``JobQueue.browse`` use it where present, and
-``page_from_list`` (the whole of ``list_jobs``) where not, so a store
-written before keeps working.
+Capabilities: what a store can do beyond the required members, its class
+declares once, ``capabilities = Capabilities(pages=True, ...)``. Each flag
+promises the members of the protocol beside it (``PageStore``,
+``ScheduleStore``, ...; ``missing_members`` holds a store to that), and the
+queue and the tools that manage a queue from outside (``jobq.admin``) ask
+the flags (``capabilities_of``), never the members. A store whose class
+declares none (written before them) can do what it has the members of:
+pages, finished counts, schedules, a schema; none of the others.
 
-Finished per minute (optional): a store shared between processes may also
+Pages (optional, ``Capabilities.pages``): a store may also answer
+``page_jobs(query, now) -> JobPage`` (``jobq.stores.pages``), one keyset
+page of a job list with filters, reading only that page (O(page) with an
+index on the database stores). The dashboard and ``JobQueue.browse`` use it
+where the store can, and ``page_from_list`` (the whole of ``list_jobs``)
+where not, so a store written before keeps working.
+
+Finished per minute (optional, ``Capabilities.finished_counts``): a store
+shared between processes may also
 answer ``finished_per_minute(since, now) -> list[FinishedMinute]``: for the
 minutes from ``since`` (a multiple of 60) to ``now``'s, oldest first (those
 in which nothing finished may be left out), how many kept completed jobs
@@ -84,12 +94,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, runtime_checkable
 
 from jobq._failures import type_path
 from jobq._logs import job_extra
 from jobq.errors import ProcessDied, QueueFull
-from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
+
+if TYPE_CHECKING:
+    from jobq.stores.pages import JobPage, JobQuery
 
 logger = logging.getLogger(__name__)
 
@@ -437,8 +450,12 @@ SCHEDULE_MEMBERS = protocol_members(ScheduleStore)
 
 
 def missing_schedule_members(store: object) -> list[str]:
-    """The members of ``ScheduleStore`` that ``store`` lacks."""
-    return [name for name in SCHEDULE_MEMBERS if not hasattr(store, name)]
+    """The members of ``ScheduleStore`` that ``store`` lacks: all of them
+    where it declares it keeps no schedules (``Capabilities.schedules``)."""
+    if capabilities_of(store).schedules:
+        return []
+    lacking = [name for name in SCHEDULE_MEMBERS if not hasattr(store, name)]
+    return lacking or list(SCHEDULE_MEMBERS)
 
 
 def slot_taken(state: SlotState | None, slot: float) -> bool:
@@ -463,8 +480,75 @@ STORE_MEMBERS = protocol_members(Store)
 
 
 def missing_members(store: object) -> list[str]:
-    """The members of ``Store`` that ``store`` lacks, in the protocol's order."""
-    return [name for name in STORE_MEMBERS if not hasattr(store, name)]
+    """The members of ``Store`` that ``store`` lacks, in the protocol's order,
+    then those of the capabilities it declares."""
+    can = capabilities_of(store)
+    promised = [m for name, ms in _PROMISED.items() if getattr(can, name) for m in ms]
+    return [name for name in (*STORE_MEMBERS, *promised) if not hasattr(store, name)]
+
+
+# -- what a store can do beyond the required members ---------------------------------
+
+
+class PageStore(Protocol):
+    """``Capabilities.pages``: see "Pages" in the module."""
+
+    def page_jobs(self, query: JobQuery, now: float) -> JobPage: ...
+
+
+class FinishedStore(Protocol):
+    """``Capabilities.finished_counts``: see "Finished per minute" in the module."""
+
+    def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]: ...
+
+
+@runtime_checkable
+class SchemaStore(Protocol):
+    """``Capabilities.schema``: a store whose tables have a schema version."""
+
+    def migrate(self) -> int:
+        """Create the schema, or bring it to this jobq's version, now (a
+        deploy step, or ``jobq migrate``); returns that version."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """What a store can do beyond ``Store``, declared on its class:
+    ``capabilities = Capabilities(pages=True, schedules=True)``. A flag that
+    is ``True`` promises the members of the protocol named beside it; one
+    left ``False`` means they are never used, even where present."""
+
+    #: ``PageStore``: a page of a job list read on its own (else the queue
+    #: pages through ``list_jobs``).
+    pages: bool = False
+    #: ``FinishedStore``: jobs finished per minute, across processes (else
+    #: ``JobQueue.finished_per_minute`` is ``None``).
+    finished_counts: bool = False
+    #: ``ScheduleStore``: what ``@queue.periodic`` needs (else it refuses).
+    schedules: bool = False
+    #: ``SchemaStore``: a schema that ``migrate()`` creates or upgrades (else
+    #: ``jobq migrate`` has nothing to do).
+    schema: bool = False
+
+
+#: The members each capability promises: its protocol's.
+_PROMISED = {
+    "pages": protocol_members(PageStore),
+    "finished_counts": protocol_members(FinishedStore),
+    "schedules": SCHEDULE_MEMBERS,
+    "schema": protocol_members(SchemaStore),
+}
+
+
+def capabilities_of(store: object) -> Capabilities:
+    """What ``store`` can do beyond ``Store``: its class's ``capabilities``.
+    A store that declares none was written before them: it can do what it
+    has every member of, as the queue and the tools found out then."""
+    declared = getattr(store, "capabilities", None)
+    if isinstance(declared, Capabilities):
+        return declared
+    has = {name: all(hasattr(store, m) for m in ms) for name, ms in _PROMISED.items()}
+    return Capabilities(**has)
 
 
 # -- the rules every store applies the same way ----------------------------------------

@@ -40,6 +40,7 @@ from jobq.stores._entry import DEAD, STATE, Entry
 from jobq.stores._journal import Scan, Segments, encode_record
 from jobq.stores._jsonread import Files, SegmentDamage, SnapshotDamage, read_files
 from jobq.stores.base import (
+    Capabilities,
     Claim,
     Done,
     Failure,
@@ -79,6 +80,7 @@ class JsonFileStore(OneJobCalls):
     shared_between_processes = False  # one owner; other processes may read
     keeps_results = True  # the file outlives the process
     transactional_add = False
+    capabilities = Capabilities(pages=True, schedules=True)
 
     def __init__(
         self,

@@ -42,6 +42,7 @@ from jobq._rules import check_text
 from jobq.errors import StoreError
 from jobq.stores.base import (
     ERRORS_KEPT,
+    Capabilities,
     Claim,
     Done,
     Failure,
@@ -149,6 +150,9 @@ class PostgresStore(OneJobCalls):
     shared_between_processes = True
     keeps_results = True
     transactional_add = True
+    capabilities = Capabilities(
+        pages=True, finished_counts=True, schedules=True, schema=True
+    )
 
     def __init__(
         self,

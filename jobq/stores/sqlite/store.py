@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from jobq._fork import reset_after_fork
 from jobq.errors import StoreError
 from jobq.stores.base import (
+    Capabilities,
     Claim,
     Done,
     Failure,
@@ -223,6 +224,9 @@ class SqliteStore(OneJobCalls):
     shared_between_processes = True
     keeps_results = True
     transactional_add = False
+    capabilities = Capabilities(
+        pages=True, finished_counts=True, schedules=True, schema=True
+    )
 
     def __init__(
         self,
