@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from dict_store import DictStore, Shelf
@@ -15,14 +15,23 @@ from older_store import OlderStore
 from postgres_url import POSTGRES_URL
 
 import jobq
+from jobq import cli
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore
 from jobq.stores.base import (
     SCHEDULE_MEMBERS,
     STORE_MEMBERS,
     Capabilities,
+    FileStore,
+    FinishedStore,
+    MigratingStore,
+    NamedQueueStore,
+    OwnedStore,
+    PageStore,
     ScheduleStore,
+    SchemaStore,
     Store,
     capabilities_of,
+    location_of,
     missing_members,
     protocol_members,
 )
@@ -77,16 +86,39 @@ def built_in_stores(tmp_path: Path) -> list[Store]:
     ]
 
 
+#: The protocol of each capability: the members it promises.
+PROTOCOLS: dict[str, type] = {
+    "pages": PageStore,
+    "finished_counts": FinishedStore,
+    "schedules": ScheduleStore,
+    "schema": SchemaStore,
+    "files": FileStore,
+    "owner_writes": OwnedStore,
+    "migrates_on_open": MigratingStore,
+    "named_queues": NamedQueueStore,
+}
+
+
 def test_each_built_in_store_declares_exactly_the_optional_parts_it_has(
     tmp_path: Path,
 ) -> None:
+    assert list(PROTOCOLS) == [field.name for field in fields(Capabilities)]
     for store in built_in_stores(tmp_path):
         declared = type(store).__dict__["capabilities"]
         assert capabilities_of(store) is declared
         assert missing_members(store) == []  # every promise kept
-        # ... and nothing beyond them: a store written before the declarations
-        # would be found to do the same.
-        assert capabilities_of(Undeclared(store)) == declared
+        has = {
+            name: all(hasattr(store, m) for m in protocol_members(protocol))
+            for name, protocol in PROTOCOLS.items()
+        }
+        assert declared == Capabilities(**has)  # and nothing it could
+        assert capabilities_of(Undeclared(store)) == replace(  # written before
+            declared,
+            files=False,
+            owner_writes=False,
+            migrates_on_open=False,
+            named_queues=False,
+        )
 
 
 @dataclass
@@ -141,3 +173,68 @@ class Overpromising(OlderStore):
 def test_a_store_that_declares_what_it_lacks_is_refused_by_name() -> None:
     with pytest.raises(TypeError, match="it lacks page_jobs, migrate "):
         jobq.JobQueue[Any](store=Overpromising())
+
+
+# -- what the tools that manage a queue from outside ask ----------------------------
+
+
+def test_a_store_says_where_it_keeps_its_jobs(tmp_path: Path) -> None:
+    memory, json_file, sqlite, postgres = built_in_stores(tmp_path)
+
+    assert location_of(memory) == "memory"
+    assert location_of(json_file) == f"the JSON file {tmp_path / 'jobs.json'}"
+    assert location_of(sqlite) == f"the SQLite file {tmp_path / 'jobs.db'}"
+    assert location_of(postgres).endswith(", schema 'jobq', queue 'default'")
+    assert location_of(DictStore(Shelf())) == "DictStore"  # says nothing
+
+
+class ShelfInFiles(DictStore):
+    """A store of yours kept in files that only its owner writes, with a
+    schema opening creates: what the tools ask of the built-in ones."""
+
+    keeps_results = True
+    capabilities = Capabilities(
+        finished_counts=True, schedules=True, files=True, owner_writes=True,
+        migrates_on_open=True,
+    )  # fmt: skip
+    location = "the shelf"
+
+    def __init__(
+        self, shelf: Shelf, *, there: bool = True, reads: bool = False
+    ) -> None:
+        super().__init__(shelf)
+        self.there, self.reads = there, reads
+        self.auto_migrate = True
+
+    def missing(self) -> str | None:
+        return None if self.there else "no shelf at /srv/shelf"
+
+    def reader(self) -> ShelfInFiles:
+        return self if self.reads else ShelfInFiles(self.shelf, reads=True)
+
+
+def test_the_commands_use_a_store_of_yours_by_what_it_declares() -> None:
+    shelf = Shelf()
+    app = jobq.JobQueue[Any](store=ShelfInFiles(shelf))
+    seen: list[tuple[bool, bool]] = []
+
+    with cli.queue_for_command(app, read_only=True) as used:
+        store = cast(ShelfInFiles, used.store)
+        seen.append((store.reads, cast(ShelfInFiles, app.store).auto_migrate))
+    with cli.queue_for_command(app, read_only=False) as used:
+        assert used is app
+    gone = jobq.JobQueue[Any](store=ShelfInFiles(shelf, there=False))
+    with (
+        pytest.raises(cli.CommandError) as refused,
+        cli.queue_for_command(gone, read_only=True),
+    ):
+        pass
+
+    assert seen == [(True, False)]  # its reader; opening would not migrate
+    assert cast(ShelfInFiles, app.store).auto_migrate  # back for the app
+    assert refused.value.message == (
+        "no shelf at /srv/shelf (the app's store): a command never creates one; "
+        "check the path, or start the app, which creates it"
+    )
+    assert cli.migrate(app.store) == cli.Migration("the shelf", None)
+    app.close()

@@ -21,12 +21,13 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast
 
 from jobq.cli.render import escape, plural
 from jobq.errors import JobqError, StoreLocked
 from jobq.queue import JobQueue
-from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
+from jobq.stores import Store
+from jobq.stores.base import SchemaStore, capabilities_of, location_of
 from jobq.types import JobRecord, JobState, Schedule, Stats
 
 __all__ = [
@@ -193,13 +194,9 @@ def _not_dead(queue: Queue, job_id: int, done: str) -> CommandError:
 
 # -- the schema --------------------------------------------------------------------
 
-
-@runtime_checkable
-class Migratable(Protocol):
-    """A store with a schema: ``migrate()`` creates it or brings it to this
-    jobq's version, and returns that version."""
-
-    def migrate(self) -> int: ...
+#: A store with a schema, by the name this module gave it first: what
+#: ``Capabilities.schema`` promises.
+Migratable = SchemaStore
 
 
 @dataclass(frozen=True)
@@ -214,24 +211,17 @@ class Migration:
 
 def migrate(store: Store) -> Migration:
     """Create ``store``'s schema, or bring it to this jobq's version (SQLite
-    and PostgreSQL, or any store with a ``migrate()`` method); a store without
-    a schema needs nothing."""
-    if isinstance(store, Migratable):
-        return Migration(describe_store(store), store.migrate())
-    return Migration(describe_store(store), None)
+    and PostgreSQL, or any store with the ``schema`` capability); a store
+    without a schema needs nothing."""
+    where = describe_store(store)
+    if capabilities_of(store).schema:
+        return Migration(where, cast(SchemaStore, store).migrate())
+    return Migration(where, None)
 
 
 def describe_store(store: Store) -> str:
-    """Where a store keeps its jobs, for people."""
-    if isinstance(store, JsonFileStore):
-        return f"the JSON file {store.path}"
-    if isinstance(store, MemoryStore):
-        return "memory"
-    if isinstance(store, SqliteStore):
-        return f"the SQLite file {store.path}"
-    if isinstance(store, PostgresStore):
-        return f"{store.where}, schema {store.schema!r}, queue {store.queue!r}"
-    return type(store).__name__
+    """Where a store keeps its jobs, for people (its ``location``)."""
+    return location_of(store)
 
 
 # -- the worker --------------------------------------------------------------------

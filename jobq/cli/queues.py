@@ -15,16 +15,17 @@ import importlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from jobq.cli.operations import EXIT_USAGE, CommandError
 from jobq.queue import JobQueue
-from jobq.stores import (
-    JsonFileStore,
-    PostgresStore,
-    SqliteStore,
-    Store,
-    store_from,
+from jobq.stores import Store, store_from
+from jobq.stores.base import (
+    FileStore,
+    MigratingStore,
+    NamedQueueStore,
+    OwnedStore,
+    capabilities_of,
 )
 
 __all__ = [
@@ -87,10 +88,10 @@ def find_queue(
         if worker or migrate:
             return app_queue, False
         found = _for_command(app_queue, read_only=read_only)
-        if isinstance(app_queue.store, PostgresStore):
+        if capabilities_of(app_queue.store).migrates_on_open:
             # The command (this process's last use of the app's queue)
             # checks the schema, never creates or upgrades it.
-            app_queue.store.auto_migrate = False
+            cast(MigratingStore, app_queue.store).auto_migrate = False
         return found, found is not app_queue
     if worker:
         raise CommandError(
@@ -126,66 +127,55 @@ def open_store(
         store = store_from(spec)
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
-    if (queue is not None or schema is not None) and not isinstance(
-        store, PostgresStore
-    ):
+    can = capabilities_of(store)
+    if (queue is not None or schema is not None) and not can.named_queues:
         raise CommandError(
             "--queue and --schema apply to a PostgreSQL store", EXIT_USAGE
         )
-    if isinstance(store, JsonFileStore):
-        if create:
-            return store  # migrate: nothing to create, nothing opened
+    if not create:  # migrate: what is missing is its to create
         _require_file(store)
-        return JsonFileStore(store.path, read_only=True) if read_only else store
-    if isinstance(store, SqliteStore):
-        if not create:
-            _require_file(store)
-        return store
-    if isinstance(store, PostgresStore):
-        return PostgresStore(
-            store.conninfo,
-            queue=queue or "default",
-            schema=schema or "jobq",
-            listen=False,  # no workers here to wake
-            pool_size=2,
-            auto_migrate=False,  # a missing schema is an error, not created
-        )
+        if read_only and can.owner_writes:
+            return cast(OwnedStore, store).reader()
+    if can.named_queues:
+        return cast(NamedQueueStore, store).for_command(queue=queue, schema=schema)
     return store
 
 
-def _require_file(store: JsonFileStore | SqliteStore, whose: str = "") -> None:
-    """``CommandError`` (status 1) unless ``store``'s file exists: a command
-    only looks at or manages a store, so opening a missing one would leave
-    an empty store behind (a typo in a path, a command run before the app
-    ever started) where an error was due. ``whose`` says who named it."""
-    if isinstance(store, JsonFileStore):
-        if any(os.path.exists(p) for p in (store.path, f"{store.path}.lock")):
-            return
-        kind, create = "JSON", "start the app, which creates it"
-    elif os.path.exists(store.path):
+def _require_file(store: Store, whose: str = "") -> None:
+    """``CommandError`` (status 1) unless ``store``'s files exist (a store
+    kept in files: JSON, SQLite): a command only looks at or manages a
+    store, so opening a missing one would leave an empty store behind (a
+    typo in a path, a command run before the app ever started) where an
+    error was due. ``whose`` says who named it."""
+    can = capabilities_of(store)
+    missing = cast(FileStore, store).missing() if can.files else None
+    if missing is None:
         return
+    if can.schema:
+        create = "create it by starting the app or with migrate"
     else:
-        kind, create = "SQLite", "create it by starting the app or with migrate"
+        create = "start the app, which creates it"
     raise CommandError(
-        f"no {kind} store at {store.path}{whose}: a command never creates one; "
-        f"check the path, or {create}"
+        f"{missing}{whose}: a command never creates one; check the path, or {create}"
     )
 
 
 @contextlib.contextmanager
 def _no_schema_changes(store: Store) -> Iterator[None]:
-    """While a command uses an application's PostgreSQL store, opening it
-    only checks the schema (``auto_migrate`` off), as ``--store`` does: a
-    command never creates a missing schema (nor upgrades an older one), and
-    says so. Restored afterwards, for an application that goes on."""
-    if not isinstance(store, PostgresStore) or not store.auto_migrate:
+    """While a command uses an application's store whose opening would
+    create or upgrade its schema (PostgreSQL), opening it only checks the
+    schema (``auto_migrate`` off), as ``--store`` does: a command never
+    creates a missing schema (nor upgrades an older one), and says so.
+    Restored afterwards, for an application that goes on."""
+    switch = cast(MigratingStore, store)
+    if not capabilities_of(store).migrates_on_open or not switch.auto_migrate:
         yield
         return
-    store.auto_migrate = False
+    switch.auto_migrate = False
     try:
         yield
     finally:
-        store.auto_migrate = True
+        switch.auto_migrate = True
 
 
 @contextlib.contextmanager
@@ -211,14 +201,12 @@ def queue_for_command(queue: Queue, *, read_only: bool) -> Iterator[Queue]:
 def _for_command(queue: Queue, *, read_only: bool) -> Queue:
     """``queue`` as a command uses it (see ``queue_for_command``)."""
     store = queue.store
-    if isinstance(store, JsonFileStore | SqliteStore):
-        # An application's queue opens its store on first use (importing
-        # the module, init_app, opened nothing): refused before that use.
-        _require_file(store, " (the app's store)")
-    if isinstance(store, JsonFileStore):
-        if read_only and not store.read_only:
-            return JobQueue(None, store=JsonFileStore(store.path, read_only=True))
-        return queue
+    # An application's queue opens its store on first use (importing the
+    # module, init_app, opened nothing): refused before that use.
+    _require_file(store, " (the app's store)")
+    if capabilities_of(store).owner_writes:
+        reader = cast(OwnedStore, store).reader() if read_only else store
+        return queue if reader is store else JobQueue(None, store=reader)
     if not store.keeps_results:
         raise CommandError(
             "the app's queue keeps its jobs in memory (store=None), out of reach "

@@ -59,7 +59,9 @@ promises the members of the protocol beside it (``PageStore``,
 queue and the tools that manage a queue from outside (``jobq.admin``) ask
 the flags (``capabilities_of``), never the members. A store whose class
 declares none (written before them) can do what it has the members of:
-pages, finished counts, schedules, a schema; none of the others.
+pages, finished counts, schedules, a schema; none of the others. A store
+may also say where it keeps its jobs, for people: ``location``, a string
+(``location_of``; its class's name where it says nothing).
 
 Pages (optional, ``Capabilities.pages``): a store may also answer
 ``page_jobs(query, now) -> JobPage`` (``jobq.stores.pages``), one keyset
@@ -530,6 +532,57 @@ class Capabilities:
     #: ``jobq migrate`` has nothing to do).
     schema: bool = False
 
+    # What the tools that manage a queue from outside (``jobq.admin``) ask:
+    # such a tool never creates a store, and writes only where it may.
+
+    #: ``FileStore``: files that must be there (``missing()``) before a tool
+    #: opens the store, which would create them.
+    files: bool = False
+    #: ``OwnedStore``: only the owning process changes the jobs; a tool that
+    #: only looks uses ``reader()``, a dashboard of its own shows no actions.
+    owner_writes: bool = False
+    #: ``MigratingStore``: opening creates or upgrades the schema unless
+    #: ``auto_migrate`` is off, as a tool turns it meanwhile.
+    migrates_on_open: bool = False
+    #: ``NamedQueueStore``: one place, several named queues (``jobq
+    #: --queue``, ``--schema``); ``for_command`` is the store a command uses.
+    named_queues: bool = False
+
+
+class FileStore(Protocol):
+    """``Capabilities.files``: a store kept in files."""
+
+    def missing(self) -> str | None:
+        """``None`` if the store's files are there; else what is not, for
+        people ("no SQLite store at /srv/jobs.db")."""
+
+
+class OwnedStore(Protocol):
+    """``Capabilities.owner_writes``: one process, the owner, changes the
+    jobs; others only read them."""
+
+    def reader(self) -> Store:
+        """This store as another process reads it: never taking the owner's
+        place, refusing changes; itself if it is such a reader."""
+
+
+class MigratingStore(Protocol):
+    """``Capabilities.migrates_on_open``."""
+
+    #: Opening creates the schema, or upgrades an older one, while true.
+    auto_migrate: bool
+
+
+class NamedQueueStore(Protocol):
+    """``Capabilities.named_queues``."""
+
+    def for_command(
+        self, *, queue: str | None = None, schema: str | None = None
+    ) -> Store:
+        """A store over the same place as a short-lived command uses it: on
+        ``queue`` and ``schema`` (default: this store's), waking no workers,
+        with few connections, and opening only checks the schema."""
+
 
 #: The members each capability promises: its protocol's.
 _PROMISED = {
@@ -537,18 +590,35 @@ _PROMISED = {
     "finished_counts": protocol_members(FinishedStore),
     "schedules": SCHEDULE_MEMBERS,
     "schema": protocol_members(SchemaStore),
+    "files": protocol_members(FileStore),
+    "owner_writes": protocol_members(OwnedStore),
+    "migrates_on_open": protocol_members(MigratingStore),
+    "named_queues": protocol_members(NamedQueueStore),
 }
+
+#: The capabilities older than their declaration: found by their members in a
+#: store that declares none, as the queue and the tools found them then.
+_FOUND_BY_MEMBERS = ("pages", "finished_counts", "schedules", "schema")
 
 
 def capabilities_of(store: object) -> Capabilities:
     """What ``store`` can do beyond ``Store``: its class's ``capabilities``.
-    A store that declares none was written before them: it can do what it
-    has every member of, as the queue and the tools found out then."""
+    A store that declares none was written before them: it can do the older
+    ones it has every member of, and none of the others."""
     declared = getattr(store, "capabilities", None)
     if isinstance(declared, Capabilities):
         return declared
-    has = {name: all(hasattr(store, m) for m in ms) for name, ms in _PROMISED.items()}
-    return Capabilities(**has)
+    return Capabilities(**{
+        name: all(hasattr(store, member) for member in _PROMISED[name])
+        for name in _FOUND_BY_MEMBERS
+    })  # fmt: skip
+
+
+def location_of(store: object) -> str:
+    """Where ``store`` keeps its jobs, for people: its ``location`` (the
+    built-in stores': "the SQLite file /srv/jobs.db"), else its class's name."""
+    location = getattr(store, "location", None)
+    return location if isinstance(location, str) else type(store).__name__
 
 
 # -- the rules every store applies the same way ----------------------------------------

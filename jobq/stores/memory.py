@@ -163,6 +163,7 @@ class MemoryStore(OneJobCalls):
     keeps_results = False
     transactional_add = False
     capabilities = Capabilities(pages=True, schedules=True)
+    location = "memory"
     #: Nothing survives a crash here, so workers may always take several jobs.
     claim_batch: int = 32
 

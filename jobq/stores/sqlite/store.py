@@ -225,7 +225,7 @@ class SqliteStore(OneJobCalls):
     keeps_results = True
     transactional_add = False
     capabilities = Capabilities(
-        pages=True, finished_counts=True, schedules=True, schema=True
+        pages=True, finished_counts=True, schedules=True, schema=True, files=True
     )
 
     def __init__(
@@ -259,6 +259,14 @@ class SqliteStore(OneJobCalls):
         self._reset_process_state()
         reset_after_fork(self)
         guard.track(self)
+
+    @property
+    def location(self) -> str:
+        return f"the SQLite file {self.path}"
+
+    def missing(self) -> str | None:
+        """``None`` if the database file is there; else what is not."""
+        return None if os.path.exists(self.path) else f"no SQLite store at {self.path}"
 
     @property
     def listening(self) -> bool:
