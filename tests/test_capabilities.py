@@ -15,7 +15,7 @@ from older_store import OlderStore
 from postgres_url import POSTGRES_URL
 
 import jobq
-from jobq import cli
+from jobq import admin
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore
 from jobq.stores.base import (
     SCHEDULE_MEMBERS,
@@ -218,15 +218,15 @@ def test_the_commands_use_a_store_of_yours_by_what_it_declares() -> None:
     app = jobq.JobQueue[Any](store=ShelfInFiles(shelf))
     seen: list[tuple[bool, bool]] = []
 
-    with cli.queue_for_command(app, read_only=True) as used:
+    with admin.queue_for_command(app, read_only=True) as used:
         store = cast(ShelfInFiles, used.store)
         seen.append((store.reads, cast(ShelfInFiles, app.store).auto_migrate))
-    with cli.queue_for_command(app, read_only=False) as used:
+    with admin.queue_for_command(app, read_only=False) as used:
         assert used is app
     gone = jobq.JobQueue[Any](store=ShelfInFiles(shelf, there=False))
     with (
-        pytest.raises(cli.CommandError) as refused,
-        cli.queue_for_command(gone, read_only=True),
+        pytest.raises(admin.CommandError) as refused,
+        admin.queue_for_command(gone, read_only=True),
     ):
         pass
 
@@ -236,5 +236,5 @@ def test_the_commands_use_a_store_of_yours_by_what_it_declares() -> None:
         "no shelf at /srv/shelf (the app's store): a command never creates one; "
         "check the path, or start the app, which creates it"
     )
-    assert cli.migrate(app.store) == cli.Migration("the shelf", None)
+    assert admin.migrate(app.store) == admin.Migration("the shelf", None)
     app.close()

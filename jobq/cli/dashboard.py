@@ -22,7 +22,7 @@ import wsgiref.simple_server
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jobq.cli.operations import EXIT_USAGE, CommandError
+from jobq.admin.operations import EXIT_USAGE, CommandError
 from jobq.queue import JobQueue
 from jobq.stores.base import capabilities_of
 

@@ -1,32 +1,31 @@
-"""Where a command finds its jobs: a store named by URL or path (``--store``,
-``$JOBQ_STORE``), or an application's ``JobQueue`` (``--app``, or the queue
-of a Flask app or Django project).
+"""Where the ``jobq`` command finds its jobs: a store named by URL or path
+(``--store``, ``$JOBQ_STORE``), or an application's ``JobQueue`` (``--app``).
 
 Stores the command opens itself are opened with care: a file that does not
 exist is an error (never created by a typo), a JSON store is read-only for
 commands that only look (its owner keeps running), a PostgreSQL store never
-runs DDL. ``migrate`` is the exception: creating the schema is its job.
+runs DDL. ``migrate`` is the exception: creating the schema is its job. An
+application's queue is used as ``flask jobq`` and ``manage.py jobq`` use
+theirs (``jobq.admin.access``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any, cast
 
-from jobq.cli.operations import EXIT_USAGE, CommandError
+from jobq.admin.access import (
+    command_queue,
+    queue_for_command,
+    require_existing,
+    stop_schema_changes,
+)
+from jobq.admin.operations import EXIT_USAGE, CommandError
 from jobq.queue import JobQueue
 from jobq.stores import Store, store_from
-from jobq.stores.base import (
-    FileStore,
-    MigratingStore,
-    NamedQueueStore,
-    OwnedStore,
-    capabilities_of,
-)
+from jobq.stores.base import NamedQueueStore, OwnedStore, capabilities_of
 
 __all__ = [
     "STORE_ENV",
@@ -87,11 +86,10 @@ def find_queue(
         app_queue = load_app(app)
         if worker or migrate:
             return app_queue, False
-        found = _for_command(app_queue, read_only=read_only)
-        if capabilities_of(app_queue.store).migrates_on_open:
-            # The command (this process's last use of the app's queue)
-            # checks the schema, never creates or upgrades it.
-            cast(MigratingStore, app_queue.store).auto_migrate = False
+        found = command_queue(app_queue, read_only=read_only)
+        # The command (this process's last use of the app's queue) checks
+        # the schema, never creates or upgrades it.
+        stop_schema_changes(app_queue.store)
         return found, found is not app_queue
     if worker:
         raise CommandError(
@@ -133,87 +131,12 @@ def open_store(
             "--queue and --schema apply to a PostgreSQL store", EXIT_USAGE
         )
     if not create:  # migrate: what is missing is its to create
-        _require_file(store)
+        require_existing(store)
         if read_only and can.owner_writes:
             return cast(OwnedStore, store).reader()
     if can.named_queues:
         return cast(NamedQueueStore, store).for_command(queue=queue, schema=schema)
     return store
-
-
-def _require_file(store: Store, whose: str = "") -> None:
-    """``CommandError`` (status 1) unless ``store``'s files exist (a store
-    kept in files: JSON, SQLite): a command only looks at or manages a
-    store, so opening a missing one would leave an empty store behind (a
-    typo in a path, a command run before the app ever started) where an
-    error was due. ``whose`` says who named it."""
-    can = capabilities_of(store)
-    missing = cast(FileStore, store).missing() if can.files else None
-    if missing is None:
-        return
-    if can.schema:
-        create = "create it by starting the app or with migrate"
-    else:
-        create = "start the app, which creates it"
-    raise CommandError(
-        f"{missing}{whose}: a command never creates one; check the path, or {create}"
-    )
-
-
-@contextlib.contextmanager
-def _no_schema_changes(store: Store) -> Iterator[None]:
-    """While a command uses an application's store whose opening would
-    create or upgrade its schema (PostgreSQL), opening it only checks the
-    schema (``auto_migrate`` off), as ``--store`` does: a command never
-    creates a missing schema (nor upgrades an older one), and says so.
-    Restored afterwards, for an application that goes on."""
-    switch = cast(MigratingStore, store)
-    if not capabilities_of(store).migrates_on_open or not switch.auto_migrate:
-        yield
-        return
-    switch.auto_migrate = False
-    try:
-        yield
-    finally:
-        switch.auto_migrate = True
-
-
-@contextlib.contextmanager
-def queue_for_command(queue: Queue, *, read_only: bool) -> Iterator[Queue]:
-    """An application's queue (``--app``, a Flask app's, a Django project's)
-    as a command other than ``worker`` and ``migrate`` uses it, for the
-    ``with`` block: its store must exist already (a command creates no file
-    and no PostgreSQL schema: ``CommandError`` status 1, or the store's
-    ``StoreError``), and for a command that only looks (``read_only``), a
-    JSON store the application owns is read through a read-only queue of its
-    own (closed afterwards), so the application keeps (or takes) its lock.
-    ``CommandError`` (status 2) for a queue that keeps its jobs in memory,
-    out of reach of the command."""
-    with _no_schema_changes(queue.store):
-        found = _for_command(queue, read_only=read_only)
-        try:
-            yield found
-        finally:
-            if found is not queue:
-                found.close()
-
-
-def _for_command(queue: Queue, *, read_only: bool) -> Queue:
-    """``queue`` as a command uses it (see ``queue_for_command``)."""
-    store = queue.store
-    # An application's queue opens its store on first use (importing the
-    # module, init_app, opened nothing): refused before that use.
-    _require_file(store, " (the app's store)")
-    if capabilities_of(store).owner_writes:
-        reader = cast(OwnedStore, store).reader() if read_only else store
-        return queue if reader is store else JobQueue(None, store=reader)
-    if not store.keeps_results:
-        raise CommandError(
-            "the app's queue keeps its jobs in memory (store=None), out of reach "
-            "of another process; give it a persistent store",
-            EXIT_USAGE,
-        )
-    return queue
 
 
 def load_app(spec: str) -> Queue:
