@@ -1,5 +1,7 @@
-"""What a store declares beyond its required members, read one way: the
-member lists derive from the protocols."""
+"""What a store says about itself, read one way: its members are derived
+from the protocols, and what it can do beyond them is its class's
+``capabilities``, which the queue and the commands ask (a store that
+declares none works as it did before them)."""
 
 from __future__ import annotations
 

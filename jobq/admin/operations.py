@@ -195,8 +195,8 @@ def _not_dead(queue: Queue, job_id: int, done: str) -> CommandError:
 
 # -- the schema --------------------------------------------------------------------
 
-#: A store with a schema, by the name this module gave it first: what
-#: ``Capabilities.schema`` promises.
+#: What ``Capabilities.schema`` promises, a store with a schema, by its first
+#: name (``jobq.cli.operations.Migratable``).
 Migratable = SchemaStore
 
 
