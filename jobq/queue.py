@@ -76,7 +76,15 @@ from jobq.options import (
 from jobq.producers import EnqueueHook, EnqueueHooks, Sending
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
-from jobq.stores.base import NewJob, ScheduleStore, Signal, missing_schedule_members
+from jobq.stores.base import (
+    FinishedStore,
+    NewJob,
+    PageStore,
+    ScheduleStore,
+    Signal,
+    capabilities_of,
+    missing_schedule_members,
+)
 from jobq.stores.pages import JobPage, JobQuery, page_from_list
 from jobq.tasks import Task, register, task_name
 from jobq.types import (
@@ -851,9 +859,9 @@ class JobQueue(Generic[P]):
                 f"minutes must be an int from 1 to {MAX_MINUTES}, not {minutes!r}"
             )
         self._ensure_open()
-        read = getattr(self.store, "finished_per_minute", None)
-        if read is None:
+        if not capabilities_of(self.store).finished_counts:
             return None
+        read = cast(FinishedStore, self.store).finished_per_minute
         now = self._clock()
         last = int(now // 60)
         since = float((last - minutes + 1) * 60)
@@ -881,11 +889,9 @@ class JobQueue(Generic[P]):
         query = JobQuery(view, limit, after, task, key, error)
         self._ensure_open()
         now = self._clock()
-        page_jobs = getattr(self.store, "page_jobs", None)
-        if page_jobs is None:
+        if not capabilities_of(self.store).pages:
             return page_from_list(self.store, query, now)
-        page: JobPage = page_jobs(query, now)
-        return page
+        return cast(PageStore, self.store).page_jobs(query, now)
 
     @property
     def clock(self) -> Callable[[], float]:

@@ -1316,3 +1316,26 @@ def test_schedules_with_app_lists_the_declared_ones_and_the_orphans(
     assert lines[1].split()[:4] == ["hourly", "every", "3600s", "UTC"]
     assert lines[2].split()[:2] == ["removed", "(orphaned)"]
     assert "1970-01-01 00:01:00" in lines[2]
+
+
+# -- what the command shares lives in jobq.admin; its first names still work ---
+
+
+def test_the_shared_parts_keep_the_names_they_had_here() -> None:
+    import jobq.admin
+    import jobq.cli.operations
+    import jobq.cli.queues
+    import jobq.cli.render
+
+    for name in jobq.admin.operations.__all__:
+        assert getattr(jobq.cli.operations, name) is getattr(
+            jobq.admin.operations, name
+        )
+    for name in jobq.admin.render.__all__:
+        assert getattr(jobq.cli.render, name) is getattr(jobq.admin.render, name)
+    assert cli.queue_for_command is jobq.cli.queues.queue_for_command
+    assert cli.queue_for_command is jobq.admin.queue_for_command
+    assert cli.add_worker_arguments is jobq.admin.arguments.add_worker_arguments
+    for name, shared in jobq.admin.arguments.SUBCOMMANDS.items():
+        assert cli.COMMANDS[name].help == shared.help
+        assert cli.COMMANDS[name].add_arguments is shared.add_arguments

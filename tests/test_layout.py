@@ -1,7 +1,10 @@
 """The layout the code keeps: the command line, the framework integrations,
-``jobq.testing``, the third-party store of the tests and the benchmarks use
-jobq through its public names only (nothing that starts with ``_`` from
-another jobq module), and the benchmark modules do not import each other in
+``jobq.admin``, ``jobq.testing``, the third-party store of the tests and the
+benchmarks use jobq through its public names only (nothing that starts with
+``_`` from another jobq module); the integrations share the command's work
+through ``jobq.admin``, never importing the command (``jobq.cli``); the
+command, ``jobq.admin`` and the queue ask a store what it can do, never its
+class or its members; and the benchmark modules do not import each other in
 a circle.
 
 Read from the source (``ast``), so nothing here is imported or run.
@@ -19,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Where only public jobq names may be used (folders, or files).
 CHECKED = [
+    "jobq/admin",
     "jobq/cli",
     "jobq/contrib",
     "jobq/testing",
@@ -111,6 +115,82 @@ def test_the_checker_finds_private_names() -> None:
         "jobq.stores._entry",
         "queue._tasks (line 6)",
     ]
+
+
+def command_imports(source: str, package: str) -> list[str]:
+    """The parts of ``jobq.cli`` that a module of ``package`` whose text is
+    ``source`` imports; ``from a import b`` counts ``a.b`` too (``b`` may be
+    a module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = parts[: len(parts) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found |= {module, *(f"{module}.{alias.name}" for alias in node.names)}
+    return sorted(m for m in found if m == "jobq.cli" or m.startswith("jobq.cli."))
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "jobq" / "contrib").rglob("*.py")),
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_the_integrations_never_import_the_command(path: Path) -> None:
+    package = module_name(path.parent)
+    assert command_imports(path.read_text(encoding="utf-8"), package) == []
+
+
+def test_the_import_checker_sees_every_spelling() -> None:
+    found = command_imports(
+        "import jobq.cli.command\n"
+        "from jobq import cli\n"
+        "from jobq.cli.render import escape\n"
+        "from jobq.admin import render\n"
+        "from ...cli import queues\n",
+        "jobq.contrib.django",
+    )
+
+    assert found == [
+        "jobq.cli",
+        "jobq.cli.command",
+        "jobq.cli.queues",
+        "jobq.cli.render",
+        "jobq.cli.render.escape",
+    ]
+
+
+#: The built-in stores, which only their module and ``store_from`` name.
+BUILT_IN_STORES = {"MemoryStore", "JsonFileStore", "SqliteStore", "PostgresStore"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*(ROOT / "jobq" / "cli").rglob("*.py"), *(ROOT / "jobq" / "admin").rglob("*.py")],
+    ids=lambda path: str(path.relative_to(ROOT)),
+)
+def test_the_command_and_admin_ask_a_store_never_its_class(path: Path) -> None:
+    named = {
+        getattr(node, "id", None) or getattr(node, "attr", None) or node.name
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Name | ast.Attribute | ast.alias)
+    }
+    assert named & BUILT_IN_STORES == set()
+
+
+def test_the_queue_never_probes_its_store() -> None:
+    """What a store can do is its ``capabilities``, not what ``getattr`` finds."""
+    probes = [
+        ast.unparse(node)
+        for node in ast.walk(ast.parse((ROOT / "jobq" / "queue.py").read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "hasattr")
+        and "store" in ast.unparse(node.args[0])
+    ]
+    assert probes == []
 
 
 def test_the_benchmark_modules_import_no_circle() -> None:

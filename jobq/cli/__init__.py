@@ -21,41 +21,21 @@ since that queue's handler runs the jobs. Exit status: 0 done; 1 no such job,
 not in the needed state, or the store failed; 2 a usage error.
 
 Built on ``argparse``, so the command needs nothing beyond the standard
-library. The layout, which ``flask jobq`` and ``manage.py jobq`` share:
+library. What it does, ``flask jobq`` and ``manage.py jobq`` do too: that is
+``jobq.admin`` (operations, their output, an application's queue as a
+command uses it, the shared arguments), re-exported here under the names it
+had first (``jobq.cli.operations``, ``jobq.cli.render``, ...). The command's
+own parts:
 
-* ``jobq.cli.operations``: what each command does, as plain functions of a
-  queue (or store) and plain values, returning values (``stats(queue) ->
-  Stats``, ``show(queue, job_id) -> JobRecord``, ``purge_dead(queue, yes=...)
-  -> int``, ``migrate(store) -> Migration``, ``run_worker(queue, workers=...)``)
-  and raising ``CommandError`` (a message and an exit status);
-* ``jobq.cli.render``: those values as text or ASCII-only JSON, with
-  everything stored escaped (``escape``) so a job cannot drive the terminal;
 * ``jobq.cli.queues``: where the jobs are (``find_queue``, ``open_store``,
-  ``load_app``), and ``queue_for_command``, an application's queue as a
-  command uses it (read-only for a JSON store it only looks at);
+  ``load_app``: ``--store``, ``$JOBQ_STORE``, ``--app``);
+* ``jobq.cli.dashboard``: ``jobq dashboard``, the dashboard as a process;
 * ``jobq.cli.command``: the ``argparse`` front-end and ``main``.
 """
 
 from __future__ import annotations
 
-from jobq.cli.command import (
-    COMMANDS,
-    Command,
-    add_dead_arguments,
-    add_delete_arguments,
-    add_migrate_arguments,
-    add_purge_dead_arguments,
-    add_queue_arguments,
-    add_retry_arguments,
-    add_schedules_arguments,
-    add_show_arguments,
-    add_stats_arguments,
-    add_worker_arguments,
-    build_parser,
-    main,
-    queue_from_args,
-)
-from jobq.cli.operations import (
+from jobq.admin.operations import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -76,6 +56,28 @@ from jobq.cli.operations import (
     show,
     stats,
 )
+from jobq.admin.render import escape, job_details, job_summary
+
+# The shared modules by their first names: jobq.cli.operations, jobq.cli.render.
+from jobq.cli import operations as operations
+from jobq.cli import render as render
+from jobq.cli.command import (
+    COMMANDS,
+    Command,
+    add_dead_arguments,
+    add_delete_arguments,
+    add_migrate_arguments,
+    add_purge_dead_arguments,
+    add_queue_arguments,
+    add_retry_arguments,
+    add_schedules_arguments,
+    add_show_arguments,
+    add_stats_arguments,
+    add_worker_arguments,
+    build_parser,
+    main,
+    queue_from_args,
+)
 from jobq.cli.queues import (
     STORE_ENV,
     find_queue,
@@ -83,7 +85,6 @@ from jobq.cli.queues import (
     open_store,
     queue_for_command,
 )
-from jobq.cli.render import escape, job_details, job_summary
 
 __all__ = [
     "COMMANDS",

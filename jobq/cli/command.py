@@ -1,16 +1,15 @@
 """The ``jobq`` command's argument parsing (``argparse``) and ``main``.
 
-Each command is an ``add_<command>_arguments(parser)`` (reused by ``manage.py
-jobq``, whose parser is argparse too) and a function that takes the parsed
-arguments, calls ``jobq.cli.operations`` with plain values and returns what
-``jobq.cli.render`` makes of the result.
+Each command is an ``add_<command>_arguments(parser)`` (those that
+``manage.py jobq`` offers too are ``jobq.admin.arguments``') and a function
+that takes the parsed arguments, calls ``jobq.admin.operations`` with plain
+values and returns what ``jobq.admin.render`` makes of the result.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import signal
 import sys
@@ -19,18 +18,29 @@ from dataclasses import dataclass
 from typing import Any
 
 import jobq
-from jobq.cli import operations, render
-from jobq.cli.dashboard import add_dashboard_arguments, run_dashboard
-from jobq.cli.operations import (
+from jobq.admin import operations, render
+from jobq.admin.arguments import (
+    SUBCOMMANDS,
+    Subcommand,
+    add_dead_arguments,
+    add_delete_arguments,
+    add_migrate_arguments,
+    add_purge_dead_arguments,
+    add_retry_arguments,
+    add_schedules_arguments,
+    add_show_arguments,
+    add_stats_arguments,
+    add_worker_arguments,
+)
+from jobq.admin.operations import (
     EXIT_FAILED,
     EXIT_USAGE,
-    LOG_LEVELS,
-    SHUTDOWN_TIMEOUT,
     CommandError,
     NotConfirmed,
     Writer,
     command_error,
 )
+from jobq.cli.dashboard import add_dashboard_arguments, run_dashboard
 from jobq.cli.queues import STORE_ENV, find_queue
 from jobq.errors import JobqError
 from jobq.queue import JobQueue
@@ -56,73 +66,7 @@ __all__ = [
 Queue = JobQueue[Any]
 
 
-# -- the commands' arguments -------------------------------------------------------
-
-
-def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_json_argument(parser)
-
-
-def add_dead_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_json_argument(parser)
-
-
-def add_schedules_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_json_argument(parser)
-
-
-def add_show_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_id_argument(parser, "the job to show")
-    _add_json_argument(parser)
-
-
-def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_id_argument(parser, "the dead job to make pending again")
-    _add_json_argument(parser)
-
-
-def add_delete_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_id_argument(parser, "the dead job to remove")
-    _add_json_argument(parser)
-
-
-def add_purge_dead_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--yes",
-        action="store_true",
-        help="really delete them (without it, the command only says how many)",
-    )
-    _add_json_argument(parser)
-
-
-def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_json_argument(parser)
-
-
-def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=4,
-        metavar="N",
-        help="worker threads, i.e. jobs run at once (default: 4)",
-    )
-    parser.add_argument(
-        "--shutdown-timeout",
-        type=_seconds,
-        default=SHUTDOWN_TIMEOUT,
-        metavar="SECONDS",
-        help="on SIGTERM or SIGINT, wait this long for running jobs before "
-        "exiting; jobs still running then run again later (default: "
-        f"{SHUTDOWN_TIMEOUT:g}); a second signal exits at once",
-    )
-    parser.add_argument(
-        "--log-level",
-        choices=LOG_LEVELS,
-        default="INFO",
-        help="level of the messages written to stderr when the application "
-        "has not configured logging (default: INFO)",
-    )
+# -- the commands' arguments (``jobq.admin.arguments``, and these) ---------------
 
 
 def add_queue_arguments(parser: argparse.ArgumentParser) -> None:
@@ -205,13 +149,10 @@ def _worker(queue: Queue, args: argparse.Namespace) -> str:
 
 
 @dataclass(frozen=True)
-class Command:
+class Command(Subcommand):
     """One subcommand: its arguments, what it runs (the text to print), and
     whether it changes the store (then a JSON store's owner lock is needed)."""
 
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[Queue, argparse.Namespace], str]
     changes: Callable[[argparse.Namespace], bool]
 
@@ -234,65 +175,27 @@ def _if_yes(args: argparse.Namespace) -> bool:
     return bool(args.yes)
 
 
+def _shared(
+    name: str,
+    run: Callable[[Queue, argparse.Namespace], str],
+    changes: Callable[[argparse.Namespace], bool],
+) -> Command:
+    """The command ``name`` that ``manage.py jobq`` offers too."""
+    shared = SUBCOMMANDS[name]
+    return Command(shared.name, shared.help, shared.add_arguments, run, changes)
+
+
 COMMANDS: dict[str, Command] = {
     command.name: command
     for command in (
-        Command(
-            "stats",
-            "pending, running and dead jobs",
-            add_stats_arguments,
-            _stats,
-            _never,
-        ),
-        Command(
-            "dead",
-            "list the dead jobs, oldest first",
-            add_dead_arguments,
-            _dead,
-            _never,
-        ),
-        Command(
-            "schedules",
-            "list the periodic jobs (declared by --app's code, and orphaned ones)",
-            add_schedules_arguments,
-            _schedules,
-            _with_app,
-        ),
-        Command(
-            "show",
-            "show one job with its errors and tracebacks",
-            add_show_arguments,
-            _show,
-            _never,
-        ),
-        Command(
-            "retry",
-            "make a dead job pending again",
-            add_retry_arguments,
-            _retry,
-            _always,
-        ),
-        Command(
-            "delete",
-            "remove a dead job",
-            add_delete_arguments,
-            _delete,
-            _always,
-        ),
-        Command(
-            "purge-dead",
-            "remove every dead job (needs --yes)",
-            add_purge_dead_arguments,
-            _purge_dead,
-            _if_yes,
-        ),
-        Command(
-            "migrate",
-            "create or upgrade the schema of a SQLite or PostgreSQL store",
-            add_migrate_arguments,
-            _migrate,
-            _always,
-        ),
+        _shared("stats", _stats, _never),
+        _shared("dead", _dead, _never),
+        _shared("schedules", _schedules, _with_app),
+        _shared("show", _show, _never),
+        _shared("retry", _retry, _always),
+        _shared("delete", _delete, _always),
+        _shared("purge-dead", _purge_dead, _if_yes),
+        _shared("migrate", _migrate, _always),
         Command(
             "dashboard",
             "serve the web dashboard (prints its URL with a token)",
@@ -300,13 +203,7 @@ COMMANDS: dict[str, Command] = {
             run_dashboard,
             _never,  # a JSON file is only read; the databases do not care
         ),
-        Command(
-            "worker",
-            "run the workers of --app's queue until SIGTERM or SIGINT",
-            add_worker_arguments,
-            _worker,
-            _always,
-        ),
+        _shared("worker", _worker, _always),
     )
 }
 
@@ -410,35 +307,3 @@ def _report(
     prefix = f"jobq {command}" if command else "jobq"
     err.write(f"{prefix}: {message}\n")
     return code
-
-
-def _add_json_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print JSON (ASCII only, stable keys) instead of text",
-    )
-
-
-def _add_id_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
-    parser.add_argument("id", type=_positive_int, metavar="ID", help=help_text)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, not {text}")
-    return value

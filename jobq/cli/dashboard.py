@@ -22,13 +22,14 @@ import wsgiref.simple_server
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jobq.cli.operations import EXIT_USAGE, CommandError
+from jobq.admin.operations import EXIT_USAGE, CommandError
 from jobq.queue import JobQueue
-from jobq.stores import JsonFileStore
+from jobq.stores.base import capabilities_of
 
 logger = logging.getLogger("jobq.cli")
 
-#: What the dashboard says when a JSON file is shown by another process.
+#: What the dashboard says for a store only its owner writes (a JSON file),
+#: shown by another process.
 JSON_NOTICE = (
     "This is a JSON file store: its owning process writes it, so this "
     "separate dashboard is read-only. Mount the dashboard in that process "
@@ -91,12 +92,12 @@ def run_dashboard(queue: JobQueue[Any], args: argparse.Namespace) -> str:
     from jobq.web import make_app
 
     host, port = parse_bind(args.bind)
-    json_file = isinstance(queue.store, JsonFileStore)
+    owned = capabilities_of(queue.store).owner_writes  # a JSON file
     token = None if args.no_token else secrets.token_urlsafe(24)
     app = make_app(
         queue,
-        read_only=args.read_only or json_file,
-        notice=JSON_NOTICE if json_file else None,
+        read_only=args.read_only or owned,
+        notice=JSON_NOTICE if owned else None,
         token=token,
         allow=_anyone if args.no_token else None,
     )

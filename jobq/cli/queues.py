@@ -1,31 +1,31 @@
-"""Where a command finds its jobs: a store named by URL or path (``--store``,
-``$JOBQ_STORE``), or an application's ``JobQueue`` (``--app``, or the queue
-of a Flask app or Django project).
+"""Where the ``jobq`` command finds its jobs: a store named by URL or path
+(``--store``, ``$JOBQ_STORE``), or an application's ``JobQueue`` (``--app``).
 
 Stores the command opens itself are opened with care: a file that does not
 exist is an error (never created by a typo), a JSON store is read-only for
 commands that only look (its owner keeps running), a PostgreSQL store never
-runs DDL. ``migrate`` is the exception: creating the schema is its job.
+runs DDL. ``migrate`` is the exception: creating the schema is its job. An
+application's queue is used as ``flask jobq`` and ``manage.py jobq`` use
+theirs (``jobq.admin.access``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
-from jobq.cli.operations import EXIT_USAGE, CommandError
-from jobq.queue import JobQueue
-from jobq.stores import (
-    JsonFileStore,
-    PostgresStore,
-    SqliteStore,
-    Store,
-    store_from,
+from jobq.admin.access import (
+    command_queue,
+    queue_for_command,
+    require_existing,
+    stop_schema_changes,
 )
+from jobq.admin.operations import EXIT_USAGE, CommandError
+from jobq.queue import JobQueue
+from jobq.stores import Store, store_from
+from jobq.stores.base import NamedQueueStore, OwnedStore, capabilities_of
 
 __all__ = [
     "STORE_ENV",
@@ -86,11 +86,10 @@ def find_queue(
         app_queue = load_app(app)
         if worker or migrate:
             return app_queue, False
-        found = _for_command(app_queue, read_only=read_only)
-        if isinstance(app_queue.store, PostgresStore):
-            # The command (this process's last use of the app's queue)
-            # checks the schema, never creates or upgrades it.
-            app_queue.store.auto_migrate = False
+        found = command_queue(app_queue, read_only=read_only)
+        # The command (this process's last use of the app's queue) checks
+        # the schema, never creates or upgrades it.
+        stop_schema_changes(app_queue.store)
         return found, found is not app_queue
     if worker:
         raise CommandError(
@@ -126,106 +125,18 @@ def open_store(
         store = store_from(spec)
     except ValueError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
-    if (queue is not None or schema is not None) and not isinstance(
-        store, PostgresStore
-    ):
+    can = capabilities_of(store)
+    if (queue is not None or schema is not None) and not can.named_queues:
         raise CommandError(
             "--queue and --schema apply to a PostgreSQL store", EXIT_USAGE
         )
-    if isinstance(store, JsonFileStore):
-        if create:
-            return store  # migrate: nothing to create, nothing opened
-        _require_file(store)
-        return JsonFileStore(store.path, read_only=True) if read_only else store
-    if isinstance(store, SqliteStore):
-        if not create:
-            _require_file(store)
-        return store
-    if isinstance(store, PostgresStore):
-        return PostgresStore(
-            store.conninfo,
-            queue=queue or "default",
-            schema=schema or "jobq",
-            listen=False,  # no workers here to wake
-            pool_size=2,
-            auto_migrate=False,  # a missing schema is an error, not created
-        )
+    if not create:  # migrate: what is missing is its to create
+        require_existing(store)
+        if read_only and can.owner_writes:
+            return cast(OwnedStore, store).reader()
+    if can.named_queues:
+        return cast(NamedQueueStore, store).for_command(queue=queue, schema=schema)
     return store
-
-
-def _require_file(store: JsonFileStore | SqliteStore, whose: str = "") -> None:
-    """``CommandError`` (status 1) unless ``store``'s file exists: a command
-    only looks at or manages a store, so opening a missing one would leave
-    an empty store behind (a typo in a path, a command run before the app
-    ever started) where an error was due. ``whose`` says who named it."""
-    if isinstance(store, JsonFileStore):
-        if any(os.path.exists(p) for p in (store.path, f"{store.path}.lock")):
-            return
-        kind, create = "JSON", "start the app, which creates it"
-    elif os.path.exists(store.path):
-        return
-    else:
-        kind, create = "SQLite", "create it by starting the app or with migrate"
-    raise CommandError(
-        f"no {kind} store at {store.path}{whose}: a command never creates one; "
-        f"check the path, or {create}"
-    )
-
-
-@contextlib.contextmanager
-def _no_schema_changes(store: Store) -> Iterator[None]:
-    """While a command uses an application's PostgreSQL store, opening it
-    only checks the schema (``auto_migrate`` off), as ``--store`` does: a
-    command never creates a missing schema (nor upgrades an older one), and
-    says so. Restored afterwards, for an application that goes on."""
-    if not isinstance(store, PostgresStore) or not store.auto_migrate:
-        yield
-        return
-    store.auto_migrate = False
-    try:
-        yield
-    finally:
-        store.auto_migrate = True
-
-
-@contextlib.contextmanager
-def queue_for_command(queue: Queue, *, read_only: bool) -> Iterator[Queue]:
-    """An application's queue (``--app``, a Flask app's, a Django project's)
-    as a command other than ``worker`` and ``migrate`` uses it, for the
-    ``with`` block: its store must exist already (a command creates no file
-    and no PostgreSQL schema: ``CommandError`` status 1, or the store's
-    ``StoreError``), and for a command that only looks (``read_only``), a
-    JSON store the application owns is read through a read-only queue of its
-    own (closed afterwards), so the application keeps (or takes) its lock.
-    ``CommandError`` (status 2) for a queue that keeps its jobs in memory,
-    out of reach of the command."""
-    with _no_schema_changes(queue.store):
-        found = _for_command(queue, read_only=read_only)
-        try:
-            yield found
-        finally:
-            if found is not queue:
-                found.close()
-
-
-def _for_command(queue: Queue, *, read_only: bool) -> Queue:
-    """``queue`` as a command uses it (see ``queue_for_command``)."""
-    store = queue.store
-    if isinstance(store, JsonFileStore | SqliteStore):
-        # An application's queue opens its store on first use (importing
-        # the module, init_app, opened nothing): refused before that use.
-        _require_file(store, " (the app's store)")
-    if isinstance(store, JsonFileStore):
-        if read_only and not store.read_only:
-            return JobQueue(None, store=JsonFileStore(store.path, read_only=True))
-        return queue
-    if not store.keeps_results:
-        raise CommandError(
-            "the app's queue keeps its jobs in memory (store=None), out of reach "
-            "of another process; give it a persistent store",
-            EXIT_USAGE,
-        )
-    return queue
 
 
 def load_app(spec: str) -> Queue:

@@ -37,8 +37,8 @@ gunicorn's master with ``--preload`` and ``flask`` commands start none.
 every app's queue the same way (see ``JobQueue.periodic``).
 
 ``flask jobq worker|stats|dead|schedules|show|retry|delete|purge-dead|migrate`` are
-the commands of ``jobq.cli`` over the app's queue: the same operations
-(``jobq.cli.operations``) and output (``jobq.cli.render``), parsed by click.
+the commands of ``jobq`` over the app's queue: the same operations
+(``jobq.admin.operations``) and output (``jobq.admin.render``), parsed by click.
 """
 
 from __future__ import annotations
@@ -57,15 +57,15 @@ import click
 from flask import Flask, current_app, has_app_context
 from flask.cli import AppGroup
 
-from jobq.cli import operations, render
-from jobq.cli.operations import (
+from jobq.admin import operations, render
+from jobq.admin.access import queue_for_command
+from jobq.admin.operations import (
     LOG_LEVELS,
     SHUTDOWN_TIMEOUT,
     CommandError,
     command_error,
     run_worker,
 )
-from jobq.cli.queues import queue_for_command
 from jobq.contrib import flask_dashboard
 from jobq.contrib.options import (
     AUTOSTART,
@@ -423,7 +423,7 @@ def _reporting() -> Iterator[None]:
 @contextlib.contextmanager
 def _queue(*, read_only: bool) -> Iterator[JobQueue[Any]]:
     """The current app's queue as the command uses it (see
-    ``jobq.cli.queue_for_command``), failures reported."""
+    ``jobq.admin.queue_for_command``), failures reported."""
     with (
         _reporting(),
         queue_for_command(_current_state().queue, read_only=read_only) as queue,

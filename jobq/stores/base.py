@@ -52,14 +52,26 @@ string headers; ``None`` means none) are stored as ``add`` receives them,
 handed back in each ``Claim`` and shown in each ``JobRecord`` (``meta``
 decoded), through retries, revive and restarts.
 
-Pages (optional): a store may also answer ``page_jobs(query, now) ->
-JobPage`` (``jobq.stores.pages``), one keyset page of a job list with
-filters, reading only that page (O(page) with an index on the database
-stores). The dashboard and ``JobQueue.browse`` use it where present, and
-``page_from_list`` (the whole of ``list_jobs``) where not, so a store
-written before keeps working.
+Capabilities: what a store can do beyond the required members, its class
+declares once, ``capabilities = Capabilities(pages=True, ...)``. Each flag
+promises the members of the protocol beside it (``PageStore``,
+``ScheduleStore``, ...; ``missing_members`` holds a store to that), and the
+queue and the tools that manage a queue from outside (``jobq.admin``) ask
+the flags (``capabilities_of``), never the members. A store whose class
+declares none (written before them) can do what it has the members of:
+pages, finished counts, schedules, a schema; none of the others. A store
+may also say where it keeps its jobs, for people: ``location``, a string
+(``location_of``; its class's name where it says nothing).
 
-Finished per minute (optional): a store shared between processes may also
+Pages (optional, ``Capabilities.pages``): a store may also answer
+``page_jobs(query, now) -> JobPage`` (``jobq.stores.pages``), one keyset
+page of a job list with filters, reading only that page (O(page) with an
+index on the database stores). The dashboard and ``JobQueue.browse`` use it
+where the store can, and ``page_from_list`` (the whole of ``list_jobs``)
+where not, so a store written before keeps working.
+
+Finished per minute (optional, ``Capabilities.finished_counts``): a store
+shared between processes may also
 answer ``finished_per_minute(since, now) -> list[FinishedMinute]``: for the
 minutes from ``since`` (a multiple of 60) to ``now``'s, oldest first (those
 in which nothing finished may be left out), how many kept completed jobs
@@ -78,19 +90,23 @@ Dead letters: each burial keeps the newest ``dead_letter_limit`` dead jobs
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, runtime_checkable
 
 from jobq._failures import type_path
 from jobq._fork import ForkAware as ForkAware  # public for stores: see Store
 from jobq._fork import reset_after_fork as reset_after_fork
 from jobq._logs import job_extra
 from jobq.errors import ProcessDied, QueueFull
-from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
+
+if TYPE_CHECKING:
+    from jobq.stores.pages import JobPage, JobQuery
 
 logger = logging.getLogger(__name__)
 
@@ -468,13 +484,29 @@ class ScheduleStore(Protocol):
         """Every schedule's stored state, by name (orphans included)."""
 
 
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The members a protocol class declares, as ``typing.get_protocol_members``
+    (3.13+) finds them but in the order written: annotated attributes, then
+    methods and properties, those of its protocol bases first; private and
+    dunder names (``typing``'s own among them) left out."""
+    names: dict[str, None] = {}
+    for cls in reversed(protocol.__mro__):
+        if cls not in (object, Protocol, Generic):
+            names.update(dict.fromkeys([*inspect.get_annotations(cls), *vars(cls)]))
+    return tuple(name for name in names if not name.startswith("_"))
+
+
 #: The members ``periodic`` needs of a store, beyond ``STORE_MEMBERS``.
-SCHEDULE_MEMBERS = ("enqueue_slot", "schedule_states")
+SCHEDULE_MEMBERS = protocol_members(ScheduleStore)
 
 
 def missing_schedule_members(store: object) -> list[str]:
-    """The members of ``ScheduleStore`` that ``store`` lacks."""
-    return [name for name in SCHEDULE_MEMBERS if not hasattr(store, name)]
+    """The members of ``ScheduleStore`` that ``store`` lacks: all of them
+    where it declares it keeps no schedules (``Capabilities.schedules``)."""
+    if capabilities_of(store).schedules:
+        return []
+    lacking = [name for name in SCHEDULE_MEMBERS if not hasattr(store, name)]
+    return lacking or list(SCHEDULE_MEMBERS)
 
 
 def slot_taken(state: SlotState | None, slot: float) -> bool:
@@ -494,18 +526,148 @@ def overlapping_job(
     return None
 
 
-#: Every attribute and method the queue needs of a store.
-STORE_MEMBERS = (
-    "lease_seconds", "claim_batch", "shared_between_processes", "keeps_results",
-    "transactional_add", "open", "close", "save", "add", "claim_many",
-    "finish_many", "fail_many", "release", "renew", "recover", "get",
-    "list_jobs", "revive", "delete_dead", "cancel", "stats", "next_due",
-)  # fmt: skip
+#: Every attribute and method the queue needs of a store: ``Store``'s members.
+STORE_MEMBERS = protocol_members(Store)
 
 
 def missing_members(store: object) -> list[str]:
-    """The members of ``Store`` that ``store`` lacks, in the protocol's order."""
-    return [name for name in STORE_MEMBERS if not hasattr(store, name)]
+    """The members of ``Store`` that ``store`` lacks, in the protocol's order,
+    then those of the capabilities it declares."""
+    can = capabilities_of(store)
+    promised = [m for name, ms in _PROMISED.items() if getattr(can, name) for m in ms]
+    return [name for name in (*STORE_MEMBERS, *promised) if not hasattr(store, name)]
+
+
+# -- what a store can do beyond the required members ---------------------------------
+
+
+class PageStore(Protocol):
+    """``Capabilities.pages``: see "Pages" in the module."""
+
+    def page_jobs(self, query: JobQuery, now: float) -> JobPage: ...
+
+
+class FinishedStore(Protocol):
+    """``Capabilities.finished_counts``: see "Finished per minute" in the module."""
+
+    def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]: ...
+
+
+@runtime_checkable
+class SchemaStore(Protocol):
+    """``Capabilities.schema``: a store whose tables have a schema version."""
+
+    def migrate(self) -> int:
+        """Create the schema, or bring it to this jobq's version, now (a
+        deploy step, or ``jobq migrate``); returns that version."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """What a store can do beyond ``Store``, declared on its class:
+    ``capabilities = Capabilities(pages=True, schedules=True)``. A flag that
+    is ``True`` promises the members of the protocol named beside it; one
+    left ``False`` means they are never used, even where present."""
+
+    #: ``PageStore``: a page of a job list read on its own (else the queue
+    #: pages through ``list_jobs``).
+    pages: bool = False
+    #: ``FinishedStore``: jobs finished per minute, across processes (else
+    #: ``JobQueue.finished_per_minute`` is ``None``).
+    finished_counts: bool = False
+    #: ``ScheduleStore``: what ``@queue.periodic`` needs (else it refuses).
+    schedules: bool = False
+    #: ``SchemaStore``: a schema that ``migrate()`` creates or upgrades (else
+    #: ``jobq migrate`` has nothing to do).
+    schema: bool = False
+
+    # What the tools that manage a queue from outside (``jobq.admin``) ask:
+    # such a tool never creates a store, and writes only where it may.
+
+    #: ``FileStore``: files that must be there (``missing()``) before a tool
+    #: opens the store, which would create them.
+    files: bool = False
+    #: ``OwnedStore``: only the owning process changes the jobs; a tool that
+    #: only looks uses ``reader()``, a dashboard of its own shows no actions.
+    owner_writes: bool = False
+    #: ``MigratingStore``: opening creates or upgrades the schema unless
+    #: ``auto_migrate`` is off, as a tool turns it meanwhile.
+    migrates_on_open: bool = False
+    #: ``NamedQueueStore``: one place, several named queues (``jobq
+    #: --queue``, ``--schema``); ``for_command`` is the store a command uses.
+    named_queues: bool = False
+
+
+class FileStore(Protocol):
+    """``Capabilities.files``: a store kept in files."""
+
+    def missing(self) -> str | None:
+        """``None`` if the store's files are there; else what is not, for
+        people ("no SQLite store at /srv/jobs.db")."""
+
+
+class OwnedStore(Protocol):
+    """``Capabilities.owner_writes``: one process, the owner, changes the
+    jobs; others only read them."""
+
+    def reader(self) -> Store:
+        """This store as another process reads it: never taking the owner's
+        place, refusing changes; itself if it is such a reader."""
+
+
+class MigratingStore(Protocol):
+    """``Capabilities.migrates_on_open``."""
+
+    #: Opening creates the schema, or upgrades an older one, while true.
+    auto_migrate: bool
+
+
+class NamedQueueStore(Protocol):
+    """``Capabilities.named_queues``."""
+
+    def for_command(
+        self, *, queue: str | None = None, schema: str | None = None
+    ) -> Store:
+        """A store over the same place as a short-lived command uses it: on
+        ``queue`` and ``schema`` (default: this store's), waking no workers,
+        with few connections, and opening only checks the schema."""
+
+
+#: The members each capability promises: its protocol's.
+_PROMISED = {
+    "pages": protocol_members(PageStore),
+    "finished_counts": protocol_members(FinishedStore),
+    "schedules": SCHEDULE_MEMBERS,
+    "schema": protocol_members(SchemaStore),
+    "files": protocol_members(FileStore),
+    "owner_writes": protocol_members(OwnedStore),
+    "migrates_on_open": protocol_members(MigratingStore),
+    "named_queues": protocol_members(NamedQueueStore),
+}
+
+#: The capabilities older than their declaration: found by their members in a
+#: store that declares none, as the queue and the tools found them then.
+_FOUND_BY_MEMBERS = ("pages", "finished_counts", "schedules", "schema")
+
+
+def capabilities_of(store: object) -> Capabilities:
+    """What ``store`` can do beyond ``Store``: its class's ``capabilities``.
+    A store that declares none was written before them: it can do the older
+    ones it has every member of, and none of the others."""
+    declared = getattr(store, "capabilities", None)
+    if isinstance(declared, Capabilities):
+        return declared
+    return Capabilities(**{
+        name: all(hasattr(store, member) for member in _PROMISED[name])
+        for name in _FOUND_BY_MEMBERS
+    })  # fmt: skip
+
+
+def location_of(store: object) -> str:
+    """Where ``store`` keeps its jobs, for people: its ``location`` (the
+    built-in stores': "the SQLite file /srv/jobs.db"), else its class's name."""
+    location = getattr(store, "location", None)
+    return location if isinstance(location, str) else type(store).__name__
 
 
 # -- the rules every store applies the same way ----------------------------------------

@@ -40,6 +40,7 @@ from jobq.stores._entry import DEAD, STATE, Entry
 from jobq.stores._journal import Scan, Segments, encode_record
 from jobq.stores._jsonread import Files, SegmentDamage, SnapshotDamage, read_files
 from jobq.stores.base import (
+    Capabilities,
     Claim,
     Done,
     Failure,
@@ -79,6 +80,9 @@ class JsonFileStore(OneJobCalls):
     shared_between_processes = False  # one owner; other processes may read
     keeps_results = True  # the file outlives the process
     transactional_add = False
+    capabilities = Capabilities(
+        pages=True, schedules=True, files=True, owner_writes=True
+    )
 
     def __init__(
         self,
@@ -274,6 +278,23 @@ class JsonFileStore(OneJobCalls):
 
     def next_due(self) -> float | None:
         return self._memory.next_due()
+
+    # -- for tools outside the owner (Capabilities) ------------------------------
+
+    @property
+    def location(self) -> str:
+        return f"the JSON file {self.path}"
+
+    def missing(self) -> str | None:
+        """``None`` if the file is there, or its owner's lock (an owner that
+        has saved nothing yet); else what is not."""
+        if any(os.path.exists(p) for p in (self.path, self._owner.lock_path)):
+            return None
+        return f"no JSON store at {self.path}"
+
+    def reader(self) -> JsonFileStore:
+        """The file as another process reads it: ``read_only``."""
+        return self if self.read_only else JsonFileStore(self.path, read_only=True)
 
     # -- recording changes (ChangeRecorder: called under the memory's lock) ------
 

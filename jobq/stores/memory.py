@@ -55,6 +55,7 @@ from jobq.stores._entry import (
     started,
 )
 from jobq.stores.base import (
+    Capabilities,
     Claim,
     Done,
     Failure,
@@ -161,6 +162,8 @@ class MemoryStore(OneJobCalls):
     shared_between_processes = False
     keeps_results = False
     transactional_add = False
+    capabilities = Capabilities(pages=True, schedules=True)
+    location = "memory"
     #: Nothing survives a crash here, so workers may always take several jobs.
     claim_batch: int = 32
 

@@ -42,6 +42,7 @@ from jobq._rules import check_text
 from jobq.errors import StoreError
 from jobq.stores.base import (
     ERRORS_KEPT,
+    Capabilities,
     Claim,
     Done,
     Failure,
@@ -149,6 +150,10 @@ class PostgresStore(OneJobCalls):
     shared_between_processes = True
     keeps_results = True
     transactional_add = True
+    capabilities = Capabilities(
+        pages=True, finished_counts=True, schedules=True, schema=True,
+        migrates_on_open=True, named_queues=True,
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -236,6 +241,29 @@ class PostgresStore(OneJobCalls):
     def where(self) -> str:
         """The server and database, as messages name them (no password)."""
         return self._db.where
+
+    @property
+    def location(self) -> str:
+        return f"{self.where}, schema {self.schema!r}, queue {self.queue!r}"
+
+    def for_command(
+        self, *, queue: str | None = None, schema: str | None = None
+    ) -> PostgresStore:
+        """This database as a short-lived command uses it (``jobq --store``):
+        on ``queue`` and ``schema`` (default: this store's), listening to no
+        one (it runs no workers), two connections, and opening only checks
+        the schema (``auto_migrate=False``)."""
+        return PostgresStore(
+            self.conninfo,
+            queue=queue or self.queue,
+            schema=schema or self.schema,
+            connect_timeout=self.connect_timeout,
+            clock=self.clock,
+            prepare=self.prepare,
+            listen=False,
+            pool_size=2,
+            auto_migrate=False,
+        )
 
     @property
     def listening(self) -> bool:

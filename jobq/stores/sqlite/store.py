@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from jobq._fork import reset_after_fork
 from jobq.errors import StoreError
 from jobq.stores.base import (
+    Capabilities,
     Claim,
     Done,
     Failure,
@@ -223,6 +224,9 @@ class SqliteStore(OneJobCalls):
     shared_between_processes = True
     keeps_results = True
     transactional_add = False
+    capabilities = Capabilities(
+        pages=True, finished_counts=True, schedules=True, schema=True, files=True
+    )
 
     def __init__(
         self,
@@ -255,6 +259,14 @@ class SqliteStore(OneJobCalls):
         self._reset_process_state()
         reset_after_fork(self)
         guard.track(self)
+
+    @property
+    def location(self) -> str:
+        return f"the SQLite file {self.path}"
+
+    def missing(self) -> str | None:
+        """``None`` if the database file is there; else what is not."""
+        return None if os.path.exists(self.path) else f"no SQLite store at {self.path}"
 
     @property
     def listening(self) -> bool:

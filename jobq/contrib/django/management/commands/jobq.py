@@ -3,8 +3,8 @@
 project's queue (``settings.JOBQ["STORE"]``); workers run with ``manage.py
 jobq_worker``.
 
-The arguments are the ``jobq`` command's (``jobq.cli.COMMANDS``), the work
-is ``jobq.cli.operations``', the output ``jobq.cli.render``'s."""
+The arguments are the ``jobq`` command's (``jobq.admin.arguments``), the
+work is ``jobq.admin.operations``', the output ``jobq.admin.render``'s."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from jobq import cli
-from jobq.cli import operations, render
+from jobq import admin
+from jobq.admin import operations, render
+from jobq.admin.arguments import SUBCOMMANDS
 from jobq.contrib.django import get_queue
 from jobq.errors import JobqError
 from jobq.queue import JobQueue
@@ -21,7 +22,7 @@ from jobq.queue import JobQueue
 #: The ``jobq`` commands this one offers (``worker`` is ``jobq_worker``).
 NAMES = ("stats", "dead", "schedules", "show", "retry", "delete", "purge-dead",
          "migrate")  # fmt: skip
-COMMANDS = {name: cli.COMMANDS[name] for name in NAMES}
+COMMANDS = {name: SUBCOMMANDS[name] for name in NAMES}
 
 
 class Command(BaseCommand):
@@ -41,10 +42,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             text = run(options["jobq_command"], get_queue(), options)
-        except cli.CommandError as exc:
+        except admin.CommandError as exc:
             raise CommandError(exc.message, returncode=exc.code) from None
         except JobqError as exc:
-            raise CommandError(cli.command_error(exc).message) from None
+            raise CommandError(admin.command_error(exc).message) from None
         self.stdout.write(text, ending="")
 
 
@@ -54,11 +55,11 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
     if name == "migrate":
         done = operations.migrate(queue.store)
         return render.migration(done.store, done.version, as_json=as_json)
-    # schedules: the project's own queue declares them (see cli's _with_app).
+    # schedules: the project's own queue declares them (as jobq's --app does).
     changes = name in ("retry", "delete", "schedules") or (
         name == "purge-dead" and options["yes"]
     )
-    with cli.queue_for_command(queue, read_only=not changes) as used:
+    with admin.queue_for_command(queue, read_only=not changes) as used:
         if name == "stats":
             return render.stats(operations.stats(used), as_json=as_json)
         if name == "dead":

@@ -1,0 +1,169 @@
+"""The commands' arguments, as ``argparse`` takes them: ``jobq`` and
+``manage.py jobq`` (whose parser is argparse too) offer the same ones.
+``flask jobq`` has click's spelling of them."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from jobq.admin.operations import LOG_LEVELS, SHUTDOWN_TIMEOUT
+
+__all__ = [
+    "SUBCOMMANDS",
+    "Subcommand",
+    "add_dead_arguments",
+    "add_delete_arguments",
+    "add_migrate_arguments",
+    "add_purge_dead_arguments",
+    "add_retry_arguments",
+    "add_schedules_arguments",
+    "add_show_arguments",
+    "add_stats_arguments",
+    "add_worker_arguments",
+]
+
+
+def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_dead_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_schedules_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_show_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_id_argument(parser, "the job to show")
+    _add_json_argument(parser)
+
+
+def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_id_argument(parser, "the dead job to make pending again")
+    _add_json_argument(parser)
+
+
+def add_delete_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_id_argument(parser, "the dead job to remove")
+    _add_json_argument(parser)
+
+
+def add_purge_dead_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="really delete them (without it, the command only says how many)",
+    )
+    _add_json_argument(parser)
+
+
+def add_migrate_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=4,
+        metavar="N",
+        help="worker threads, i.e. jobs run at once (default: 4)",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=_seconds,
+        default=SHUTDOWN_TIMEOUT,
+        metavar="SECONDS",
+        help="on SIGTERM or SIGINT, wait this long for running jobs before "
+        "exiting; jobs still running then run again later (default: "
+        f"{SHUTDOWN_TIMEOUT:g}); a second signal exits at once",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="INFO",
+        help="level of the messages written to stderr when the application "
+        "has not configured logging (default: INFO)",
+    )
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """A command as a parser offers it: its name, its help, its arguments."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+
+
+#: The commands that ``jobq`` and ``manage.py jobq`` share (``jobq
+#: dashboard`` is the command's own), by name.
+SUBCOMMANDS: dict[str, Subcommand] = {
+    command.name: command
+    for command in (
+        Subcommand("stats", "pending, running and dead jobs", add_stats_arguments),
+        Subcommand("dead", "list the dead jobs, oldest first", add_dead_arguments),
+        Subcommand(
+            "schedules",
+            "list the periodic jobs (declared by --app's code, and orphaned ones)",
+            add_schedules_arguments,
+        ),
+        Subcommand(
+            "show", "show one job with its errors and tracebacks", add_show_arguments
+        ),
+        Subcommand("retry", "make a dead job pending again", add_retry_arguments),
+        Subcommand("delete", "remove a dead job", add_delete_arguments),
+        Subcommand(
+            "purge-dead",
+            "remove every dead job (needs --yes)",
+            add_purge_dead_arguments,
+        ),
+        Subcommand(
+            "migrate",
+            "create or upgrade the schema of a SQLite or PostgreSQL store",
+            add_migrate_arguments,
+        ),
+        Subcommand(
+            "worker",
+            "run the workers of --app's queue until SIGTERM or SIGINT",
+            add_worker_arguments,
+        ),
+    )
+}
+
+
+def _add_json_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (ASCII only, stable keys) instead of text",
+    )
+
+
+def _add_id_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("id", type=_positive_int, metavar="ID", help=help_text)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, not {text}")
+    return value

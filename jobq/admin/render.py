@@ -1,0 +1,341 @@
+"""What the commands print: the results of ``jobq.admin.operations`` as text
+for people or as JSON, each function taking values and returning the text.
+
+Stored text is data from whoever enqueued the job or raised the error, so
+everything shown from a job (payload, key, task, errors, tracebacks, result)
+passes through ``escape``: control characters such as ESC, line breaks in
+one-line fields, and other non-printable characters appear as escapes like
+``\\x1b`` and ``\\n``, never raw, so a job cannot drive the terminal. JSON
+output is ASCII-only, with stable keys; times in it are epoch seconds.
+
+Every function returns whole lines (each ending in a newline) for a
+front-end to write as they are: ``jobq``, ``flask jobq`` and ``manage.py
+jobq`` print the same text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from jobq.types import JobRecord, JobState, Schedule, Stats
+
+__all__ = [
+    "ERROR_WIDTH",
+    "KEY_WIDTH",
+    "buried_at",
+    "dead",
+    "deleted",
+    "escape",
+    "job",
+    "job_details",
+    "job_summary",
+    "migration",
+    "plural",
+    "purged",
+    "retried",
+    "schedules",
+    "stats",
+    "to_json",
+    "when",
+]
+
+#: Characters of a text column in ``jobq dead`` beyond which it is cut.
+KEY_WIDTH = 32
+ERROR_WIDTH = 72
+
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape(text: str, *, keep: str = "") -> str:
+    """``text`` safe to write to a terminal.
+
+    Every non-printable character (``str.isprintable``: control characters
+    such as ESC and line breaks, C1 controls, bidirectional overrides, lone
+    surrogates) becomes an escape as ``repr`` writes it (``\\x1b``, ``\\n``,
+    ``\\u202e``); printable text, non-ASCII letters included, stays as it is.
+    Characters in ``keep`` (e.g. ``"\\n"`` for a traceback) stay too.
+    """
+    if text.isprintable():
+        return text
+    return "".join(
+        ch if ch.isprintable() or ch in keep else _escape_char(ch) for ch in text
+    )
+
+
+def _escape_char(ch: str) -> str:
+    named = _NAMED_ESCAPES.get(ch)
+    if named is not None:
+        return named
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+# -- JSON ------------------------------------------------------------------------
+
+
+def job_summary(record: JobRecord[Any]) -> dict[str, Any]:
+    """A job as ``jobq dead --json`` lists it (stable keys; times are epoch
+    seconds; ``buried_at`` is ``null`` unless the job is dead)."""
+    return {
+        "id": record.id,
+        "state": str(record.state),
+        "attempts": record.attempts,
+        "max_attempts": record.max_attempts,
+        "priority": record.priority,
+        "key": record.key,
+        "task": record.task,
+        "created_at": record.created_at,
+        "run_at": record.run_at,
+        "buried_at": buried_at(record),
+        "last_error": record.last_error,
+        "payload": record.payload,
+    }
+
+
+def job_details(record: JobRecord[Any]) -> dict[str, Any]:
+    """A job as ``jobq show --json`` prints it: the summary plus ``result``,
+    its last attempt's ``started_at`` and ``finished_at``, ``timeout``,
+    ``meta`` and ``errors`` (one object per kept failed attempt, oldest
+    first)."""
+    details = job_summary(record)
+    details["result"] = record.result
+    details["started_at"] = record.started_at
+    details["finished_at"] = record.finished_at
+    details["timeout"] = record.timeout
+    details["meta"] = dict(record.meta)
+    details["errors"] = [
+        {
+            "type": error.type,
+            "message": error.message,
+            "traceback": error.traceback,
+            "at": error.at,
+        }
+        for error in record.errors
+    ]
+    return details
+
+
+def buried_at(record: JobRecord[Any]) -> float | None:
+    """When a dead job died: the time of its last failed attempt."""
+    if record.state != JobState.DEAD or not record.errors:
+        return None
+    return record.errors[-1].at
+
+
+def to_json(value: Any) -> str:
+    """``value`` as indented ASCII-only JSON, one trailing newline."""
+    return json.dumps(value, indent=2, ensure_ascii=True) + "\n"
+
+
+# -- the commands' output --------------------------------------------------------
+
+
+def stats(counts: Stats, *, as_json: bool = False) -> str:
+    """Pending (delayed included), delayed, running and dead jobs, completed
+    ones whose results are kept, and the worker threads this process's queue
+    abandoned at a time limit."""
+    shown = {
+        "pending": counts.pending,
+        "delayed": counts.delayed,
+        "running": counts.running,
+        "dead": counts.dead,
+        "kept": counts.kept,
+        "abandoned": counts.abandoned,
+    }
+    if as_json:
+        return to_json(shown)
+    return _fields([(name, str(count)) for name, count in shown.items()])
+
+
+def schedules(shown: Sequence[Schedule], *, as_json: bool = False) -> str:
+    """The periodic jobs: declared ones, then orphaned ones (kept by the
+    store, declared by no code loaded here); times in UTC."""
+    if as_json:
+        return to_json([
+            {
+                "name": s.name,
+                "expression": s.expression,
+                "tz": s.tz,
+                "next_slot": _epoch(s.next_slot),
+                "last_slot": _epoch(s.last_slot),
+                "last_job_id": s.last_job_id,
+                "orphaned": s.orphaned,
+            }
+            for s in shown
+        ])  # fmt: skip
+    if not shown:
+        return "no schedules\n"
+    headers = ["NAME", "EXPRESSION", "TZ", "NEXT (UTC)", "LAST (UTC)", "LAST JOB"]
+    rows = [
+        [
+            escape(s.name) + (" (orphaned)" if s.orphaned else ""),
+            escape(s.expression),
+            escape(s.tz),
+            when(_epoch(s.next_slot)),
+            when(_epoch(s.last_slot)),
+            "-" if s.last_job_id is None else str(s.last_job_id),
+        ]
+        for s in shown
+    ]
+    return _table(headers, rows)
+
+
+def _epoch(moment: dt.datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def dead(records: Sequence[JobRecord[Any]], *, as_json: bool = False) -> str:
+    """The dead-letter list, oldest first: a table, or a JSON array."""
+    if as_json:
+        return to_json([job_summary(record) for record in records])
+    if not records:
+        return "no dead jobs\n"
+    with_task = any(record.task is not None for record in records)
+    headers = ["ID", "ATTEMPTS", "BURIED (UTC)", "CREATED (UTC)", "KEY"]
+    headers += ["TASK"] if with_task else []
+    headers += ["LAST ERROR"]
+    rows = []
+    for record in records:
+        row = [
+            str(record.id),
+            f"{record.attempts}/{record.max_attempts}",
+            when(buried_at(record)),
+            when(record.created_at),
+            _optional(record.key, KEY_WIDTH),
+        ]
+        row += [_optional(record.task, KEY_WIDTH)] if with_task else []
+        row += [_optional(record.last_error, ERROR_WIDTH)]
+        rows.append(row)
+    return _table(headers, rows)
+
+
+def job(record: JobRecord[Any], *, as_json: bool = False) -> str:
+    """One job in any state, with every kept error and its traceback."""
+    if as_json:
+        return to_json(job_details(record))
+    fields = [
+        ("id", str(record.id)),
+        ("state", str(record.state)),
+        ("attempts", f"{record.attempts} of {record.max_attempts} failed"),
+        ("priority", str(record.priority)),
+        ("key", _optional(record.key)),
+        ("task", _optional(record.task)),
+        ("created", when(record.created_at) + " UTC"),
+    ]
+    if record.state == JobState.PENDING:
+        fields.append(("due", when(record.run_at) + " UTC"))
+    if record.state == JobState.DEAD:
+        fields.append(("buried", when(buried_at(record)) + " UTC"))
+    if record.started_at is not None:
+        ended = "running" if record.finished_at is None else when(record.finished_at)
+        fields.append(("attempted", f"{when(record.started_at)} UTC to {ended}"))
+    if record.timeout is not None:
+        fields.append(("timeout", f"{record.timeout:g} s"))
+    if record.meta:
+        fields.append(("meta", _json_text(dict(record.meta))))
+    fields.append(("last error", _optional(record.last_error)))
+    fields.append(("payload", _json_text(record.payload)))
+    if record.state == JobState.COMPLETED:
+        fields.append(("result", _json_text(record.result)))
+    lines = [_fields(fields)]
+    count = len(record.errors)
+    for number, error in enumerate(record.errors, 1):
+        heading = f"error {number} of {count}, at {when(error.at)} UTC"
+        message = f"{error.type}: {error.message}" if error.message else error.type
+        lines.append(f"\n{heading}\n  {escape(message)}\n")
+        lines.extend(
+            f"    {line}\n"
+            for line in escape(error.traceback.rstrip("\n"), keep="\n").splitlines()
+        )
+    return "".join(lines)
+
+
+def retried(job_id: int, *, as_json: bool = False) -> str:
+    """A dead job made pending again."""
+    if as_json:
+        return to_json({"id": job_id, "retried": True})
+    return f"job {job_id} is pending again\n"
+
+
+def deleted(job_id: int, *, as_json: bool = False) -> str:
+    """A dead job removed."""
+    if as_json:
+        return to_json({"id": job_id, "deleted": True})
+    return f"job {job_id} deleted\n"
+
+
+def purged(count: int, *, as_json: bool = False) -> str:
+    """Every dead job removed: how many."""
+    if as_json:
+        return to_json({"deleted": count})
+    return f"deleted {plural(count, 'dead job')}\n"
+
+
+def migration(store: str, version: int | None, *, as_json: bool = False) -> str:
+    """``store``'s schema at ``version`` now; ``None``: a store without a
+    schema (JSON file, memory), nothing to migrate."""
+    if as_json:
+        return to_json({"store": store, "schema_version": version})
+    if version is None:
+        return f"{escape(store)} has no schema: nothing to migrate\n"
+    return f"{escape(store)}: jobq schema at version {version}\n"
+
+
+# -- pieces ----------------------------------------------------------------------
+
+
+def when(epoch: float | None) -> str:
+    """Epoch seconds as UTC time for people; ``-`` for none."""
+    if epoch is None:
+        return "-"
+    try:
+        moment = dt.datetime.fromtimestamp(epoch, dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return repr(epoch)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 dead job``, ``2 dead jobs``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _json_text(value: Any) -> str:
+    """A payload or result as one escaped line of JSON."""
+    return escape(json.dumps(value, ensure_ascii=False))
+
+
+def _optional(text: str | None, width: int | None = None) -> str:
+    if text is None:
+        return "-"
+    shown = escape(text)
+    return shown if width is None else _cut(shown, width)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell; the first column right-aligned."""
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [
+            cell.rjust(width) if i == 0 else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip() + "\n")
+    return "".join(lines)
+
+
+def _fields(fields: Sequence[tuple[str, str]]) -> str:
+    width = max(len(name) for name, _ in fields)
+    return "".join(f"{name.ljust(width)}  {value}\n" for name, value in fields)
