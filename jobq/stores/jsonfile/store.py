@@ -32,9 +32,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jobq._fork import reset_after_fork
-from jobq._threads import start_helper
 from jobq.errors import StoreError, StoreLocked
 from jobq.stores._entry import DEAD, STATE, Entry
+from jobq.stores._threads import start_helper
 from jobq.stores.base import (
     Claim,
     Done,
