@@ -44,7 +44,7 @@ from jobq.stores.base import (
     SlotState,
     StoreStats,
 )
-from jobq.stores.common import (
+from jobq.stores.helpers import (
     OneJobCalls,
     batch_size,
 )
