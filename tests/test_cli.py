@@ -37,9 +37,9 @@ from postgres_url import POSTGRES_URL
 
 import jobq
 from jobq import cli
-from jobq._fileio import OwnerLock
 from jobq.cli import render
 from jobq.stores import JsonFileStore, PostgresStore, SqliteStore, Store
+from jobq.stores.jsonfile.fileio import OwnerLock
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 30.0  # seconds; a cap so that a broken worker fails a test, never hangs it

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from jobq._fileio import (
+from jobq.errors import StoreError, StoreLocked
+from jobq.stores.jsonfile.fileio import (
     FileIO,
     OwnerLock,
     durable_replace,
     move_aside,
     read_owner_pid,
 )
-from jobq.errors import StoreError, StoreLocked
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 30  # seconds; a generous cap so that a broken test fails, never hangs
@@ -33,7 +33,7 @@ WAIT = 30  # seconds; a generous cap so that a broken test fails, never hangs
 # Tries to take the lock once and reports the outcome as one JSON line.
 TRY_ACQUIRE = """
 import json, sys
-from jobq._fileio import OwnerLock
+from jobq.stores.jsonfile.fileio import OwnerLock
 from jobq.errors import StoreLocked
 try:
     OwnerLock(sys.argv[1]).acquire()
@@ -46,7 +46,7 @@ else:
 # Takes the lock, says "held", releases it on "release", exits on end of input.
 HOLDER = """
 import sys
-from jobq._fileio import OwnerLock
+from jobq.stores.jsonfile.fileio import OwnerLock
 lock = OwnerLock(sys.argv[1])
 lock.acquire()
 print("held", flush=True)

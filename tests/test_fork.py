@@ -50,8 +50,8 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq._fileio import OwnerLock
 from jobq.stores import SqliteStore
+from jobq.stores.jsonfile.fileio import OwnerLock
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 30.0  # seconds; a cap so that a broken (deadlocked) child fails, never hangs

@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq._fileio import FileIO
 from jobq.stores import JsonFileStore
+from jobq.stores.jsonfile.fileio import FileIO
 
 #: The states a stored job can be in after a restart (completed are not kept).
 LISTED = (jobq.JobState.PENDING, jobq.JobState.RUNNING, jobq.JobState.DEAD)

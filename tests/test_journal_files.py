@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq._fileio import FileIO
 from jobq.stores import JsonFileStore
-from jobq.stores._journal import MAGIC, encode_record, scan
+from jobq.stores.jsonfile.fileio import FileIO
+from jobq.stores.jsonfile.journal import MAGIC, encode_record, scan
 
 FAR = 3600  # a delay that keeps a job pending for the whole test
 #: The states a stored job can be in after a restart (completed are not kept).

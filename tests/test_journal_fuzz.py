@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq._fileio import FileIO
 from jobq.stores import JsonFileStore
-from jobq.stores import _jsonformat as fmt
-from jobq.stores._journal import MAGIC, scan
-from jobq.stores._jsonread import Files, read_files
+from jobq.stores.jsonfile import formats as fmt
+from jobq.stores.jsonfile.fileio import FileIO
+from jobq.stores.jsonfile.journal import MAGIC, scan
+from jobq.stores.jsonfile.reading import Files, read_files
 
 FAR = 3600  # a delay that keeps a job pending for the whole test
 CHANGES = (0xFF, 0x01)  # XORed into one byte: every bit, and the lowest one

@@ -28,10 +28,10 @@ import pytest
 
 import jobq
 import jobq.testing
-from jobq._fileio import FileIO, OwnerLock
 from jobq.stores import JsonFileStore
-from jobq.stores._journal import encode_record
 from jobq.stores.base import Signal
+from jobq.stores.jsonfile.fileio import FileIO, OwnerLock
+from jobq.stores.jsonfile.journal import encode_record
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 20  # seconds; a cap so that a broken test fails instead of hanging

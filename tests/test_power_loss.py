@@ -28,10 +28,10 @@ from typing import Any, NamedTuple
 import pytest
 
 import jobq
-from jobq._fileio import FileIO
 from jobq.stores import JsonFileStore
-from jobq.stores._journal import MAGIC, encode_record
 from jobq.stores.base import Signal
+from jobq.stores.jsonfile.fileio import FileIO
+from jobq.stores.jsonfile.journal import MAGIC, encode_record
 
 #: The states a stored job can be in after a restart (completed are not kept).
 LISTED = (jobq.JobState.PENDING, jobq.JobState.RUNNING, jobq.JobState.DEAD)

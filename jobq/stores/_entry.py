@@ -9,6 +9,13 @@ pause every thread for a second or more; untracked tuples cost nothing.
 So states are plain strings and failed attempts are plain tuples here, and
 ``JobState`` / ``AttemptError`` are built only when a job is shown.
 
+A named record with ``__slots__`` was measured against them (issue 22,
+CPython 3.11) and costs more than the 2 % per job it was allowed: 2.6 % more
+instructions per no-op job (callgrind, medians of 7-8 runs: 121.5k against
+118.4k); and as every record is tracked, a full collection with a million
+jobs queued took 289 ms instead of 20, and filling the queue 6.9 s instead
+of 4.3.
+
 Entries are never changed in place: a change stores a new tuple. That lets
 the JSON store copy references under the lock and serialize them after.
 """

@@ -70,7 +70,7 @@ from jobq.stores.base import (
     retries_after_crash,
     slot_taken,
 )
-from jobq.stores.common import (
+from jobq.stores.helpers import (
     OneJobCalls,
 )
 from jobq.stores.pages import JobPage, JobQuery, sort_key, take_page

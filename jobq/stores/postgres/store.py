@@ -58,7 +58,7 @@ from jobq.stores.base import (
     process_died,
     retries_after_crash,
 )
-from jobq.stores.common import (
+from jobq.stores.helpers import (
     OneJobCalls,
     batch_size,
     database_page,

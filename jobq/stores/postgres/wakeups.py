@@ -34,8 +34,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from jobq._threads import start_helper
 from jobq.errors import StoreError
+from jobq.stores._threads import start_helper
 from jobq.stores.base import Signal
 from jobq.stores.postgres.connections import Database
 from jobq.stores.postgres.statements import NOTIFY

@@ -48,7 +48,7 @@ from jobq.stores.base import (
     retries_after_crash,
     slot_taken,
 )
-from jobq.stores.common import (
+from jobq.stores.helpers import (
     OneJobCalls,
     batch_size,
     database_page,

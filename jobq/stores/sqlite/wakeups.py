@@ -36,8 +36,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from jobq._threads import start_helper
 from jobq.errors import StoreError
+from jobq.stores._threads import start_helper
 from jobq.stores.base import Signal
 from jobq.stores.sqlite.connections import Database, guard
 from jobq.stores.sqlite.doorbell import Doorbell

@@ -23,11 +23,11 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from jobq._fileio import FileIO
-from jobq.stores._jsonformat import NewerFormat
+from jobq.stores.jsonfile.fileio import FileIO
+from jobq.stores.jsonfile.formats import NewerFormat
 
 #: The version this code writes; it reads version 1 segments too (their
-#: records only lack what version 2 added, see ``_jsonformat``).
+#: records only lack what version 2 added, see ``formats``).
 FORMAT_VERSION = 2
 MAGIC = b"JOBQ-JOURNAL %d\n" % FORMAT_VERSION
 _MAGICS = (MAGIC, b"JOBQ-JOURNAL 1\n")  # all of one length

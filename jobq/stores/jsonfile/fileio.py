@@ -35,7 +35,7 @@ __all__ = [
     "read_owner_pid",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("jobq._fileio")  # its name before it moved here
 
 _REASON = re.compile(r"[A-Za-z0-9_-]+")
 

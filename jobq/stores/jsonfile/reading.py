@@ -7,7 +7,7 @@ segment, leaves every file as it was.
 
 Damage costs exactly what it hit: the snapshot's rows and the journal's
 records each carry a CRC, so every one the damage missed is loaded (see
-``State.salvage_snapshot`` and ``_journal.scan``), and the ids seen in the
+``State.salvage_snapshot`` and ``journal.scan``), and the ids seen in the
 unreadable parts are never given to new jobs.
 """
 
@@ -17,10 +17,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from jobq._fileio import FileIO
 from jobq.errors import StoreError
-from jobq.stores import _jsonformat as fmt
-from jobq.stores._journal import Scan, scan
+from jobq.stores.jsonfile import formats as fmt
+from jobq.stores.jsonfile.fileio import FileIO
+from jobq.stores.jsonfile.journal import Scan, scan
 
 #: Job ids in file content that could not be loaded: ``"id": 7``, ``"next_id": 8``.
 _ID_PATTERN = re.compile(rb'"(?:id|next_id)"\s*:\s*(\d+)')

@@ -3,7 +3,7 @@
 One process owns the file, enforced by an ``flock`` on the sibling
 ``<file>.lock`` taken on first use; other processes may read it. The owner
 keeps the queue in memory (see ``MemoryStore``) and appends every change to a
-journal before the call that made it returns (see ``_journal``): a crash of
+journal before the call that made it returns (see ``journal``): a crash of
 the process loses nothing that returned. With ``fsync=True`` each change is
 also fsynced before returning (concurrent callers share one fsync), which
 survives a power loss too.
@@ -16,7 +16,7 @@ under the lock, serializes and writes outside it (temp file + fsync +
 
 Damaged files are moved aside with a timestamped name and logged; they are
 never overwritten or deleted, and every row and record in them that is still
-intact is loaded (see ``_jsonread``). A write that fails marks the
+intact is loaded (see ``reading``). A write that fails marks the
 journal broken: changes stay in memory, callers that add or remove jobs get
 ``StoreError``, and the compactor rewrites everything from memory (never
 trusting a retried fsync) until it succeeds.
@@ -31,14 +31,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from jobq._fileio import DEFAULT_IO, FileIO, OwnerLock, durable_replace, move_aside
 from jobq._fork import reset_after_fork
-from jobq._threads import start_helper
 from jobq.errors import StoreError, StoreLocked
-from jobq.stores import _jsonformat as fmt
 from jobq.stores._entry import DEAD, STATE, Entry
-from jobq.stores._journal import Scan, Segments, encode_record
-from jobq.stores._jsonread import Files, SegmentDamage, SnapshotDamage, read_files
+from jobq.stores._threads import start_helper
 from jobq.stores.base import (
     Capabilities,
     Claim,
@@ -49,15 +45,30 @@ from jobq.stores.base import (
     SlotState,
     StoreStats,
 )
-from jobq.stores.common import (
+from jobq.stores.helpers import (
     OneJobCalls,
     batch_size,
+)
+from jobq.stores.jsonfile import formats as fmt
+from jobq.stores.jsonfile.fileio import (
+    DEFAULT_IO,
+    FileIO,
+    OwnerLock,
+    durable_replace,
+    move_aside,
+)
+from jobq.stores.jsonfile.journal import Scan, Segments, encode_record
+from jobq.stores.jsonfile.reading import (
+    Files,
+    SegmentDamage,
+    SnapshotDamage,
+    read_files,
 )
 from jobq.stores.memory import MemoryStore
 from jobq.stores.pages import JobPage, JobQuery
 from jobq.types import Enqueued, JobRecord, JobState
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("jobq.stores.jsonfile")
 
 
 class JsonFileStore(OneJobCalls):
