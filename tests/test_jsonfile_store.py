@@ -924,3 +924,60 @@ def test_a_reader_sees_the_success_of_a_job_once_run_pending_returns(
             reader.close()
     finally:
         queue.close()
+
+
+# --- join and other processes ----------------------------------------------------
+
+
+class HeldWrites(FileIO):
+    """Appends to the journal wait, once armed, until the test lets them go."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.waiting = threading.Event()
+        self.go = threading.Event()
+
+    def write(self, fd: int, data: bytes) -> None:
+        if self.armed:
+            self.waiting.set()
+            assert self.go.wait(WAIT)
+        super().write(fd, data)
+
+
+def test_join_returns_only_once_the_outcome_is_in_the_file(
+    make_queue: QueueFactory, path: Path
+) -> None:
+    """Another process reading the file right after ``join`` (``jobq dead``)
+    sees the outcome: ``join`` used to wake when the job settled in memory,
+    before its journal record was written."""
+    io = HeldWrites()
+
+    def handler(job: jobq.Job[Any]) -> None:
+        io.armed = True  # the next append is this job's outcome
+        raise jobq.Fatal("for the dead letters")
+
+    queue = make_queue(handler, store=JsonFileStore(path, io=io))
+    job = queue.enqueue("x")
+    returned = threading.Event()
+
+    def join() -> None:
+        queue.join(WAIT)
+        returned.set()
+
+    waiter = threading.Thread(target=join)
+    waiter.start()
+    queue.start(workers=1)
+    try:
+        assert io.waiting.wait(WAIT)  # the outcome is settled in memory only
+        assert not returned.wait(0.2)
+        assert queue.stats().running == 1  # as the file says
+    finally:
+        io.armed = False
+        io.go.set()
+    waiter.join(WAIT)
+    assert returned.is_set()
+    reader = jobq.JobQueue(_ignore, store=JsonFileStore(path, read_only=True))
+    record = reader.get(job)
+    assert record is not None
+    assert record.state is jobq.JobState.DEAD
+    reader.close()

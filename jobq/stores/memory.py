@@ -150,6 +150,10 @@ class ChangeRecorder(Protocol):
     def scheduled(self, state: SlotState) -> None:
         """A schedule's state was stored (``enqueue_slot``)."""
 
+    def settled(self) -> None:
+        """A job left pending or running: the recorder wakes ``join``
+        callers (``Signal.job_settled_locked``) once it has recorded that."""
+
 
 class MemoryStore(OneJobCalls):
     """Jobs in this process's memory, guarded by the queue's lock.
@@ -294,7 +298,7 @@ class MemoryStore(OneJobCalls):
                 ok = self._finish_locked(claim, result, keep_until, now)
                 ended.append(ok)
             if self._signal.joiners and any(ended):
-                self._signal.job_settled_locked()
+                self._settled()
         return ended
 
     def _finish_locked(
@@ -357,7 +361,7 @@ class MemoryStore(OneJobCalls):
             if due:
                 self._signal.jobs_added_locked(due)
             if buried:
-                self._signal.job_settled_locked()
+                self._settled()
         return recorded
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
@@ -437,7 +441,7 @@ class MemoryStore(OneJobCalls):
             self._pending -= 1
             self._release_key(entry)
             self._changed(job_id)
-            self._signal.job_settled_locked()
+            self._settled()
             return True
 
     def stats(self) -> StoreStats:
@@ -577,6 +581,15 @@ class MemoryStore(OneJobCalls):
         return self._jobs.copy_block(number)
 
     # -- telling the recorder (called with the lock held) ---------------------
+
+    def _settled(self) -> None:
+        """A job left pending or running: wake ``join`` callers, or have the
+        recorder wake them once the change is recorded (the JSON store's
+        journal: ``join`` returns once another process can read it)."""
+        if self._recorder is None:
+            self._signal.job_settled_locked()
+        else:
+            self._recorder.settled()
 
     def _changed(self, change: Entry | int) -> None:
         """An entry was stored, or the job with this id removed."""

@@ -25,6 +25,7 @@ trusting a retried fsync) until it succeeds.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -126,6 +127,10 @@ class JsonFileStore(OneJobCalls):
         self._seq = 0  # the newest change's sequence number (under _lock)
         self._buffer: list[bytes] = []  # records not yet appended (under _lock)
         self._written = 0  # newest seq appended to the journal (_journal_lock)
+        #: The change that settled a job last and is not in the journal yet
+        #: (0: none): ``join`` callers wake, and ``stats`` counts it as
+        #: running, until it is (``_journalled``).
+        self._settling = 0
         self._synced = 0  # newest seq fsynced (_sync_lock)
         self._snapshot_size = 0
         self._broken: StoreError | None = None
@@ -150,6 +155,7 @@ class JsonFileStore(OneJobCalls):
     def open(self, signal: Signal, *, dead_letter_limit: int) -> None:
         if self._opened:
             return
+        self._signal = signal
         self._memory.open(signal, dead_letter_limit=dead_letter_limit)
         if self.read_only:
             self._refresh()
@@ -274,7 +280,11 @@ class JsonFileStore(OneJobCalls):
 
     def stats(self) -> StoreStats:
         self._refresh()
-        return self._memory.stats()
+        with self._memory.lock:
+            stats = self._memory.stats()
+            if self._settling:  # as the file says: still running
+                stats = dataclasses.replace(stats, running=stats.running + 1)
+        return stats
 
     def page_jobs(self, query: JobQuery, now: float) -> JobPage:
         self._refresh()
@@ -321,6 +331,20 @@ class JsonFileStore(OneJobCalls):
     def scheduled(self, state: SlotState) -> None:
         self._record(fmt.slot_record(state))
 
+    def settled(self) -> None:
+        self._settling = self._seq  # its records are buffered already
+
+    def _journalled(self, written: int) -> None:
+        """The journal holds every change up to ``written``: wake ``join``
+        callers if that includes the last job that settled. So ``join``
+        returns only once another process reading the file sees the
+        outcome (a ``jobq dead`` run right after it, say)."""
+        if 0 < self._settling <= written:
+            with self._memory.lock:
+                if 0 < self._settling <= written:
+                    self._settling = 0
+                    self._signal.job_settled_locked()
+
     def _record(self, body: bytes) -> None:
         self._seq += 1
         self._buffer.append(encode_record(self._seq, body))
@@ -343,6 +367,7 @@ class JsonFileStore(OneJobCalls):
                         self._buffer[:0] = records
                     raise self._break(exc) from exc
                 self._written = newest
+                self._journalled(newest)
                 if self._journal_too_big():
                     self._wake.set()
         if self.fsync:
@@ -425,6 +450,7 @@ class JsonFileStore(OneJobCalls):
             with self._journal_lock, self._sync_lock:
                 self._written = max(self._written, seq)
                 self._synced = max(self._synced, seq)
+                self._journalled(self._written)
                 if self._broken is not None:
                     logger.warning("%s written again from memory", self.path)
                     self._broken = None
