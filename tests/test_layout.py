@@ -298,7 +298,7 @@ def test_the_engine_imports_only_downward() -> None:
     marker of handler calls (``hands_over``, for ``jobq.middleware``)."""
     graph = jobq_imports()
     rank = {module: i for i, module in enumerate(ENGINE)}
-    above = ("jobq.contrib", "jobq.cli", "jobq.web", "jobq.testing")
+    above = ("jobq.admin", "jobq.contrib", "jobq.cli", "jobq.web", "jobq.testing")
     upward = [
         f"{module} -> {imported}"
         for module, imports in graph.items()
