@@ -11,6 +11,7 @@ import logging
 
 from jobq.errors import (
     Fatal,
+    JobCancelled,
     JobqError,
     JobTimeout,
     QueueClosed,
@@ -28,6 +29,7 @@ from jobq.retry import RetryPolicy
 from jobq.tasks import Task, task_name
 from jobq.types import (
     AttemptError,
+    Cancellation,
     Enqueued,
     FinishedMinute,
     Job,
@@ -40,6 +42,7 @@ from jobq.types import (
 
 __all__ = [
     "AttemptError",
+    "Cancellation",
     "EnqueueHook",
     "Enqueued",
     "Event",
@@ -50,6 +53,7 @@ __all__ = [
     "JobOptions",
     "JobQueue",
     "JobRecord",
+    "JobCancelled",
     "JobState",
     "JobTimeout",
     "JobqError",

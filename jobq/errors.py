@@ -55,6 +55,23 @@ class JobTimeout(JobqError):
         super().__init__(message)
 
 
+class JobCancelled(JobqError):
+    """Raised inside a handler's thread when its job was asked to stop
+    (``queue.cancel``, from any process), delivered as ``JobTimeout`` is: at
+    the handler's next line of its own code. A handler that returns normally
+    afterwards keeps its success; anything it raises ends the job
+    ``cancelled``. One that still runs ``timeout_grace`` seconds after the
+    request is abandoned. A handler that asks ``jobq.cancel_requested()``
+    stops of its own accord instead: the exception is not raised in it (see
+    the README's section "Cancelling jobs")."""
+
+    #: What it says when raised in a handler's thread (see ``JobTimeout``).
+    DEFAULT = "the job was cancelled"
+
+    def __init__(self, message: str = DEFAULT) -> None:
+        super().__init__(message)
+
+
 class ProcessDied(JobqError):
     """Never raised: the type recorded for an attempt whose process died (or
     stopped renewing its lease) while it ran, so that a recorded error's

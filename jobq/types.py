@@ -20,12 +20,16 @@ def _no_meta() -> Mapping[str, str]:
 
 
 class JobState(enum.StrEnum):
-    """Where a job stands; a cancelled or finished job (unless kept) is gone."""
+    """Where a job stands; a finished job is gone unless kept
+    (``keep_completed``, ``keep_cancelled``)."""
 
     PENDING = "pending"
     RUNNING = "running"
     DEAD = "dead"
     COMPLETED = "completed"
+    #: Stopped on request (``cancel``), never run again: pending when asked,
+    #: or running and then stopped (its attempt failed or was abandoned).
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +69,19 @@ class AttemptError:
 
 
 @dataclass(frozen=True, slots=True)
+class Cancellation:
+    """A request to cancel a job: when it was made (epoch seconds), by whom
+    (``cancel(by=...)``: "jobq cancel", "dashboard", a host and pid by
+    default), and the attempt it stopped (``None``: the job was pending, no
+    attempt ran). Kept with the job, so it survives restarts: a running job
+    carries it until it stops (``JobRecord.stopping``)."""
+
+    at: float
+    by: str
+    attempt: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class JobRecord(Generic[P]):
     """A stored job as ``get`` and ``dead_jobs`` show it.
 
@@ -74,7 +91,8 @@ class JobRecord(Generic[P]):
     was recorded (``None`` while it runs, and both ``None`` before the first
     attempt); revive keeps them. ``meta`` holds the string headers given at
     enqueue (read-only, empty if none); ``timeout`` is the stored timeout in
-    seconds, or ``None``.
+    seconds, or ``None``. ``cancellation``: the request that cancelled it
+    (``cancelled``), or that a running job still has to obey (``stopping``).
     """
 
     id: int
@@ -94,6 +112,13 @@ class JobRecord(Generic[P]):
     finished_at: float | None = None
     timeout: float | None = None
     meta: Mapping[str, str] = field(default_factory=_no_meta)
+    cancellation: Cancellation | None = None
+
+    @property
+    def stopping(self) -> bool:
+        """Running, and asked to stop: it ends cancelled unless its handler
+        returns normally."""
+        return self.state is JobState.RUNNING and self.cancellation is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +128,8 @@ class Stats:
     given up at a time limit) counted by this queue object; ``delayed``: the
     pending jobs not due yet, and ``kept``: the completed jobs kept with their
     results (``keep_completed``) and not expired, both as stored across
-    processes (0 from a store written before them)."""
+    processes (0 from a store written before them); ``cancelled``: the
+    cancelled jobs kept (``keep_cancelled``), as stored."""
 
     pending: int
     running: int
@@ -113,6 +139,7 @@ class Stats:
     abandoned: int = 0
     delayed: int = 0
     kept: int = 0
+    cancelled: int = 0
 
 
 class FinishedMinute(NamedTuple):

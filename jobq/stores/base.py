@@ -34,7 +34,8 @@ stores register with ``jobq._fork``): it reopens on next use.
 
 Recovery: a claim whose process died (or whose lease ran out) becomes a
 failed attempt with the ``process_died`` error: pending again at once, or
-dead if that was its last attempt (``retries_after_crash``). A store whose
+dead if that was its last attempt (``retries_after_crash``), or
+``cancelled`` if it was stopping (``ended_by_crash``). A store whose
 claims live as long as its process does this when it is opened; one with
 leases, also in ``recover``.
 
@@ -86,6 +87,19 @@ JSON: one process changes their jobs, and its events tell everything).
 Dead letters: each burial keeps the newest ``dead_letter_limit`` dead jobs
 (given to ``open``), dropping the oldest beyond it and logging each with
 ``log_dropped_dead``: nothing disappears silently.
+
+Cancelling: ``cancel`` ends a pending job ``cancelled`` at once; a running
+one it marks *stopping* (a ``Cancellation`` kept with the job, with the
+``keep_until`` its end will keep it until), which frees its key at once and
+which the process running it learns of (``stops_requested``, asked by
+that process every ``STOP_LOOK`` seconds while it holds claims, where
+another process may have asked). A stopping job ends as its claim ends:
+``finish_many`` completes it as usual (its handler returned: its work is
+done); ``fail_many`` and recovery (its process died, its lease ran out)
+end it ``cancelled`` instead of retrying or burying it, the failed attempt
+counted and kept in ``errors``. A cancelled job is kept until its
+``keep_until`` as a completed job is (``get``, ``list_jobs``, ``stats``),
+never claimed, revived or counted as pending.
 """
 
 from __future__ import annotations
@@ -96,14 +110,28 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    NamedTuple,
+    Protocol,
+    runtime_checkable,
+)
 
 from jobq._failures import type_path
 from jobq._fork import ForkAware as ForkAware  # public for stores: see Store
 from jobq._fork import reset_after_fork as reset_after_fork
 from jobq._logs import job_extra
 from jobq.errors import ProcessDied, QueueFull
-from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
+from jobq.types import (
+    AttemptError,
+    Enqueued,
+    FinishedMinute,
+    JobRecord,
+    JobState,
+)
 
 if TYPE_CHECKING:
     from jobq.stores.pages import JobPage, JobQuery
@@ -178,7 +206,8 @@ class StoreStats:
 
     ``pending`` counts delayed jobs too; ``delayed`` those of them not due yet;
     ``kept`` the completed jobs kept with their results whose ``keep_until``
-    is still ahead (a store written before them reports 0).
+    is still ahead, ``cancelled`` the cancelled ones likewise (a store
+    written before them reports 0).
     """
 
     pending: int
@@ -186,6 +215,17 @@ class StoreStats:
     dead: int
     delayed: int = 0
     kept: int = 0
+    cancelled: int = 0
+
+
+#: What ``Store.cancel`` did: ended a pending job ``"cancelled"``, or asked
+#: a running one to stop (``"stopping"``, also when it had been asked before).
+CancelOutcome = Literal["cancelled", "stopping"]
+
+#: How often (seconds) a process holding claims on a store shared between
+#: processes asks it which of them another process asked to stop
+#: (``stops_requested``): the longest a request waits to reach the handler.
+STOP_LOOK = 0.25
 
 
 class Signal:
@@ -341,8 +381,9 @@ class Store(Protocol):
         Ids are positive (below 2**63) and only grow: an id is never given
         again, even after its job is gone or the store was reopened.
 
-        A key held by a pending or running job (or by an earlier job of the
-        same batch) yields that job's id as a duplicate, adding nothing. With
+        A key held by a pending or running job (not a stopping one: see
+        ``cancel``), or by an earlier job of the same batch, yields that
+        job's id as a duplicate, adding nothing. With
         ``max_pending``, raise ``QueueFull`` and add nothing if the new jobs
         (duplicates do not count) would make more than that many pending
         (``check_room``); exact within a process, approximate across
@@ -369,15 +410,21 @@ class Store(Protocol):
         Wakes ``join`` callers (``Signal.job_settled``: they look themselves
         whether anything is left)."""
 
-    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+    def fail_many(
+        self, failures: Sequence[Failure], now: float
+    ) -> list[JobState | None]:
         """Record failed attempts in one write: each job pending again at its
         ``retry_at`` (waking workers if that is due), or dead when
         ``retry_at`` is ``None`` (freeing its key and keeping the dead-letter
-        cap, and waking ``join`` callers). ``attempts`` grows by one,
+        cap, and waking ``join`` callers), or ``cancelled`` whatever its
+        ``retry_at`` if it was stopping (see the module; waking ``join``
+        callers). ``attempts`` grows by one,
         ``last_error`` (``describe_error``) and ``errors`` (the newest
         ``ERRORS_KEPT``, oldest first: ``add_error``) take the error, and
         ``finished_at`` = ``now``.
-        Whether each was recorded (``False`` for a claim no longer current)."""
+        The state each job is in now (``PENDING``, ``DEAD`` or
+        ``CANCELLED``), ``None`` for a claim no longer current (nothing
+        recorded)."""
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         """Give back claims whose jobs did not start: pending again as they
@@ -396,8 +443,8 @@ class Store(Protocol):
     # -- looking and managing --
 
     def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
-        """The job in any state, or ``None`` (completed jobs are gone once
-        ``now`` reaches their ``keep_until``). Its payload and result are
+        """The job in any state, or ``None`` (completed and cancelled jobs
+        are gone once ``now`` reaches their ``keep_until``). Its payload and result are
         decoded from their JSON text, new objects for each call; a claimed job
         shows as ``running``, with the ``attempts`` that failed so far."""
 
@@ -410,8 +457,9 @@ class Store(Protocol):
         jobs is not the run order.
 
         It is given no ``now`` and expires kept jobs by no clock: completed
-        ones past their ``keep_until`` are listed until the store purges them
-        (the built-in stores do as ``finish_many`` records later successes).
+        and cancelled ones past their ``keep_until`` are listed until the
+        store purges them (the built-in stores do as ``finish_many`` records
+        later successes, and as ``cancel`` cancels).
         A caller that wants only live ones asks ``get(id, now)`` of each, as
         ``jobq.stores.pages.page_from_list`` does."""
 
@@ -425,16 +473,32 @@ class Store(Protocol):
     def delete_dead(self, job_id: int) -> bool:
         """Remove a dead job; ``False`` if it is not dead."""
 
-    def cancel(self, job_id: int) -> bool:
-        """Remove a pending job (not a running one), freeing its key and
-        waking ``join`` callers; ``False`` if it is not pending."""
+    def cancel(
+        self, job_id: int, now: float, *, by: str, keep_until: float
+    ) -> CancelOutcome | None:
+        """Cancel a job (see "Cancelling" in the module), in one write.
+
+        A pending job (delayed or not) becomes ``cancelled`` now, kept until
+        ``keep_until``, with ``Cancellation(now, by, None)``; its key is free
+        and ``join`` callers are woken: ``"cancelled"``. A running one keeps
+        running with ``Cancellation(now, by, attempt)`` (the attempt it
+        runs) and ``keep_until`` for its end, and its key is free:
+        ``"stopping"`` (a second request changes nothing and says
+        ``"stopping"`` too). ``None`` for any other job (completed, dead,
+        cancelled, unknown)."""
+
+    def stops_requested(self, claims: Sequence[Claim]) -> list[int]:
+        """The ids of the jobs of ``claims`` (current ones only) that were
+        asked to stop: one read, asked every ``STOP_LOOK`` seconds by a
+        process that holds claims, only where ``shared_between_processes``
+        (in one process the queue tells its workers itself)."""
 
     def stats(self) -> StoreStats:
         """Pending (delayed included), running and dead counts (completed
-        jobs are in none), how many pending jobs are not due yet, and how
-        many completed jobs are kept, expired ones not counted even while
-        not purged yet, both at the clock ``open`` was given
-        (``Signal.clock``)."""
+        and cancelled jobs are in none), how many pending jobs are not due
+        yet, and how many completed and cancelled jobs are kept, expired
+        ones not counted even while not purged yet, all at the clock
+        ``open`` was given (``Signal.clock``)."""
 
     def next_due(self) -> float | None:
         """When the earliest pending job becomes due; ``None`` if none is pending."""
@@ -697,6 +761,19 @@ def process_died(at: float) -> AttemptError:
         traceback="",
         at=at,
     )
+
+
+def ended_by_crash(
+    attempts: int, max_attempts: int, stopping: bool
+) -> Literal[JobState.PENDING, JobState.DEAD, JobState.CANCELLED]:
+    """The state a job whose process died while it ran ends in: cancelled if
+    it was asked to stop, else pending again if that was not its last
+    attempt (``retries_after_crash``), else dead."""
+    if stopping:
+        return JobState.CANCELLED
+    if retries_after_crash(attempts, max_attempts):
+        return JobState.PENDING
+    return JobState.DEAD
 
 
 def retries_after_crash(attempts: int, max_attempts: int) -> bool:
