@@ -209,6 +209,7 @@ class CancelTests(ContractBase):
         self, open_store: OpenStore, clock: Clock
     ) -> None:
         store, _ = open_store()
+        add_one(store, clock())
         _, current = claimed_again(store, clock())
 
         cancel(store, current.id, clock())
@@ -264,6 +265,7 @@ class CancelTests(ContractBase):
         self, open_store: OpenStore, clock: Clock
     ) -> None:
         store, _ = open_store()
+        add_one(store, clock())
         stale, current = claimed_again(store, clock())
         cancel(store, current.id, clock())
 
@@ -303,6 +305,7 @@ class CancelTests(ContractBase):
         self, open_store: OpenStore, clock: Clock
     ) -> None:
         store, _ = open_store()
+        add_one(store, clock())
         stale, _ = claimed_again(store, clock())
         for _ in range(3):
             add_one(store, clock())
