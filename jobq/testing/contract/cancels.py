@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from jobq import Cancellation, JobState
-from jobq.stores.base import Claim, Failure, NewJob, Store
+from jobq.stores.base import Claim, Failure, NewJob, Store, capabilities_of
+from jobq.stores.pages import JobPage, JobQuery, page_from_list
 from jobq.testing.clock import T0, Clock
 from jobq.testing.contract.base import (
     ContractBase,
@@ -49,6 +50,13 @@ def running(store: Store, now: float, key: str | None = None) -> Claim:
     claim = claim_one(store, now)
     assert claim is not None
     return claim
+
+
+def page(store: Store, query: JobQuery, now: float) -> JobPage:
+    """A page as ``JobQueue.browse`` reads it from ``store``."""
+    if capabilities_of(store).pages:
+        return store.page_jobs(query, now)  # type: ignore[attr-defined, no-any-return]
+    return page_from_list(store, query, now)
 
 
 def state_of(store: Store, job_id: int, now: float) -> JobState | None:
@@ -105,6 +113,26 @@ class CancelTests(ContractBase):
         stats = store.stats()
         assert (stats.pending, stats.running, stats.dead) == (1, 0, 0)
         assert (stats.cancelled, stats.kept, stats.delayed) == (1, 0, 1)
+
+    def test_cancelled_jobs_are_paged_newest_first_until_they_expire(
+        self, open_store: OpenStore, clock: Clock
+    ) -> None:
+        store, _ = open_store()
+        first, second = add_one(store, clock()), add_one(store, clock())
+        cancel(store, first, clock())
+        clock.advance(1)
+        cancel(store, second, clock())
+
+        shown = page(store, JobQuery("cancelled"), clock())
+        assert [record.id for record in shown.jobs] == [second, first]
+        one = page(store, JobQuery("cancelled", limit=1), clock())
+        assert [record.id for record in one.jobs] == [second]
+        after = JobQuery("cancelled", limit=1, after=one.after)
+        assert [record.id for record in page(store, after, clock()).jobs] == [first]
+        clock.advance(KEEP - 0.5)
+        assert [r.id for r in page(store, JobQuery("cancelled"), clock()).jobs] == [
+            second
+        ]
 
     def test_a_cancelled_pending_job_frees_its_key(
         self, open_store: OpenStore, clock: Clock
