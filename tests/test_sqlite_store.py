@@ -383,6 +383,25 @@ def test_stats_counts_stay_equal_to_the_rows(open_store: OpenStore, path: Path) 
     assert state_of(store, running.id) is JobState.RUNNING
 
 
+def test_a_released_stopping_claim_ends_cancelled_with_no_attempt_counted(
+    open_store: OpenStore,
+) -> None:
+    """It never started: pending again would run a job asked to stop, whose
+    key is already free."""
+    store = open_store()
+    [job_id] = add(store, new_job("x", key="k"))
+    claimed = claim(store)
+    assert store.cancel(job_id, T0, by="t", keep_until=T0 + 60) == "stopping"
+
+    store.release([claimed], T0 + 1)
+
+    record = store.get(job_id, T0 + 1)
+    assert record is not None
+    assert (record.state, record.attempts) == (JobState.CANCELLED, 0)
+    assert record.cancellation == Cancellation(T0, "t", 1)
+    assert store.claim(T0 + 1) is None
+
+
 # -- leases and fencing, with explicit times ------------------------------------------
 
 
