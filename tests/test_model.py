@@ -59,11 +59,12 @@ from jobq.stores import SqliteStore, Store
 from jobq.stores.base import Claim
 from jobq.types import AttemptError, Enqueued, JobState
 
-PENDING, RUNNING, DEAD, COMPLETED = (
+PENDING, RUNNING, DEAD, COMPLETED, CANCELLED = (
     JobState.PENDING,
     JobState.RUNNING,
     JobState.DEAD,
     JobState.COMPLETED,
+    JobState.CANCELLED,
 )
 
 #: How ``last_error`` begins for a job whose process died.
@@ -104,6 +105,13 @@ class ModelJob:
     result: Any = None
     expires_at: float | None = None
     last_error: str = ""  # how the newest failed attempt's last_error begins
+    #: Running and asked to stop: kept until then once it ends cancelled.
+    cancelled_until: float | None = None
+    cancelled_attempt: int | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self.state is RUNNING and self.cancelled_until is not None
 
 
 @dataclass
@@ -120,6 +128,7 @@ class Model:
     max_attempts: int
     dead_letter_limit: int
     keep_completed: float
+    keep_cancelled: float = 0
     jobs: dict[int, ModelJob] = field(default_factory=dict)
     dead: list[int] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
@@ -127,9 +136,14 @@ class Model:
     retried: int = 0
 
     def holder(self, key: str | None) -> int | None:
-        """The pending or running job holding ``key``."""
+        """The pending or running job holding ``key`` (not a stopping one)."""
         for job in self.jobs.values():
-            if key is not None and job.key == key and job.state in (PENDING, RUNNING):
+            if (
+                key is not None
+                and job.key == key
+                and job.state in (PENDING, RUNNING)
+                and not job.stopping
+            ):
                 return job.id
         return None
 
@@ -152,7 +166,9 @@ class Model:
     def fail(self, job: ModelJob, retry_at: float | None, error: str) -> None:
         job.attempts += 1
         job.last_error = error
-        if retry_at is None:
+        if job.stopping:
+            self.end_cancelled(job)
+        elif retry_at is None:
             self.bury(job)
         else:
             job.state, job.run_at = PENDING, retry_at
@@ -166,7 +182,11 @@ class Model:
         shows (``shown_dead``, its list afterwards), after those of them that
         the limit dropped at once.
         """
-        buried = {j.id for j in jobs if j.attempts + 1 >= self.max_attempts}
+        buried = {
+            j.id
+            for j in jobs
+            if j.attempts + 1 >= self.max_attempts and not j.stopping
+        }
         kept = [i for i in shown_dead if i in buried]
         order = sorted(buried - set(kept)) + kept
         for job in jobs:
@@ -174,6 +194,9 @@ class Model:
                 self.fail(job, now, DIED)
         for job_id in order:
             self.fail(self.jobs[job_id], None, DIED)
+
+    def end_cancelled(self, job: ModelJob) -> None:
+        job.state, job.expires_at = CANCELLED, job.cancelled_until
 
     def bury(self, job: ModelJob) -> None:
         job.state = DEAD
@@ -196,11 +219,17 @@ class Model:
         del self.jobs[job_id]
         return True
 
-    def cancel(self, job_id: int) -> bool:
+    def cancel(self, job_id: int, now: float) -> bool:
+        """A pending job ends cancelled, a running one is asked to stop."""
         job = self.jobs.get(job_id)
-        if job is None or job.state is not PENDING:
+        if job is None or job.state not in (PENDING, RUNNING):
             return False
-        del self.jobs[job_id]
+        if job.cancelled_until is None:
+            job.cancelled_until = now + self.keep_cancelled
+            if job.state is PENDING:
+                self.end_cancelled(job)
+            else:
+                job.cancelled_attempt = job.attempts + 1
         return True
 
     def visible(self, job_id: int, now: float) -> ModelJob | None:
@@ -217,9 +246,14 @@ class Model:
         times += [j.expires_at for j in self.jobs.values() if j.expires_at]
         return min((t for t in times if t > now), default=None)
 
-    def counts(self) -> tuple[int, int, int]:
+    def counts(self, now: float) -> tuple[int, int, int, int]:
+        """Pending, running, dead and kept cancelled jobs."""
         states = [j.state for j in self.jobs.values()]
-        return states.count(PENDING), states.count(RUNNING), states.count(DEAD)
+        cancelled = sum(
+            1 for i, j in self.jobs.items() if j.state is CANCELLED and self.visible(i, now)
+        )
+        return (states.count(PENDING), states.count(RUNNING), states.count(DEAD),
+                cancelled)  # fmt: skip
 
 
 # -- the state machine -----------------------------------------------------------------
@@ -359,18 +393,27 @@ class QueueMachine(RuleBasedStateMachine):
         max_attempts=st.integers(1, 3),
         dead_letter_limit=st.sampled_from([1000, 2, 0]),
         keep_completed=st.sampled_from([0, 0, 30]),
+        keep_cancelled=st.sampled_from([0, 30]),
     )
     def start(
-        self, max_attempts: int, dead_letter_limit: int, keep_completed: int
+        self,
+        max_attempts: int,
+        dead_letter_limit: int,
+        keep_completed: int,
+        keep_cancelled: int,
     ) -> None:
-        if self.own_clock and keep_completed:
-            keep_completed = 3600  # never expires while the test runs
+        if self.own_clock:  # never expires while the test runs
+            keep_completed = 3600 if keep_completed else 0
+            keep_cancelled = 3600
         self.options = {
             "max_attempts": max_attempts,
             "dead_letter_limit": dead_letter_limit,
             "keep_completed": keep_completed,
+            "keep_cancelled": keep_cancelled,
         }
-        self.model = Model(max_attempts, dead_letter_limit, keep_completed)
+        self.model = Model(
+            max_attempts, dead_letter_limit, keep_completed, keep_cancelled
+        )
         self.open_queue()
 
     @rule(key=KEYS, priority=PRIORITIES, delay=DELAYS)
@@ -483,10 +526,12 @@ class QueueMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.model.ids)
     @rule(pick=PICK, as_enqueued=st.booleans())
     def cancel(self, pick: int, as_enqueued: bool) -> None:
-        pending = [j.id for j in self.model.jobs.values() if j.state is PENDING]
-        job_id = self.pick(pick, pending)
+        """A pending job ends cancelled; a held one is asked to stop (no
+        worker of this queue runs it: its outcome, when it comes, decides)."""
+        live = [j.id for j in self.model.jobs.values() if j.state in (PENDING, RUNNING)]
+        job_id = self.pick(pick, live)
         ref = Enqueued(job_id, False) if as_enqueued else job_id
-        assert self.q.cancel(ref) == self.model.cancel(job_id)
+        assert self.q.cancel(ref) == self.model.cancel(job_id, self.now)
 
     @precondition(lambda self: self.model.dead)
     @rule(pick=PICK)
@@ -541,7 +586,8 @@ class QueueMachine(RuleBasedStateMachine):
             return
         model, now = self.model, self.now
         stats = self.q.stats()
-        assert (stats.pending, stats.running, stats.dead) == model.counts()
+        counts = (stats.pending, stats.running, stats.dead, stats.cancelled)
+        assert counts == model.counts(now)
         assert (stats.completed, stats.retried) == (model.completed, model.retried)
         assert [r.id for r in self.q.dead_jobs()] == model.dead
         # Every id after a restart or crash; else the jobs there are and the
@@ -562,6 +608,10 @@ class QueueMachine(RuleBasedStateMachine):
                 assert record.run_at == job.run_at, (record, job)
             if job.state is COMPLETED:
                 assert record.result == job.result, (record, job)
+            assert record.stopping == job.stopping, (record, job)
+            if job.cancelled_until is not None and job.state is not COMPLETED:
+                assert record.cancellation is not None, (record, job)
+                assert record.cancellation.attempt == job.cancelled_attempt
             if job.attempts:  # after retry_dead, last_error is not specified
                 assert record.last_error is not None, (record, job)
                 assert record.last_error.startswith(job.last_error), (record, job)

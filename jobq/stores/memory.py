@@ -18,6 +18,7 @@ entry records it.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import threading
@@ -332,18 +333,25 @@ class MemoryStore(OneJobCalls):
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         with self._lock:
-            released = 0
+            released = stopped = 0
             for claim in claims:
                 ended = self._end_claim(claim)
                 if ended is None:
                     continue
-                entry = self._jobs[claim.id] = started(ended[0], None)
+                entry = started(ended[0], None)
+                if entry[CANCELLATION] is not None:  # asked to stop: it never starts
+                    self._end_cancelled(entry)
+                    stopped += 1
+                    continue
+                self._jobs[claim.id] = entry
                 self._pending += 1
                 self._schedule(entry, now)
                 self._changed(entry)  # the JSON store: no longer running
                 released += 1
             if released:
                 self._signal.jobs_added_locked(released)
+            if stopped:
+                self._settled()
 
     def fail_many(
         self, failures: Sequence[Failure], now: float
@@ -673,7 +681,11 @@ class MemoryStore(OneJobCalls):
         keep_until = entry[CANCELLATION][3]  # type: ignore[index]  # set by cancel
         entry = evolve(entry, state=CANCELLED, expires_at=keep_until)
         self._jobs[entry[ID]] = entry
-        self._cancelled.append((keep_until, entry[ID]))
+        kept = self._cancelled
+        if kept and keep_until < kept[-1][0]:  # a stopped job, asked long ago: rare
+            bisect.insort(kept, (keep_until, entry[ID]))
+        else:
+            kept.append((keep_until, entry[ID]))
         self._changed(entry)
 
     def _bury(self, entry: Entry) -> None:
