@@ -3,8 +3,8 @@ answers (the dashboard's lists, ``JobQueue.browse``).
 
 A list is one of ``VIEWS``: ``due`` (pending and due now, in run order:
 highest priority, earliest due, lowest id), ``delayed`` (pending, not yet due,
-earliest due first), ``running`` (by id), ``dead`` (newest death first) and
-``completed`` (kept ones, newest first). Filters: a task name and a key (each
+earliest due first), ``running`` (by id), ``dead`` (newest death first),
+``completed`` and ``cancelled`` (kept ones, newest first). Filters: a task name and a key (each
 exact), and text the job's ``last_error`` contains (case-sensitive).
 
 Pages are keyset-paginated: each ends with an opaque cursor (``after``), the
@@ -41,7 +41,7 @@ from jobq.types import JobRecord, JobState
 T = TypeVar("T")
 
 #: The lists a page may come from.
-VIEWS = ("due", "delayed", "running", "dead", "completed")
+VIEWS = ("due", "delayed", "running", "dead", "completed", "cancelled")
 
 #: The most jobs one page may hold.
 MAX_PAGE = 1000
@@ -62,6 +62,7 @@ VIEW_STATES = {
     "running": JobState.RUNNING,
     "dead": JobState.DEAD,
     "completed": JobState.COMPLETED,
+    "cancelled": JobState.CANCELLED,
 }
 
 Key = tuple[float, ...]
@@ -208,21 +209,24 @@ def sort_key(view: str, priority: int, run_at: float, job_id: int,
         return (run_at, -priority, job_id)
     if view == "running":
         return (job_id,)
-    return (-(finished_at or 0.0), -job_id)  # dead, completed: newest first
+    return (-(finished_at or 0.0), -job_id)  # dead, completed, cancelled: newest first
 
 
 #: The database stores' cursor before every job of each list: due (priority,
 #: run_at, id), delayed (run_at, id), running (id), dead (burial number),
-#: completed (expires_at, id).
+#: completed and cancelled (expires_at, id).
 DATABASE_FIRST: dict[str, tuple[float, ...]] = {
     "due": (2**63 - 1, -1e308, 0),
     "delayed": (-1e308, 0),
     "running": (0,),
     "dead": (2**63 - 1,),
     "completed": (1e308, 2**63 - 1),
+    "cancelled": (1e308, 2**63 - 1),
 }
 
-_KEY_LENGTHS = {"due": 3, "delayed": 3, "running": 1, "dead": 2, "completed": 2}
+_KEY_LENGTHS = {
+    "due": 3, "delayed": 3, "running": 1, "dead": 2, "completed": 2, "cancelled": 2,
+}  # fmt: skip
 
 
 def in_view(store: Any, view: str, record: JobRecord[Any], now: float) -> bool:
@@ -233,7 +237,7 @@ def in_view(store: Any, view: str, record: JobRecord[Any], now: float) -> bool:
         return record.run_at <= now
     if view == "delayed":
         return record.run_at > now
-    if view == "completed":
+    if view in ("completed", "cancelled"):
         return store.get(record.id, now) is not None
     return True
 
