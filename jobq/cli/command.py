@@ -232,8 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 done (cancel: the job was cancelled, or asked "
         "to stop); 1 no such job, a job not in the needed state, or a store "
         "error; 2 a usage error; 3 cancel --wait: the job still runs. --json "
-        "prints ASCII-only JSON with stable keys; other output shows control characters in jobs as "
-        "escapes such as \\x1b.",
+        "prints ASCII-only JSON with stable keys; other output shows control "
+        "characters in jobs as escapes such as \\x1b.",
     )
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {jobq.__version__}"
