@@ -449,6 +449,53 @@ def test_cancelled_lists_the_kept_cancelled_jobs(
     assert listed["cancellation"]["by"] == "jobq cancel"
 
 
+def _record(state: jobq.JobState, attempt: int | None) -> jobq.JobRecord[Any]:
+    return jobq.JobRecord(
+        id=7, payload="p", attempts=0, state=state, run_at=0.0, created_at=0.0,
+        last_error=None, key=None, priority=0, result=None, task=None, errors=(),
+        max_attempts=5, started_at=None if attempt is None else 60.0,
+        cancellation=jobq.Cancellation(at=120.0, by=NASTY, attempt=attempt),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("state", "attempt", "line"),
+    [
+        ("cancelled", None, "cancelled   {at} by {by}, while pending"),
+        ("cancelled", 2, "cancelled   {at} by {by}, stopping attempt 2"),
+        ("running", 1, "stopping    asked {at} by {by}"),
+    ],
+)  # fmt: skip
+def test_show_says_who_cancelled_a_job_when_and_what_it_stopped(
+    state: str, attempt: int | None, line: str
+) -> None:
+    record = _record(jobq.JobState(state), attempt)
+
+    text = render.job(record)
+    as_json = json.loads(render.job(record, as_json=True))
+
+    at = "1970-01-01 00:02:00 UTC"
+    assert line.format(at=at, by=render.escape(NASTY)) in text.splitlines()
+    assert not any(raw in text for raw in RAW)
+    assert as_json["cancellation"] == {"at": 120.0, "by": NASTY, "attempt": attempt}
+
+
+def test_cancel_says_what_it_did() -> None:
+    pending, running = jobq.JobState.PENDING, jobq.JobState.RUNNING
+
+    assert (
+        render.cancel(3, pending, "cancelled") == "job 3 cancelled (it was pending)\n"
+    )
+    assert render.cancel(3, running, "cancelled") == "job 3 cancelled (it stopped)\n"
+    assert render.cancel(3, running, "stopping").startswith("job 3 is running: asked")
+    assert "its work is done" in render.cancel(3, running, "completed")
+    assert json.loads(render.cancel(3, running, "stopped", as_json=True)) == {
+        "id": 3,
+        "was": "running",
+        "outcome": "stopped",
+    }
+
+
 def _cooperative(started: threading.Event, release: threading.Event) -> Any:
     """A handler that runs lines of its own until ``release``: a cancellation
     reaches it at once."""
@@ -760,7 +807,8 @@ def test_build_parser_names_every_command() -> None:
     parser = cli.build_parser()
 
     for command in cli.COMMANDS:
-        argv = [command, "1"] if command in ("show", "retry", "delete") else [command]
+        with_id = ("show", "retry", "delete", "cancel")
+        argv = [command, "1"] if command in with_id else [command]
         assert parser.parse_args(argv).command == command
 
 
