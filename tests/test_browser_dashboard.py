@@ -196,7 +196,7 @@ def test_cancel_stops_a_running_job_which_ends_in_the_cancelled_list(
         assert loop.started.wait(30)
         page.goto(base + "/jobs/running")
         page.click(f'a[href="/jobq/job/{job}"]')
-        page.click("text=Cancel")
+        page.click('button:has-text("Cancel")')
         expect(page.locator(".message")).to_contain_text("asked to stop")
         assert page.dialogs == [
             ("confirm", f"Stop running job {job}? It ends cancelled.")
