@@ -20,6 +20,7 @@ from jobq.errors import (
     StoreError,
     StoreLocked,
 )
+from jobq._worker.limits import cancel_requested
 from jobq.events import Event, EventKind
 from jobq.middleware import Middleware
 from jobq.options import JobOptions, PeriodicOptions, SendOptions, TaskOptions
@@ -50,10 +51,10 @@ __all__ = [
     "Fatal",
     "FinishedMinute",
     "Job",
+    "JobCancelled",
     "JobOptions",
     "JobQueue",
     "JobRecord",
-    "JobCancelled",
     "JobState",
     "JobTimeout",
     "JobqError",
@@ -72,6 +73,7 @@ __all__ = [
     "Task",
     "TaskOptions",
     "WorkerStats",
+    "cancel_requested",
     "task_name",
 ]
 

@@ -11,6 +11,8 @@ import atexit
 import contextlib
 import functools
 import logging
+import os
+import socket
 import sys
 import threading
 import time
@@ -42,11 +44,13 @@ from jobq._periodic.scheduler import (
 from jobq._rules import (
     check_int,
     check_sent_meta,
+    check_text,
     check_timeout,
     checked_clock,
     stored_id,
 )
 from jobq._time import to_seconds
+from jobq._worker.limits import current_claim
 from jobq._worker.pool import WorkerPool
 from jobq._worker.runner import Runner, TaskResolver
 from jobq.errors import QueueClosed, StoreError, StoreLocked
@@ -77,6 +81,7 @@ from jobq.producers import EnqueueHook, EnqueueHooks, Sending
 from jobq.retry import RetryPolicy
 from jobq.stores import store_from
 from jobq.stores.base import (
+    STOP_LOOK,
     FinishedStore,
     NewJob,
     PageStore,
@@ -120,6 +125,13 @@ MAX_PAYLOAD_BYTES = 1 << 20
 #: Seconds the interpreter waits at exit for running handlers of a queue that
 #: was not stopped, before it exits anyway (those jobs run again later).
 EXIT_TIMEOUT = 10.0
+
+#: Seconds a cancelled job is kept by default (``keep_cancelled``): a day,
+#: so that it stays visible where completed jobs are not kept at all.
+KEEP_CANCELLED = 86400.0
+
+#: The longest ``cancel(by=...)`` text kept.
+MAX_BY = 200
 
 #: The most minutes ``finished_per_minute`` reads back (a day).
 MAX_MINUTES = 1440
@@ -196,6 +208,7 @@ class JobQueue(Generic[P]):
         jitter: bool = True,
         dead_letter_limit: int = 1000,
         keep_completed: Delay = 0,
+        keep_cancelled: Delay = KEEP_CANCELLED,
         clock: Callable[[], float] | None = None,
         max_pending: int | None = None,
         max_payload_bytes: int | None = MAX_PAYLOAD_BYTES,
@@ -233,6 +246,7 @@ class JobQueue(Generic[P]):
         self._periodics: dict[str, Periodic] = {}
         self.immediate = bool(immediate)
         self._keep_completed = to_seconds(keep_completed, "keep_completed")
+        self.keep_cancelled = to_seconds(keep_cancelled, "keep_cancelled")
         self.max_pending = _optional_limit(max_pending, "max_pending")
         self.max_payload_bytes = _optional_limit(max_payload_bytes, "max_payload_bytes")
         self._warn_running_after = (
@@ -841,6 +855,7 @@ class JobQueue(Generic[P]):
             self._pool.abandoned,
             stored.delayed,
             stored.kept,
+            stored.cancelled,
         )
 
     @property
@@ -939,9 +954,65 @@ class JobQueue(Generic[P]):
         """Remove a dead job for good."""
         return self._manage(job, EventKind.DELETED, self.store.delete_dead)
 
-    def cancel(self, job: JobRef) -> bool:
-        """Remove a pending job; ``False`` if it is not pending (e.g. running)."""
-        return self._manage(job, EventKind.CANCELLED, self.store.cancel)
+    def cancel(
+        self, job: JobRef, *, wait: Delay | None = None, by: str | None = None
+    ) -> bool:
+        """Cancel a job: a pending one ends ``cancelled`` now; a running one
+        is asked to stop, whichever process runs it (see the README's section
+        "Cancelling jobs"). ``True`` if it was pending or running, ``False``
+        if it had finished, was dead or cancelled, or is unknown.
+
+        ``wait`` (seconds): wait up to that long for a running job to stop,
+        and return whether it did. ``by`` says who asked, kept with the job
+        (``JobRecord.cancellation``): this host and process by default.
+        """
+        seconds = None if wait is None else to_seconds(wait, "wait")
+        who = _who(by)
+        job_id = _job_id(job)
+        self._ensure_open()
+        if job_id is None:
+            return False
+        if seconds and (claim := current_claim()) is not None and claim.id == job_id:
+            raise RuntimeError(
+                "cancel(wait=...) was called from the handler of the job it "
+                "cancels: it would wait for itself. Cancel without wait, or "
+                "return from the handler; nothing was changed"
+            )
+        now = self._clock()
+        callbacks = self._subscribers.cancelled
+        record = self.store.get(job_id, now) if callbacks else None
+        outcome = self.store.cancel(
+            job_id, now, by=who, keep_until=now + self.keep_cancelled
+        )
+        if outcome == "cancelled":
+            if callbacks:
+                task = None if record is None else record.task
+                publish(callbacks, new_event(EventKind.CANCELLED, job_id, task, 0, now))
+            return True
+        if outcome is None:
+            return False
+        self._pool.stop_job(job_id)  # at once, if it runs here
+        return seconds is None or self._stopped(job_id, seconds)
+
+    def _stopped(self, job_id: int, seconds: float) -> bool:
+        """Whether the job stopped running within ``seconds``: woken when a
+        job of this process settles, looking at least every ``STOP_LOOK``
+        seconds (another process may run it)."""
+        deadline = time.monotonic() + seconds
+        signal = self._signal
+        with signal.lock:
+            signal.joiners += 1
+            try:
+                while True:
+                    record = self.store.get(job_id, self._clock())
+                    if record is None or record.state is not JobState.RUNNING:
+                        return True
+                    wait = min(STOP_LOOK, deadline - time.monotonic())
+                    if wait <= 0:
+                        return False
+                    signal.settled.wait(wait)
+            finally:
+                signal.joiners -= 1
 
     def _manage(
         self,
@@ -1057,6 +1128,18 @@ def _timeout(timeout: object) -> float | None:
     NaN or an infinity would otherwise wait forever, or not at all.
     """
     return None if timeout is None else to_seconds(timeout, "timeout")
+
+
+def _who(by: object) -> str:
+    """Who cancels, as kept with the job: ``by`` checked (text every store
+    holds, at most ``MAX_BY`` characters), or this host and process."""
+    if by is None:
+        return f"{socket.gethostname()} pid {os.getpid()}"
+    if not isinstance(by, str):
+        raise TypeError(f"by must be a str or None, not {by!r}")
+    if not 0 < len(by) <= MAX_BY:
+        raise ValueError(f"by must be 1 to {MAX_BY} characters, not {len(by)}")
+    return check_text(by, "by")
 
 
 def _optional_limit(value: int | None, name: str) -> int | None:

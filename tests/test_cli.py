@@ -1100,11 +1100,11 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert created.code == 0, created.err
-    assert created.out == f"the SQLite file {path}: jobq schema at version 4\n"
+    assert created.out == f"the SQLite file {path}: jobq schema at version 5\n"
     assert again.code == 0, again.err
     assert json.loads(again.out) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 4,
+        "schema_version": 5,
     }
     assert json.loads(looked.out) == {
         "pending": 0,
@@ -1116,7 +1116,7 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     }
 
 
-def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_4(
+def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_5(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     path = tmp_path / "jobs.db"
@@ -1127,7 +1127,7 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_4(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert migrated.code == 0, migrated.err
-    assert migrated.out == f"the SQLite file {path}: jobq schema at version 4\n"
+    assert migrated.out == f"the SQLite file {path}: jobq schema at version 5\n"
     assert json.loads(looked.out) == {
         "pending": 2,
         "delayed": 1,

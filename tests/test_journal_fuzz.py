@@ -140,7 +140,7 @@ def _read(snapshot: bytes, segment: bytes) -> Files | str:
 def _refused_as_newer(found: Files | str, damaged: bytes) -> bool:
     """Whether the change made the version number a newer one (the file is
     then refused, ``found`` being the refusal)."""
-    newer = re.match(rb'JOBQ-JOURNAL [3-9]\n|\{"format": "jobq", "version": [3-9],',
+    newer = re.match(rb'JOBQ-JOURNAL [4-9]\n|\{"format": "jobq", "version": [4-9],',
                      damaged)  # fmt: skip
     if newer is None:
         return False

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from old_schemas import sqlite_v1
+from old_schemas import sqlite_at, sqlite_v1
 
 import jobq
-from jobq import JobState
+from jobq import Cancellation, Enqueued, JobState
 from jobq.stores import SqliteStore, store_from
-from jobq.stores.base import Claim, NewJob, Signal
+from jobq.stores.base import Claim, NewJob, Signal, StoreStats
 from jobq.stores.sqlite import statements as sqlite_statements
 from jobq.stores.sqlite.schema import GET_VERSION, SCHEMA_VERSION
 from jobq.stores.sqlite.statements import FINISHED_PER_MINUTE
@@ -324,7 +324,9 @@ def test_ids_only_grow_even_after_the_newest_job_is_gone(
 ) -> None:
     store = open_store()
     ids = add(store, new_job(1), new_job(2), new_job(3))
-    assert store.cancel(ids[-1])
+    newest = store.claim_many(T0, 3)[-1]
+    assert newest.id == ids[-1]
+    assert store.finish(newest, None, None, T0)  # deleted
     store.close()
 
     [next_id] = add(open_store(), new_job(4))
@@ -358,7 +360,7 @@ def test_a_live_key_is_unique_in_the_file_itself(
 def test_stats_counts_stay_equal_to_the_rows(open_store: OpenStore, path: Path) -> None:
     store = open_store(dead_letter_limit=2)
     ids = add(store, *(new_job(n, run_at=T0 + n % 3) for n in range(12)))
-    store.cancel(ids[0])
+    assert store.cancel(ids[0], T0, by="t", keep_until=T0 + 60) == "cancelled"
     for _ in range(4):
         store.fail(claim(store, T0 + 5), failure(), None, T0 + 5)  # dead, trimmed
     store.fail(claim(store, T0 + 5), failure(), T0 + 60, T0 + 5)  # pending again
@@ -379,6 +381,25 @@ def test_stats_counts_stay_equal_to_the_rows(open_store: OpenStore, path: Path) 
         1,
     )
     assert state_of(store, running.id) is JobState.RUNNING
+
+
+def test_a_released_stopping_claim_ends_cancelled_with_no_attempt_counted(
+    open_store: OpenStore,
+) -> None:
+    """It never started: pending again would run a job asked to stop, whose
+    key is already free."""
+    store = open_store()
+    [job_id] = add(store, new_job("x", key="k"))
+    claimed = claim(store)
+    assert store.cancel(job_id, T0, by="t", keep_until=T0 + 60) == "stopping"
+
+    store.release([claimed], T0 + 1)
+
+    record = store.get(job_id, T0 + 1)
+    assert record is not None
+    assert (record.state, record.attempts) == (JobState.CANCELLED, 0)
+    assert record.cancellation == Cancellation(T0, "t", 1)
+    assert store.claim(T0 + 1) is None
 
 
 # -- leases and fencing, with explicit times ------------------------------------------
@@ -661,8 +682,15 @@ def test_claim_statements_use_the_partial_indexes(
                 ("BURY", (1, "ValueError", "[]", T0, 1)),
                 ("OWNERS", ("h",)),
                 ("DEAD_KEY", (1,)),
+                ("EXPIRE_CANCELLED", (T0,)),
+                ("EXPIRED_CANCELLED", (T0,)),
+                ("CANCEL_STATE", (1,)),
+                ("CANCEL_PENDING", (T0, "by", T0 + 60, 1)),
+                ("STOP_RUNNING", (T0, "by", T0 + 60, 1)),
+                ("END_CANCELLED", (1, "ValueError", "[]", T0, 1)),
             ]
         }
+        plans["stops"] = plan(conn, sqlite_statements.stops(2), (1, 1, 2, 1))
 
     assert "USING INDEX jobq_scheduled (run_at<?)" in plans["PROMOTE"]
     assert "USING INDEX jobq_ready" in plans["CLAIM"]
@@ -670,6 +698,8 @@ def test_claim_statements_use_the_partial_indexes(
     assert "USING INDEX jobq_scheduled" in plans["NEXT_DUE"]
     assert "USING INDEX jobq_live_keys (key=?)" in plans["HELD_KEY"]
     assert "USING INDEX jobq_running (lease_until<?)" in plans["EXPIRED"]
+    assert "USING INDEX jobq_cancelled (expires_at<?)" in plans["EXPIRE_CANCELLED"]
+    assert "USING INTEGER PRIMARY KEY (rowid=?)" in plans["stops"]
     assert {name: full_scans(text) for name, text in plans.items()} == {
         name: [] for name in plans
     }
@@ -957,7 +987,7 @@ def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
 def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
     sqlite_v1(path)
 
-    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 4
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 5
     assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
 
     with raw(path) as conn:
@@ -973,6 +1003,50 @@ def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
     assert schedules == {"name", "expression", "last_slot", "last_job_id"}
     # version 4: the minutes of finished jobs are read from an index alone
     assert "USING COVERING INDEX jobq_finished" in str(finished)
+
+
+def test_a_version_4_file_is_migrated_and_keeps_its_jobs_ids_and_keys(
+    path: Path, open_store: OpenStore
+) -> None:
+    """Version 5 rebuilds the jobs table (a new state): every job, the id
+    sequence and the keys come through; the key index leaves stopping jobs
+    out."""
+    sqlite_at(path, 4)
+    with raw(path) as conn:  # job 4 was taken, then deleted: its id stays used
+        conn.execute(
+            "INSERT INTO jobq_jobs (state, payload, priority, run_at, created_at,"
+            " max_attempts, result, expires_at) VALUES"
+            " ('completed', '1', 0, ?, ?, 1, '\"r\"', ?)",
+            (T0, T0, T0 + 60),
+        )
+        conn.execute("INSERT INTO jobq_jobs (id, state, payload, priority, run_at,"
+                     " created_at, max_attempts) VALUES (5, 'ready', '0', 0, ?, ?, 1)",
+                     (T0, T0))  # fmt: skip
+        conn.execute("DELETE FROM jobq_jobs WHERE id = 5")
+
+    store = open_store()
+
+    records = [store.get(job_id, T0) for job_id in (1, 2, 3, 4)]
+    shown = [(r.state, r.payload, r.key, r.attempts, r.result, r.cancellation)
+             for r in records if r is not None]  # fmt: skip
+    assert shown == [
+        (JobState.PENDING, "due", "k", 0, None, None),
+        (JobState.PENDING, {"n": 1}, None, 1, None, None),
+        (JobState.DEAD, "dead", None, 1, None, None),
+        (JobState.COMPLETED, 1, None, 0, "r", None),
+    ]
+    assert store.stats() == StoreStats(2, 0, 1, delayed=1, kept=1, cancelled=0)
+    with raw(path) as conn:
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (5,)
+    assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
+    assert add(store, new_job("new")) == [6]
+    assert claim(store).id == 1
+    assert store.cancel(1, T0, by="t", keep_until=T0 + 60) == "stopping"
+    record = store.get(1, T0)
+    assert record is not None
+    assert record.cancellation == Cancellation(T0, "t", 1)
+    [freed] = store.add([new_job("after", key="k")], T0)
+    assert (freed.id, freed.duplicate) == (7, False)
 
 
 _OPEN_AND_CLOSE = """

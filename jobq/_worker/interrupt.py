@@ -257,16 +257,24 @@ class Interruptible:
     ``delivered`` says whether it was. A request made outside a handler
     call, or after one was delivered, is refused; one not delivered when
     the call ends is dropped.
+
+    A call is named by a token, ``current`` while it runs. The thread may
+    also set ``current`` itself around a handler call, with no lock and no
+    wrapper (a worker, for every job: the cost of ``call`` is a few percent
+    of a no-op job); then it calls ``leave`` after it if ``pending``. A
+    request lands only while ``current`` is still its token (checked in the
+    thread, at delivery), so one that raced with the call's end never
+    reaches the thread's next call; it is dropped there.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.thread = threading.current_thread()
         self.ident = threading.get_ident()
-        #: Inside ``call`` (set without the lock on entry, cleared with it),
-        #: and the token of that call: requests name the call they mean.
-        self.inside = False
-        self._token: object = None
+        #: The token of the call the thread runs now (``None``: none), set
+        #: in the thread without the lock: requests name the call they mean.
+        self.current: object = None
+        self._requested: object = None  # the token of the request waiting
         self.delivered = False
         #: Given up by whoever interrupts it: what the thread does after its
         #: call returns is no longer the caller's (it ends). ``stuck_at``:
@@ -276,42 +284,56 @@ class Interruptible:
         self._exception: Callable[[], BaseException] | None = None
         self.thread_state = _current_thread_state()
         self._delivery = _delivery().for_thread(self)
+        self._delivery.note_trace()  # for the calls not made through ``call``
 
     @hands_over
     def call(self, function: Callable[[], T], token: object = None) -> T:
         """``function()``, interruptible while it runs; ``token`` names this
         call in ``request`` and ``abandon``."""
-        self._token = token
         self._delivery.note_trace()
-        self.inside = True
+        self.current = token
         try:
             return function()
         except BaseException as exc:
             if self.delivered:
-                _trim(exc)
+                trim_callbacks(exc)
             raise
         finally:
-            self._leave()
+            self.leave()
 
-    def _leave(self) -> None:
+    @property
+    def pending(self) -> bool:
+        """A request was made (waiting or delivered): ``leave`` must drop it
+        once the call is over."""
+        return self._exception is not None
+
+    def leave(self) -> None:
         """Out of the handler (in its own thread): no exception reaches it
         any more; a request not delivered is dropped."""
         with self.lock:
-            self.inside = False
-            if self._exception is not None:
-                self._exception = None
-                self.delivered = False
-                _waiting.pop(self.ident, None)
-                self._delivery.stop()
+            self.current = None
+            self._drop()
+
+    def _drop(self) -> None:
+        """Forget the request (in the thread, the lock held)."""
+        if self._exception is not None:
+            self._exception = None
+            self._requested = None
+            self.delivered = False
+            _waiting.pop(self.ident, None)
+            self._delivery.stop()
 
     def request(self, exception: Callable[[], BaseException], token: object) -> bool:
         """Raise ``exception()`` in the call ``token`` at its next line that
         ``may_land``; whether the request was taken (that call runs, and no
-        request is waiting or delivered in it)."""
+        request is waiting or delivered in it; one left from an earlier
+        call is replaced)."""
         with self.lock:
-            if not self._runs(token) or self._exception is not None:
+            if not self._runs(token) or self._requested is token:
                 return False
             self._exception = exception
+            self._requested = token
+            self.delivered = False
             _waiting[self.ident] = self
             self._delivery.start()
             return True
@@ -358,13 +380,19 @@ class Interruptible:
         return _frame_of(self.thread_state)
 
     def _runs(self, token: object) -> bool:
-        return self.inside and self._token is token and not self.abandoned
+        return token is not None and self.current is token and not self.abandoned
 
     def deliver(self) -> BaseException | None:
         """The exception to raise now (in the thread, at a line that
-        ``may_land``), once; ``None`` if none is waiting."""
+        ``may_land``), once; ``None`` if none is waiting, or if the call it
+        was meant for is over (``leave`` drops it after the call the thread
+        runs now)."""
         with self.lock:
-            if self._exception is None or self.delivered or not self.inside:
+            if (
+                self._exception is None
+                or self.delivered
+                or self.current is not self._requested
+            ):
                 return None
             self.delivered = True
             _waiting.pop(self.ident, None)
@@ -402,7 +430,7 @@ class _ThreadDelivery(Protocol):
         """In the target's thread, its lock held: no more of them."""
 
 
-def _trim(exc: BaseException) -> None:
+def trim_callbacks(exc: BaseException) -> None:
     """Cut the frames of the callbacks that raised a delivered exception
     from its traceback: it ends at the handler's line, where it landed."""
     tb = exc.__traceback__

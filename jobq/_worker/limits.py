@@ -12,6 +12,13 @@ failed ``JobTimeout``, so the claim's token refuses whatever the thread
 finishes later, stops renewing its lease, and starts a replacement thread
 (see ``jobq._worker.pool``).
 
+A cancelled job (``queue.cancel``) is stopped the same way: ``request_stop``
+asks for ``JobCancelled`` at once, with the same grace, in whatever attempt
+of the job the thread runs, time-limited or not (the worker marks each
+attempt as the thread's ``current`` one, no wrapper: see
+``Interruptible``). A handler that asks ``cancel_requested()`` is left to
+stop of its own accord: nothing is raised in it, and the grace still holds.
+
 One thread of the pool, ``jobq-limits``, watches the deadlines. It never
 logs, never touches the store and takes no lock a handler's thread may hold
 for long (only each thread's own small lock, and its own): a handler stuck
@@ -29,7 +36,7 @@ from types import FrameType
 from typing import TypeVar
 
 from jobq._worker.interrupt import Interruptible, learn_cleanup_lines
-from jobq.errors import JobTimeout
+from jobq.errors import JobCancelled, JobTimeout
 from jobq.stores.base import Claim
 
 T = TypeVar("T")
@@ -46,17 +53,45 @@ def interrupted(claim: Claim) -> str:
 
 
 class Attempt:
-    """One limited call of one thread: the claim it runs, its deadline
-    (monotonic) and when ``JobTimeout`` was requested. Also the token of
-    the call for ``Interruptible``: a request or an abandonment meant for
-    this attempt never reaches the thread's next one."""
+    """What one thread must stop by a deadline: the claim it runs (also the
+    token of its call for ``Interruptible``: a request or an abandonment
+    meant for this attempt never reaches the thread's next one), the
+    deadline (monotonic), the exception to raise then (``JobTimeout``,
+    ``JobCancelled``) and when it was requested."""
 
-    __slots__ = ("claim", "deadline", "requested_at")
+    __slots__ = ("claim", "deadline", "exception", "requested_at")
 
-    def __init__(self, claim: Claim, deadline: float) -> None:
+    def __init__(
+        self, claim: Claim, deadline: float, exception: type[BaseException]
+    ) -> None:
         self.claim = claim
         self.deadline = deadline
+        self.exception = exception
         self.requested_at: float | None = None
+
+
+#: The calling worker thread's ``ThreadLimit`` (``cancel_requested``).
+_this_thread = threading.local()
+
+
+def cancel_requested() -> bool:
+    """Whether the job whose handler calls it was asked to stop
+    (``queue.cancel``): true in the thread of such an attempt, from the
+    moment the request reaches this process (at once in the process that
+    asked; within ``STOP_LOOK`` seconds from another). A handler that asks
+    is trusted to stop of its own accord: ``JobCancelled`` is no longer
+    raised in this attempt, and it is still abandoned if it runs
+    ``timeout_grace`` seconds after the request. False outside a worker
+    thread's handler (``run_pending`` runs no handler that can be stopped)."""
+    limit: ThreadLimit | None = getattr(_this_thread, "limit", None)
+    return limit is not None and limit.asked_to_stop()
+
+
+def current_claim() -> Claim | None:
+    """The claim whose handler the calling worker thread runs, if any."""
+    limit: ThreadLimit | None = getattr(_this_thread, "limit", None)
+    current = None if limit is None else limit.interruptible.current
+    return current if isinstance(current, Claim) else None
 
 
 class ThreadLimit:
@@ -68,7 +103,15 @@ class ThreadLimit:
         self._limits = limits
         self.interruptible = Interruptible()
         self.thread = self.interruptible.thread
+        _this_thread.limit = self
         self.attempt: Attempt | None = None  # set while inside a limited handler
+        #: A cancellation to enforce (set by any thread, ``request_stop``;
+        #: cleared by the limits thread once its attempt is over).
+        self.stop: Attempt | None = None
+        #: The claim whose handler asked ``cancel_requested()``: stops itself.
+        self.cooperative: object = None
+        #: The attempt whose grace ran out, for the limits thread to abandon.
+        self.expired: Attempt | None = None
         #: When the limits thread must look at this thread next (monotonic):
         #: the deadline, then the renewals and the end of the grace; ``inf``
         #: outside a limited handler.
@@ -82,11 +125,11 @@ class ThreadLimit:
         """``function()``, the handler of ``claim``, under its time limit."""
         assert claim.timeout is not None  # noqa: S101 - the runner checks it
         deadline = time.monotonic() + claim.timeout
-        attempt = self.attempt = Attempt(claim, deadline)
+        self.attempt = Attempt(claim, deadline, JobTimeout)
         self.due = deadline  # before reading the limits thread's next look
         self._limits.armed(deadline)
         try:
-            return self.interruptible.call(function, attempt)
+            return self.interruptible.call(function, claim)
         except JobTimeout as exc:
             if exc.args == (JobTimeout.DEFAULT,):  # the handler saw the plain one
                 exc.args = (interrupted(claim),)
@@ -95,34 +138,77 @@ class ThreadLimit:
             self.attempt = None
             self.due = math.inf
 
+    def request_stop(self, claim: Claim) -> bool:
+        """From any thread: have ``claim``'s attempt stopped now, if this
+        thread runs it (the limits thread requests ``JobCancelled`` and
+        keeps the grace); whether it does."""
+        if self.interruptible.current is not claim:
+            return False
+        stop = self.stop
+        if stop is None or stop.claim is not claim:
+            self.stop = Attempt(claim, -math.inf, JobCancelled)
+            self._limits.wake()
+        return True
+
+    def asked_to_stop(self) -> bool:
+        """``cancel_requested()``, in this thread: the attempt it runs now
+        stops itself from here on."""
+        current = self.cooperative = self.interruptible.current
+        stop = self.stop
+        return current is not None and stop is not None and stop.claim is current
+
     def look(self, now: float, grace: float) -> float:
         """For the limits thread: request ``JobTimeout`` once the deadline
-        has passed; when to look at this thread next (monotonic; ``-inf``:
-        its grace is over, abandon it)."""
-        attempt = self.attempt
-        if attempt is None or self.abandoned:
+        has passed, ``JobCancelled`` once asked; when to look at this thread
+        next (monotonic; ``-inf``: a grace is over, abandon it for
+        ``expired``)."""
+        if self.abandoned:
             return math.inf
+        soonest = math.inf
+        attempt = self.attempt
+        if attempt is not None:
+            soonest = self._look(attempt, now, grace)
+            if attempt.requested_at is not None and soonest != -math.inf:
+                self.due = soonest  # a look armed during this one sees it
+        stop = self.stop
+        if stop is not None and soonest != -math.inf:
+            at = self._look(stop, now, grace)
+            if at == math.inf:
+                self.stop = None  # its attempt is over
+            soonest = min(soonest, at)
+        return soonest
+
+    def _look(self, attempt: Attempt, now: float, grace: float) -> float:
+        """``look`` at one of the attempt's deadlines (its time limit, or
+        its cancellation)."""
         interruptible = self.interruptible
         if attempt.requested_at is None:
             if now < attempt.deadline:
                 return attempt.deadline
-            learn_cleanup_lines(interruptible.handler_files(attempt))
-            if not interruptible.request(JobTimeout, attempt):
+            if interruptible.current is not attempt.claim:
                 return math.inf  # it left the handler meanwhile
+            if self.cooperative is not attempt.claim:
+                learn_cleanup_lines(interruptible.handler_files(attempt.claim))
+                # Refused while its call runs: another request is in (the
+                # time limit's); the grace runs from now all the same.
+                interruptible.request(attempt.exception, attempt.claim)
             attempt.requested_at = now
-        elif not interruptible.delivered:
-            learn_cleanup_lines(interruptible.handler_files(attempt))
+        elif interruptible.pending and not interruptible.delivered:
+            learn_cleanup_lines(interruptible.handler_files(attempt.claim))
             interruptible.renew()
         end = attempt.requested_at + grace
         if now >= end:
+            self.expired = attempt
             return -math.inf
-        self.due = end if self.interruptible.delivered else min(end, now + RENEW_EVERY)
-        return self.due
+        if interruptible.delivered or not interruptible.pending:
+            return end
+        return min(end, now + RENEW_EVERY)
 
 
 #: What the pool does with a thread abandoned in an attempt: record it as a
-#: failed ``JobTimeout`` (with the frame the thread was in), replace it.
-Abandoned = Callable[[ThreadLimit, Claim, "FrameType | None"], None]
+#: failed attempt (the ``Attempt`` says why, ``JobTimeout`` or
+#: ``JobCancelled``, with the frame the thread was in), replace it.
+Abandoned = Callable[[ThreadLimit, Attempt, "FrameType | None"], None]
 
 
 class TimeLimits:
@@ -164,14 +250,19 @@ class TimeLimits:
         """A worker armed a limit: wake the limits thread if it would look
         later than ``deadline`` (starting it the first time)."""
         if deadline < self.next_look:
-            with self._woken:
-                self._rewatch = True
-                if self._thread is None and not self._closed:
-                    self._thread = threading.Thread(
-                        target=self._watch, name="jobq-limits", daemon=True
-                    )
-                    self._thread.start()
-                self._woken.notify()
+            self.wake()
+
+    def wake(self) -> None:
+        """Have the limits thread look now (starting it the first time):
+        also while it looks, unlike ``armed``."""
+        with self._woken:
+            self._rewatch = True
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(
+                    target=self._watch, name="jobq-limits", daemon=True
+                )
+                self._thread.start()
+            self._woken.notify()
 
     def open(self) -> None:
         """Watch again after a ``close`` (the pool restarts)."""
@@ -230,9 +321,9 @@ class TimeLimits:
         return soonest
 
     def _abandon(self, limit: ThreadLimit) -> None:
-        attempt = limit.attempt
-        if attempt is None or not limit.interruptible.abandon(attempt):
+        attempt = limit.expired
+        if attempt is None or not limit.interruptible.abandon(attempt.claim):
             return  # it returned meanwhile
         limit.due = math.inf
         self.leave(limit)
-        self._abandoned(limit, attempt.claim, limit.interruptible.stuck_at)
+        self._abandoned(limit, attempt, limit.interruptible.stuck_at)

@@ -17,7 +17,11 @@ A job with a ``timeout`` runs under a time limit (see ``jobq._worker.limits``):
 the limits thread has ``JobTimeout`` raised in a handler past its limit,
 and after the grace gives up on a thread still inside it; the watchdog then
 records its attempt as failed and starts another thread in its place, so
-the pool keeps its size.
+the pool keeps its size. A job asked to stop (``stop_job``: this process's
+``queue.cancel``, or the store's ``stops_requested``, which the watchdog
+asks every ``STOP_LOOK`` seconds where another process may have asked) is
+stopped the same way with ``JobCancelled``; one claimed but not started yet
+is not started.
 
 The threads are daemon threads. A ``concurrent.futures`` pool joins its threads
 at interpreter exit, so one handler that never returns would hang the exit; the
@@ -40,10 +44,10 @@ from types import FrameType
 from jobq._logs import claim_extra
 from jobq._periodic.scheduler import Scheduler
 from jobq._worker.dispatch import MAX_IDLE_WAIT, Dispatcher
-from jobq._worker.limits import ThreadLimit, TimeLimits
+from jobq._worker.limits import Attempt, ThreadLimit, TimeLimits
 from jobq._worker.runner import Outcome, Runner
-from jobq.errors import JobTimeout
-from jobq.stores.base import Claim, Signal, Store
+from jobq.errors import JobCancelled, JobTimeout
+from jobq.stores.base import STOP_LOOK, Claim, Signal, Store
 
 logger = logging.getLogger("jobq")
 
@@ -135,7 +139,11 @@ class WorkerPool:
         self._watchdog_wake = threading.Condition()
         #: Threads given up at a time limit, for the watchdog to record and
         #: replace (appended by the limits thread: ``deque`` is atomic).
-        self._to_replace: deque[tuple[Worker, Claim, FrameType | None]] = deque()
+        self._to_replace: deque[tuple[Worker, Attempt, FrameType | None]] = deque()
+        #: Jobs asked to stop whose claims this pool holds but has not
+        #: started: not started (a worker reads it before each job; a stop
+        #: request is final, so an id here never runs again).
+        self._stops: set[int] = set()
         #: Each worker thread's state by its limit (what the limits thread
         #: names when it gives up on one); set and read in single steps.
         self._workers: dict[ThreadLimit, Worker] = {}
@@ -265,8 +273,17 @@ class WorkerPool:
         if claim is None:  # stopping
             runner.release(dispatcher.take_ready())
             return self._leave()
+        if self._stops and claim.id in self._stops:
+            self._stops.discard(claim.id)
+            worker.ran.append(runner.not_started(claim, JobCancelled()))
+            return False
         started = time.monotonic()
+        interruptible = worker.limit.interruptible
+        interruptible.current = claim  # a stop request names it (no wrapper)
         outcome = runner.run_one(claim, worker.call)
+        interruptible.current = None
+        if interruptible.pending:
+            interruptible.leave()
         if worker.limit.abandoned:
             worker.recorded.wait()  # the watchdog records its timeout first
             self._returned_late(outcome, time.monotonic() - started)
@@ -309,6 +326,9 @@ class WorkerPool:
         """
         interval = self._watch_interval()
         periodic = math.inf if interval is None else time.monotonic() + interval
+        stop_look = math.inf
+        if self._store.shared_between_processes:
+            stop_look = time.monotonic() + STOP_LOOK
         retry = math.inf  # after a failure
         warned: set[tuple[int, int]] = set()  # (job id, token) already reported
         while True:
@@ -318,7 +338,7 @@ class WorkerPool:
                     return
             with self._watchdog_wake:
                 if not self._woken and not self._to_replace:
-                    wake = min(periodic, retry, self._next_slot_look())
+                    wake = min(periodic, stop_look, retry, self._next_slot_look())
                     self._watchdog_wake.wait(_remaining(wake))
                 self._woken = False
             try:
@@ -326,6 +346,9 @@ class WorkerPool:
                 self._replace_abandoned()
                 if self._scheduler is not None:
                     self._scheduler.tick()  # a no-op until a slot falls due
+                if time.monotonic() >= stop_look:
+                    stop_look = time.monotonic() + STOP_LOOK
+                    self._look_for_stops()
                 if time.monotonic() >= periodic:
                     assert interval is not None  # noqa: S101 - inf otherwise
                     periodic = time.monotonic() + interval
@@ -361,38 +384,75 @@ class WorkerPool:
             warned = self._warn_slow(running, warned)
         return warned
 
+    def stop_job(self, job_id: int) -> None:
+        """Stop the job ``job_id`` if this pool holds its claim: interrupt
+        its handler (``JobCancelled``, see ``jobq._worker.limits``), or
+        never start it. Called by ``queue.cancel`` and the watchdog."""
+        held = [c for c in self._runner.held_claims() if c.id == job_id]
+        if not held:
+            return
+        for worker in list(self._workers.values()):
+            current = worker.limit.interruptible.current
+            if (
+                isinstance(current, Claim)
+                and current.id == job_id
+                and worker.limit.request_stop(current)
+            ):
+                return
+        self._stops.add(job_id)  # claimed, not started: a worker sees it
+
+    def _look_for_stops(self) -> None:
+        """Ask the store which held claims another process asked to stop
+        (the watchdog, every ``STOP_LOOK`` seconds); forget the stops of
+        claims no longer held."""
+        held = self._runner.held_claims()
+        if self._stops:
+            self._stops &= {claim.id for claim in held}
+        if held:
+            for job_id in self._store.stops_requested(held):
+                self.stop_job(job_id)
+
     def _abandoned(
-        self, limit: ThreadLimit, claim: Claim, frame: FrameType | None
+        self, limit: ThreadLimit, attempt: Attempt, frame: FrameType | None
     ) -> None:
-        """The limits thread gave up on ``limit``'s thread in ``claim``'s
-        handler (stuck at ``frame``): the watchdog records and replaces it."""
+        """The limits thread gave up on ``limit``'s thread in ``attempt``
+        (stuck at ``frame``): the watchdog records and replaces it."""
         worker = self._workers.get(limit)
         if worker is not None:
-            self._to_replace.append((worker, claim, frame))
+            self._to_replace.append((worker, attempt, frame))
             self._wake_watchdog()
 
     def _replace_abandoned(self) -> None:
         """Record the attempts of the threads given up at a time limit, and
         start a thread in the place of each."""
         while self._to_replace:
-            worker, claim, frame = self._to_replace.popleft()
+            worker, attempt, frame = self._to_replace.popleft()
             try:
-                self._record_abandoned(worker, claim, frame)
+                self._record_abandoned(worker, attempt, frame)
             finally:
                 worker.recorded.set()  # its late outcome may come now
                 self._replace(worker.limit.thread)
 
     def _record_abandoned(
-        self, worker: Worker, claim: Claim, frame: FrameType | None
+        self, worker: Worker, attempt: Attempt, frame: FrameType | None
     ) -> None:
-        """Record an abandoned handler's attempt as a failed ``JobTimeout``,
-        with the outcomes its thread had not handed in. Recording forgets
-        the claim, so its lease is no longer renewed."""
-        exc = JobTimeout(
-            f"job {claim.id} ran past its time limit of {claim.timeout:g} s and "
-            f"did not return within the {self._limits.grace:g} s grace: its "
-            f"thread {worker.limit.thread.name} was abandoned"
-        )
+        """Record an abandoned handler's attempt as failed (``JobTimeout``
+        or ``JobCancelled``), with the outcomes its thread had not handed
+        in. Recording forgets the claim, so its lease is no longer renewed."""
+        claim, grace = attempt.claim, self._limits.grace
+        thread = worker.limit.thread.name
+        exc: JobTimeout | JobCancelled
+        if attempt.exception is JobCancelled:
+            exc = JobCancelled(
+                f"job {claim.id} was cancelled and did not stop within the "
+                f"{grace:g} s grace: its thread {thread} was abandoned"
+            )
+        else:
+            exc = JobTimeout(
+                f"job {claim.id} ran past its time limit of {claim.timeout:g} s "
+                f"and did not return within the {grace:g} s grace: its thread "
+                f"{thread} was abandoned"
+            )
         failed = self._runner.abandoned(claim, exc, frame)
         with self._signal.lock:  # counted before anyone sees the attempt
             self.abandoned += 1

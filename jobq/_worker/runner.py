@@ -5,7 +5,7 @@ A job's path through here reads straight down: ``run_one`` builds the
 task (``_invoke``) and returns the outcome; ``record`` writes outcomes to the
 store (successes in one write, failed attempts in another), logs the failed
 ones and publishes ``succeeded``, ``retrying`` or ``dead`` for each outcome
-the store took.
+the store took (``cancelled`` for a job that was asked to stop and did).
 
 A job with a ``task`` name goes to the function ``@queue.task`` registered
 under that name, with the arguments stored in its payload (a name nothing
@@ -27,20 +27,20 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from jobq._failures import describe_failure, with_stack
 from jobq._json import decode, decode_meta, encode
 from jobq._logs import claim_extra
 from jobq._time import to_seconds
-from jobq._worker.interrupt import hands_over
-from jobq.errors import Fatal, JobTimeout, Retry
+from jobq._worker.interrupt import hands_over, trim_callbacks
+from jobq.errors import Fatal, JobCancelled, JobTimeout, Retry
 from jobq.events import EventKind, Subscriber, Subscribers, new_event, publish
 from jobq.middleware import Middleware, wrap
 from jobq.retry import RetryPolicy
 from jobq.stores.base import Claim, Done, Failure, Store
 from jobq.tasks import task_arguments, unknown_task
-from jobq.types import NO_META, Job
+from jobq.types import NO_META, Job, JobState
 
 logger = logging.getLogger("jobq")
 
@@ -49,7 +49,16 @@ logger = logging.getLogger("jobq")
 STARTED, SUCCEEDED = EventKind.STARTED, EventKind.SUCCEEDED
 RETRYING, DEAD = EventKind.RETRYING, EventKind.DEAD
 
+#: The event of a failed attempt, by the state the store says its job is in.
+FAILED_KINDS = {
+    JobState.PENDING: RETRYING,
+    JobState.DEAD: DEAD,
+    JobState.CANCELLED: EventKind.CANCELLED,
+}
+
 Handler = Callable[[Job[Any]], Any]
+
+R = TypeVar("R")
 
 #: ``resolve_task``: a handler for the jobs of a task name that no
 #: ``@queue.task`` registered, or ``None`` (the job is then dead at once).
@@ -251,11 +260,12 @@ class Runner:
         return functools.partial(self._invoke, claim, job)
 
     def abandoned(
-        self, claim: Claim, exc: JobTimeout, frame: FrameType | None
+        self, claim: Claim, exc: JobTimeout | JobCancelled, frame: FrameType | None
     ) -> Failed:
         """The failed attempt recorded for a handler abandoned at its time
-        limit (by the watchdog, while the handler still runs): its error
-        shows where the thread was stuck (``frame``, its innermost)."""
+        limit or after a cancellation (by the watchdog, while the handler
+        still runs): its error shows where the thread was stuck (``frame``,
+        its innermost)."""
         running = self.active.pop(id(claim), None)
         ran_for = 0.0 if running is None else time.monotonic() - running[1]
         job = job_of(claim) if self.subscribers.attempts else None
@@ -264,6 +274,11 @@ class Runner:
             return failed
         error = with_stack(failed.failure.error, frame)
         return failed._replace(failure=failed.failure._replace(error=error))
+
+    def not_started(self, claim: Claim, exc: JobCancelled) -> Failed:
+        """The failed attempt recorded for a claim whose job was asked to
+        stop before its handler started (it never starts)."""
+        return self._failed(claim, exc, None, None)
 
     @hands_over
     def _invoke(self, claim: Claim, job: Job[Any] | None) -> Any:
@@ -314,6 +329,8 @@ class Runner:
         """The failed attempt ``exc`` ended: its error, and when the job runs
         again (never after a ``Fatal`` or its last attempt)."""
         now = self.clock()
+        if isinstance(exc, JobTimeout | JobCancelled):
+            trim_callbacks(exc)  # raised by a callback at the handler's line
         retry_at = None
         if not isinstance(exc, Fatal) and claim.attempt < claim.max_attempts:
             retry_at = now + self._retry_delay(claim, exc)
@@ -338,7 +355,8 @@ class Runner:
     def record(self, outcomes: Sequence[Outcome]) -> None:
         """Record outcomes: the successes in one store write, the failed
         attempts in another; then log each failure and publish an event for
-        each outcome the store took."""
+        each outcome the store took (``cancelled`` for a failed attempt of a
+        job that was asked to stop)."""
         if not outcomes:
             return
         succeeded: list[Done | Succeeded] = []
@@ -370,21 +388,23 @@ class Runner:
                         _safely(self._ended, success, SUCCEEDED, callbacks)
         if failed:
             failures = [f.failure for f in failed]
-            recorded = self._record(
+            states = self._record(
                 [f.claim for f in failures],
                 "failure",
                 lambda: self.store.fail_many(failures, now),
                 "retried",
                 [int(f.retry_at is not None) for f in failures],
             )
-            for outcome, ok in zip(failed, recorded, strict=True):
-                if ok:
-                    _safely(_log_failure, outcome)
-                    dead = outcome.failure.retry_at is None
-                    kind = DEAD if dead else RETRYING
-                    callbacks = self.subscribers.of(kind)
-                    if callbacks:
-                        _safely(self._ended, outcome, kind, callbacks)
+            for outcome, state in zip(failed, states, strict=True):
+                if state is None:
+                    continue
+                if state is JobState.CANCELLED and outcome.failure.retry_at:
+                    self.counters.count("retried", -1)  # it stopped instead
+                _safely(_log_failure, outcome, state)
+                kind = FAILED_KINDS[state]
+                callbacks = self.subscribers.of(kind)
+                if callbacks:
+                    _safely(self._ended, outcome, kind, callbacks)
 
     def release(self, claims: Sequence[Claim]) -> None:
         """Give claims whose jobs did not start back to the store."""
@@ -408,12 +428,13 @@ class Runner:
         self,
         claims: Sequence[Claim],
         outcome: str,
-        write: Callable[[], list[bool]],
+        write: Callable[[], list[R]],
         counter: CounterName,
         counts: Sequence[int],
-    ) -> list[bool]:
+    ) -> Sequence[R | None]:
         """Record one outcome for each of ``claims`` with ``write`` (the store
-        call); whether each was recorded. ``counts`` are what each claim adds
+        call); what the store said of each (falsy: not recorded), ``None``
+        for each where the store failed. ``counts`` are what each claim adds
         to the counter named ``counter``.
 
         The counters move first, so that whoever the store's settling wakes
@@ -422,10 +443,11 @@ class Runner:
         either way).
         """
         self.counters.count(counter, sum(counts))
+        recorded: Sequence[R | None]
         try:
             recorded = write()
         except Exception as store_error:  # noqa: BLE001 - workers outlive store errors
-            recorded = [False] * len(claims)
+            recorded = [None] * len(claims)
             for claim in claims:
                 _safely(_log_unrecorded, claim, outcome, store_error)
         else:
@@ -498,9 +520,18 @@ def _safely(action: Callable[..., None], *args: Any) -> None:
             logger.exception("telling of a job's outcome failed; ignored")
 
 
-def _log_failure(failed: Failed) -> None:
+def _log_failure(failed: Failed, state: JobState) -> None:
     claim, error, retry_at = failed.failure
-    if retry_at is None:
+    if state is JobState.CANCELLED:
+        logger.info(
+            "job %d was cancelled: attempt %d stopped (%s: %s)",
+            claim.id,
+            claim.attempt,
+            error.type,
+            error.message,
+            extra=claim_extra(claim),
+        )
+    elif retry_at is None:
         logger.error(
             "job %d is dead after %d attempt(s): %s: %s",
             claim.id,

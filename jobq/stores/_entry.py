@@ -26,23 +26,29 @@ from typing import Any, Final
 
 from jobq._json import decode, decode_meta
 from jobq.stores.base import ERRORS_KEPT, describe_error
-from jobq.types import AttemptError, JobRecord, JobState
+from jobq.types import AttemptError, Cancellation, JobRecord, JobState
 
 PENDING: Final = "pending"
 RUNNING: Final = "running"  # never stored: running jobs are the store's claims
 DEAD: Final = "dead"
 COMPLETED: Final = "completed"
+CANCELLED: Final = "cancelled"
 
 #: One failed attempt: type, message, traceback, epoch time.
 ErrorTuple = tuple[str, str, str, float]
 
+#: A request to cancel: when, by whom, the attempt it stopped (``None``: the
+#: job was pending), and until when the cancelled job is kept (a running
+#: job's end takes it from here).
+CancelTuple = tuple[float, str, int | None, float]
+
 #: id, payload, key, priority, run_at, created_at, max_attempts, task, state,
 #: attempts, last_error, errors, result, expires_at, started_at, finished_at,
-#: timeout, meta (payload, result, meta: JSON text).
+#: timeout, meta (payload, result, meta: JSON text), cancellation.
 Entry = tuple[
     int, str, str | None, int, float, float, int, str | None,
     str, int, str | None, tuple[ErrorTuple, ...], str | None, float | None,
-    float | None, float | None, float | None, str | None,
+    float | None, float | None, float | None, str | None, CancelTuple | None,
 ]  # fmt: skip
 
 ID: Final = 0
@@ -63,6 +69,7 @@ STARTED_AT: Final = 14
 FINISHED_AT: Final = 15
 TIMEOUT: Final = 16
 META: Final = 17
+CANCELLATION: Final = 18
 
 _FIELDS = {
     "run_at": RUN_AT,
@@ -72,6 +79,7 @@ _FIELDS = {
     "expires_at": EXPIRES_AT,
     "started_at": STARTED_AT,
     "finished_at": FINISHED_AT,
+    "cancellation": CANCELLATION,
 }
 
 
@@ -89,7 +97,8 @@ def new_entry(
 ) -> Entry:
     """A pending job with no attempts yet."""
     return (job_id, payload, key, priority, run_at, created_at, max_attempts, task,
-            PENDING, 0, None, (), None, None, None, None, timeout, meta)  # fmt: skip
+            PENDING, 0, None, (), None, None, None, None, timeout, meta,
+            None)  # fmt: skip
 
 
 def started(entry: Entry, at: float | None) -> Entry:
@@ -101,7 +110,8 @@ def started(entry: Entry, at: float | None) -> Entry:
 
 def evolve(entry: Entry, **changes: Any) -> Entry:
     """``entry`` with some of ``run_at``, ``state``, ``attempts``, ``result``,
-    ``expires_at``, ``started_at`` and ``finished_at`` changed."""
+    ``expires_at``, ``started_at``, ``finished_at`` and ``cancellation``
+    changed."""
     values = list(entry)
     for name, value in changes.items():
         values[_FIELDS[name]] = value
@@ -121,6 +131,7 @@ def failed(entry: Entry, error: AttemptError, **changes: Any) -> Entry:
 def record(entry: Entry, running: bool) -> JobRecord[Any]:
     """The job as callers see it."""
     result = entry[RESULT]
+    cancel = entry[CANCELLATION]
     return JobRecord(
         id=entry[ID],
         payload=decode(entry[PAYLOAD]),
@@ -139,4 +150,5 @@ def record(entry: Entry, running: bool) -> JobRecord[Any]:
         finished_at=entry[FINISHED_AT],
         timeout=entry[TIMEOUT],
         meta=decode_meta(entry[META]),
+        cancellation=None if cancel is None else Cancellation(*cancel[:3]),
     )

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from jobq._json import decode, decode_meta
 from jobq.stores.base import Claim, Done, Failure
 from jobq.stores.pages import JobPage, write_cursor
-from jobq.types import AttemptError, JobRecord, JobState
+from jobq.types import AttemptError, Cancellation, JobRecord, JobState
 
 
 def batch_size(value: object) -> int:
@@ -47,16 +47,21 @@ DATABASE_STATES = {
     "running": JobState.RUNNING,
     "dead": JobState.DEAD,
     "completed": JobState.COMPLETED,
+    "cancelled": JobState.CANCELLED,
 }
 
 
 def record_from_row(
-    row: Sequence[Any], errors: Iterable[Sequence[Any]]
+    row: Sequence[Any],
+    errors: Iterable[Sequence[Any]],
+    *,
+    cancels_at: int | None = None,
 ) -> JobRecord[Any]:
     """A job as the database stores select it: (id, state, payload, attempts,
     run_at, created_at, last_error, key, priority, result, task, errors,
     max_attempts, started_at, finished_at, timeout, meta, ...), with
-    ``errors`` already parsed."""
+    ``errors`` already parsed; its cancellation's (at, by, attempt) from
+    column ``cancels_at`` on (``None``: the store keeps none)."""
     (job_id, state, payload, attempts, run_at, created_at, last_error, key, priority,
      result, task, _, max_attempts, started_at, finished_at, timeout,
      meta) = row[:17]  # fmt: skip
@@ -80,7 +85,14 @@ def record_from_row(
         finished_at=finished_at,
         timeout=timeout,
         meta=decode_meta(meta),
+        cancellation=None if cancels_at is None else cancellation_of(row, cancels_at),
     )
+
+
+def cancellation_of(row: Sequence[Any], start: int) -> Cancellation | None:
+    """The ``Cancellation`` in a row's (at, by, attempt) from ``start``."""
+    at, by, attempt = row[start : start + 3]
+    return None if at is None else Cancellation(at, by, attempt)
 
 
 def database_page(
@@ -88,11 +100,17 @@ def database_page(
     limit: int,
     width: int,
     load_errors: Callable[[Any], Iterable[Sequence[Any]]],
+    *,
+    cancels_at: int | None = None,
 ) -> JobPage:
     """A page from up to ``limit`` + 1 rows, each a record's ``width``
-    columns (``record_from_row``) and then its sort key: one row more than
-    the page means another page, after the last one shown."""
-    jobs = [record_from_row(row, load_errors(row[11])) for row in rows[:limit]]
+    columns (``record_from_row``, ``cancels_at`` as there) and then its sort
+    key: one row more than the page means another page, after the last one
+    shown."""
+    jobs = [
+        record_from_row(row, load_errors(row[11]), cancels_at=cancels_at)
+        for row in rows[:limit]
+    ]
     more = len(rows) > limit
     return JobPage(jobs, write_cursor(tuple(rows[limit - 1][width:])) if more else None)
 
@@ -104,7 +122,9 @@ class _Batches(Protocol):
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]: ...
 
-    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]: ...
+    def fail_many(
+        self, failures: Sequence[Failure], now: float
+    ) -> list[JobState | None]: ...
 
 
 class OneJobCalls:
@@ -133,4 +153,5 @@ class OneJobCalls:
         retry_at: float | None,
         now: float,
     ) -> bool:
-        return self.fail_many([Failure(claim, error, retry_at)], now)[0]
+        """Whether the failure was recorded (its claim was current)."""
+        return self.fail_many([Failure(claim, error, retry_at)], now)[0] is not None

@@ -29,6 +29,8 @@ from jobq._fork import reset_after_fork
 from jobq.stores._due import DueJobs
 from jobq.stores._entry import (
     ATTEMPTS,
+    CANCELLATION,
+    CANCELLED,
     COMPLETED,
     DEAD,
     EXPIRES_AT,
@@ -55,6 +57,7 @@ from jobq.stores._entry import (
     started,
 )
 from jobq.stores.base import (
+    CancelOutcome,
     Capabilities,
     Claim,
     Done,
@@ -64,17 +67,17 @@ from jobq.stores.base import (
     SlotState,
     StoreStats,
     check_room,
+    ended_by_crash,
     log_dropped_dead,
     overlapping_job,
     process_died,
-    retries_after_crash,
     slot_taken,
 )
 from jobq.stores.helpers import (
     OneJobCalls,
 )
 from jobq.stores.pages import JobPage, JobQuery, sort_key, take_page
-from jobq.types import Enqueued, JobRecord, JobState
+from jobq.types import AttemptError, Enqueued, JobRecord, JobState
 
 
 class _JobTable:
@@ -147,6 +150,10 @@ class ChangeRecorder(Protocol):
     def claimed(self, job_id: int, started_at: float) -> None:
         """This pending job now runs, since ``started_at``."""
 
+    def stopping(self, entry: Entry, started_at: float | None) -> None:
+        """This running job (since ``started_at``) was asked to stop: its
+        entry now holds the request."""
+
     def scheduled(self, state: SlotState) -> None:
         """A schedule's state was stored (``enqueue_slot``)."""
 
@@ -200,6 +207,7 @@ class MemoryStore(OneJobCalls):
         self._keys: dict[str, int] = {}
         self._dead: OrderedDict[int, None] = OrderedDict()  # burial order
         self._completed: deque[tuple[float, int]] = deque()  # (expires_at, id)
+        self._cancelled: deque[tuple[float, int]] = deque()  # likewise
         self._pending = 0  # waiting, not running
         self._next_id = 1
         self._schedules: dict[str, SlotState] = {}
@@ -290,7 +298,7 @@ class MemoryStore(OneJobCalls):
     ) -> list[bool]:
         with self._lock:
             if self._completed:
-                self._expire_completed(now)
+                self._expire(self._completed, COMPLETED, now)
             # A loop: on Python 3.11 a comprehension is a call of a closure,
             # a cost a single job's finish would pay.
             ended: list[bool] = []
@@ -337,32 +345,41 @@ class MemoryStore(OneJobCalls):
             if released:
                 self._signal.jobs_added_locked(released)
 
-    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
-        recorded: list[bool] = []
+    def fail_many(
+        self, failures: Sequence[Failure], now: float
+    ) -> list[JobState | None]:
+        states: list[JobState | None] = []
         with self._lock:
-            due = buried = 0
+            due = settled = 0
             for claim, error, retry_at in failures:
                 ended = self._end_claim(claim)
-                recorded.append(ended is not None)
                 if ended is None:
+                    states.append(None)
                     continue
                 entry, start = ended
-                if retry_at is None:
+                if entry[CANCELLATION] is not None:
+                    self._end_cancelled(failed(entry, error, started_at=start,
+                                               finished_at=now))  # fmt: skip
+                    states.append(JobState.CANCELLED)
+                    settled += 1
+                elif retry_at is None:
                     self._bury(failed(entry, error, state=DEAD, started_at=start,
                                       finished_at=now))  # fmt: skip
-                    buried += 1
-                    continue
-                entry = failed(entry, error, run_at=retry_at, started_at=start,
-                               finished_at=now)  # fmt: skip
-                self._jobs[entry[ID]] = entry
-                self._pending += 1
-                due += self._schedule(entry, now)
-                self._changed(entry)
+                    states.append(JobState.DEAD)
+                    settled += 1
+                else:
+                    entry = failed(entry, error, run_at=retry_at, started_at=start,
+                                   finished_at=now)  # fmt: skip
+                    self._jobs[entry[ID]] = entry
+                    self._pending += 1
+                    due += self._schedule(entry, now)
+                    self._changed(entry)
+                    states.append(JobState.PENDING)
             if due:
                 self._signal.jobs_added_locked(due)
-            if buried:
+            if settled:
                 self._settled()
-        return recorded
+        return states
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         """Claims live as long as this process: nothing to renew."""
@@ -432,17 +449,36 @@ class MemoryStore(OneJobCalls):
             self._changed(job_id)
             return True
 
-    def cancel(self, job_id: int) -> bool:
+    def cancel(
+        self, job_id: int, now: float, *, by: str, keep_until: float
+    ) -> CancelOutcome | None:
         with self._lock:
             entry = self._jobs.get(job_id)
-            if entry is None or entry[STATE] != PENDING or job_id in self._claims:
-                return False
-            del self._jobs[job_id]  # its heap item is skipped when it surfaces
-            self._pending -= 1
+            if entry is None or entry[STATE] != PENDING:
+                return None
             self._release_key(entry)
-            self._changed(job_id)
+            if job_id in self._claims:  # running: it stops, then ends cancelled
+                if entry[CANCELLATION] is None:
+                    request = (now, by, entry[ATTEMPTS] + 1, keep_until)
+                    entry = self._jobs[job_id] = evolve(entry, cancellation=request)
+                    if self._recorder is not None:
+                        self._recorder.stopping(entry, self._claims[job_id][1])
+                return "stopping"
+            if self._cancelled:
+                self._expire(self._cancelled, CANCELLED, now)
+            self._pending -= 1  # its heap item is skipped when it surfaces
+            self._end_cancelled(evolve(entry, cancellation=(now, by, None, keep_until)))
             self._settled()
-            return True
+            return "cancelled"
+
+    def stops_requested(self, claims: Sequence[Claim]) -> list[int]:
+        with self._lock:
+            return [
+                claim.id
+                for claim in claims
+                if self._current(claim)
+                and self._jobs[claim.id][CANCELLATION] is not None
+            ]
 
     def stats(self) -> StoreStats:
         with self._lock:
@@ -456,19 +492,8 @@ class MemoryStore(OneJobCalls):
             )
             return StoreStats(
                 self._pending, len(self._claims), len(self._dead), delayed,
-                len(self._completed) - self._expired_count(now),
+                _live_count(self._completed, now), _live_count(self._cancelled, now),
             )  # fmt: skip
-
-    def _expired_count(self, now: float) -> int:
-        """Kept completed jobs expired but not purged yet (the next finish
-        purges them): the head of ``_completed``, which is in expiry order
-        and holds every completed job, so a walk of those few is enough."""
-        expired = 0
-        for expires_at, _ in self._completed:
-            if expires_at > now:
-                break
-            expired += 1
-        return expired
 
     def page_jobs(self, query: JobQuery, now: float) -> JobPage:
         """A page of a list (see ``jobq.stores.pages``): a walk of the jobs
@@ -483,7 +508,9 @@ class MemoryStore(OneJobCalls):
             elif view == "dead":
                 entries = (self._jobs[i] for i in self._dead)
             else:
-                state = COMPLETED if view == "completed" else PENDING
+                state = {"completed": COMPLETED, "cancelled": CANCELLED}.get(
+                    view, PENDING
+                )
                 entries = (
                     e
                     for e in self._jobs.values()
@@ -496,7 +523,7 @@ class MemoryStore(OneJobCalls):
             running = view == "running"
             return take_page(
                 (
-                    (sort_key(view, e[PRIORITY], e[RUN_AT], e[ID], e[FINISHED_AT]), e)
+                    (sort_key(view, e[PRIORITY], e[RUN_AT], e[ID], _ended_at(e)), e)
                     for e in entries
                     if query.admits(e[TASK], e[KEY], e[LAST_ERROR])
                 ),
@@ -625,18 +652,29 @@ class MemoryStore(OneJobCalls):
             return None
         return entry
 
+    def _current(self, claim: Claim) -> bool:
+        """Whether ``claim`` is the job's current claim."""
+        held = self._claims.get(claim.id)
+        return held is not None and held[0] == claim.token
+
     def _end_claim(self, claim: Claim) -> tuple[Entry, float | None] | None:
         """The claimed entry and its attempt's ``started_at``, the claim
         ended; ``None`` if the token is stale."""
-        held = self._claims.get(claim.id)
-        if held is None or held[0] != claim.token:
+        if not self._current(claim):
             return None
-        del self._claims[claim.id]
-        return self._jobs[claim.id], held[1]
+        return self._jobs[claim.id], self._claims.pop(claim.id)[1]
 
     def _release_key(self, entry: Entry) -> None:
         if entry[KEY] is not None and self._keys.get(entry[KEY]) == entry[ID]:
             del self._keys[entry[KEY]]
+
+    def _end_cancelled(self, entry: Entry) -> None:
+        """Store ``entry`` cancelled, kept until its cancellation says."""
+        keep_until = entry[CANCELLATION][3]  # type: ignore[index]  # set by cancel
+        entry = evolve(entry, state=CANCELLED, expires_at=keep_until)
+        self._jobs[entry[ID]] = entry
+        self._cancelled.append((keep_until, entry[ID]))
+        self._changed(entry)
 
     def _bury(self, entry: Entry) -> None:
         """Store a dead entry and drop the oldest dead beyond the limit."""
@@ -653,12 +691,13 @@ class MemoryStore(OneJobCalls):
             self._changed(dropped)
             log_dropped_dead(self._dead_letter_limit, dropped, gone[LAST_ERROR])
 
-    def _expire_completed(self, now: float) -> None:
-        completed = self._completed
-        while completed and completed[0][0] <= now:
-            _, job_id = completed.popleft()
+    def _expire(self, kept: deque[tuple[float, int]], state: str, now: float) -> None:
+        """Purge the kept jobs of ``state`` (completed, cancelled) whose time
+        is over: the head of ``kept``, which is in expiry order."""
+        while kept and kept[0][0] <= now:
+            _, job_id = kept.popleft()
             entry = self._jobs.get(job_id)
-            if entry is not None and entry[STATE] == COMPLETED:
+            if entry is not None and entry[STATE] == state:
                 del self._jobs[job_id]
                 self._changed(job_id)
 
@@ -692,11 +731,8 @@ class MemoryStore(OneJobCalls):
             if entry[ID] in self._claims:  # its entry holds the start
                 self._claims[entry[ID]] = (0, entry[STARTED_AT])
             if entry[ID] in died:
-                if retries_after_crash(entry[ATTEMPTS], entry[MAX_ATTEMPTS]):
-                    entry = failed(entry, error, state=PENDING, run_at=now,
-                                   finished_at=now)  # fmt: skip
-                else:
-                    entry = failed(entry, error, state=DEAD, finished_at=now)
+                entry = self._died(entry, error, now)
+                if entry[STATE] == DEAD:
                     buried.append(entry[ID])
                 self._changed(entry)
             elif entry[STATE] == DEAD:
@@ -706,14 +742,47 @@ class MemoryStore(OneJobCalls):
                 if entry[ID] not in self._claims:
                     self._pending += 1
                     self._schedule(entry, now)
-                if entry[KEY] is not None:
+                if entry[KEY] is not None and entry[CANCELLATION] is None:
                     self._keys[entry[KEY]] = entry[ID]
         self._dead.update(dict.fromkeys(buried))
-        self._completed.extend(
-            sorted(
-                (e[EXPIRES_AT], e[ID])
-                for e in entries
-                if e[STATE] == COMPLETED and e[EXPIRES_AT] is not None
+        for kept, state in ((self._completed, COMPLETED), (self._cancelled, CANCELLED)):
+            kept.extend(
+                sorted(
+                    (e[EXPIRES_AT], e[ID])
+                    for e in self._jobs.values()
+                    if e[STATE] == state and e[EXPIRES_AT] is not None
+                )
             )
-        )
         self._trim_dead()
+
+    @staticmethod
+    def _died(entry: Entry, error: AttemptError, now: float) -> Entry:
+        """The entry of a job whose process died while it ran (``error``):
+        its attempt failed, and it ends as ``ended_by_crash`` says."""
+        cancel = entry[CANCELLATION]
+        state = ended_by_crash(entry[ATTEMPTS], entry[MAX_ATTEMPTS], cancel is not None)
+        if cancel is not None:  # state is CANCELLED
+            return failed(entry, error, state=CANCELLED, expires_at=cancel[3],
+                          finished_at=now)  # fmt: skip
+        if state is JobState.PENDING:
+            return failed(entry, error, state=PENDING, run_at=now, finished_at=now)
+        return failed(entry, error, state=DEAD, finished_at=now)
+
+
+def _live_count(kept: deque[tuple[float, int]], now: float) -> int:
+    """How many of ``kept`` (in expiry order, holding every kept job of its
+    state) have not expired at ``now``: the expired ones not purged yet are
+    at its head, a walk of those few."""
+    expired = 0
+    for expires_at, _ in kept:
+        if expires_at > now:
+            break
+        expired += 1
+    return len(kept) - expired
+
+
+def _ended_at(entry: Entry) -> float | None:
+    """When a job's list places it, newest first: a cancelled job by when it
+    was cancelled, any other by its last attempt's end."""
+    cancel = entry[CANCELLATION]
+    return entry[FINISHED_AT] if cancel is None else cancel[0]

@@ -4,8 +4,9 @@ answers (the dashboard's lists, ``JobQueue.browse``).
 A list is one of ``VIEWS``: ``due`` (pending and due now, in run order:
 highest priority, earliest due, lowest id), ``delayed`` (pending, not yet due,
 earliest due first), ``running`` (by id), ``dead`` (newest death first),
-``completed`` and ``cancelled`` (kept ones, newest first). Filters: a task name and a key (each
-exact), and text the job's ``last_error`` contains (case-sensitive).
+``completed`` and ``cancelled`` (kept ones, newest first). Filters: a task
+name and a key (each exact), and text the job's ``last_error`` contains
+(case-sensitive).
 
 Pages are keyset-paginated: each ends with an opaque cursor (``after``), the
 sort key of its last job as the store chose it, and the next page starts

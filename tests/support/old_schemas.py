@@ -33,12 +33,19 @@ JOBS: list[tuple[Any, ...]] = [
 
 def sqlite_v1(path: Path) -> None:
     """A SQLite file at schema version 1 holding ``JOBS``."""
+    sqlite_at(path, 1)
+
+
+def sqlite_at(path: Path, version: int) -> None:
+    """A SQLite file at schema ``version`` holding ``JOBS`` (written with the
+    columns of version 1 only)."""
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("BEGIN")
-        for statement in SQLITE_MIGRATIONS[1]:
-            conn.execute(statement)
-        conn.execute("INSERT INTO jobq_meta VALUES ('schema_version', 1)")
+        for step in range(1, version + 1):
+            for statement in SQLITE_MIGRATIONS[step]:
+                conn.execute(statement)
+        conn.execute("INSERT INTO jobq_meta VALUES ('schema_version', ?)", (version,))
         conn.executemany(
             f"INSERT INTO jobq_jobs ({COLUMNS}) VALUES ({', '.join('?' * 12)})",  # noqa: S608
             JOBS,

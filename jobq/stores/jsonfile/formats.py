@@ -9,7 +9,9 @@ member inside it can be mistaken for the row's own ``"payload"``).
 
 Version 2 added ``started_at``, ``finished_at``, ``timeout`` and ``meta`` to
 rows and the attempt's start to ``run`` records; version 1 files, which have
-none of them, load with those ``None``.
+none of them, load with those ``None``. Version 3 added the ``cancelled``
+state and a row's ``cancel`` member (``[at, by, attempt, keep_until]``,
+only where a job was asked to stop); older files load with none.
 
 Periodic jobs' schedule states (``SlotState``) live in the snapshot header's
 ``schedules`` list and in ``slot`` journal records; files without them
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 
 from jobq.stores._entry import (
     ATTEMPTS,
+    CANCELLATION,
+    CANCELLED,
     COMPLETED,
     CREATED_AT,
     DEAD,
@@ -50,13 +54,14 @@ from jobq.stores._entry import (
     STATE,
     TASK,
     TIMEOUT,
+    CancelTuple,
     Entry,
     started,
 )
 from jobq.stores.base import SlotState
 
 FORMAT = "jobq"
-VERSION = 2
+VERSION = 3
 
 #: What reading a malformed file raises (RecursionError: absurdly deep nesting).
 MALFORMED = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError)
@@ -69,7 +74,7 @@ _JOBS_OPEN = ', "jobs": ['
 _PUT_OPEN = '["put",'
 _PAYLOAD_MEMBER = ',"payload":'
 _RESULT_MEMBER = ',"result":'
-_STATES = frozenset((PENDING, RUNNING, DEAD, COMPLETED))
+_STATES = frozenset((PENDING, RUNNING, DEAD, COMPLETED, CANCELLED))
 _OPERATIONS = frozenset(("put", "del", "run", "slot"))
 _ROW_CHECK = re.compile(rb'\{"crc32":([0-9]{1,10}),')
 _ROW_START = re.compile(re.escape(b'{"crc32":'))
@@ -107,9 +112,30 @@ def row(entry: Entry, running: bool) -> str:
         f'"started_at":{_number(entry[STARTED_AT])},'
         f'"finished_at":{_number(entry[FINISHED_AT])},'
         f'"timeout":{_number(entry[TIMEOUT])},"meta":{_text(entry[META])},'
+        f"{_cancel_member(entry[CANCELLATION])}"
         f'"payload":{entry[PAYLOAD]},'
         f'"result":{"null" if entry[RESULT] is None else entry[RESULT]}}}'
     )
+
+
+def _cancel_member(cancel: CancelTuple | None) -> str:
+    """A row's ``cancel`` member with its comma; none for the usual job."""
+    if cancel is None:
+        return ""
+    at, by, attempt, keep_until = cancel
+    return f'"cancel":[{at!r},{_string(by)},{_number(attempt)},{keep_until!r}],'
+
+
+def _cancellation(value: object) -> CancelTuple | None:
+    """A row's ``cancel`` member read back (``None``: none)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 4:
+        raise TypeError(f"expected a cancellation, not {value!r}")
+    at, by, attempt, keep_until = value
+    if not isinstance(by, str) or not (attempt is None or type(attempt) is int):
+        raise TypeError(f"expected a cancellation, not {value!r}")
+    return (_float(at), by, attempt, _float(keep_until))
 
 
 def checked_row(entry: Entry, running: bool) -> str:
@@ -127,8 +153,8 @@ def checked_row(entry: Entry, running: bool) -> str:
     return f'{{"crc32":{zlib.crc32(rest.encode())},{rest}'
 
 
-def put_record(entry: Entry) -> bytes:
-    return f"{_PUT_OPEN}{row(entry, False)}]".encode()
+def put_record(entry: Entry, running: bool = False) -> bytes:
+    return f"{_PUT_OPEN}{row(entry, running)}]".encode()
 
 
 def delete_record(job_id: int) -> bytes:
@@ -485,6 +511,7 @@ def _entry(text_row: str) -> tuple[Entry, bool]:
         _optional_float(item.get("finished_at")),
         _optional_float(item.get("timeout")),
         _optional_str(item.get("meta")),
+        _cancellation(item.get("cancel")),  # version 3
     )
     return entry, state == RUNNING
 

@@ -34,9 +34,10 @@ from typing import Any
 
 from jobq._fork import reset_after_fork
 from jobq.errors import StoreError, StoreLocked
-from jobq.stores._entry import DEAD, STATE, Entry
+from jobq.stores._entry import DEAD, STATE, Entry, started
 from jobq.stores._threads import start_helper
 from jobq.stores.base import (
+    CancelOutcome,
     Capabilities,
     Claim,
     Done,
@@ -221,7 +222,9 @@ class JsonFileStore(OneJobCalls):
         self._memory.release(claims, now)
         self._commit_quietly()
 
-    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+    def fail_many(
+        self, failures: Sequence[Failure], now: float
+    ) -> list[JobState | None]:
         self._require_owner()
         failed = self._memory.fail_many(failures, now)
         self._commit_quietly()
@@ -243,11 +246,16 @@ class JsonFileStore(OneJobCalls):
         self._commit()
         return deleted
 
-    def cancel(self, job_id: int) -> bool:
+    def cancel(
+        self, job_id: int, now: float, *, by: str, keep_until: float
+    ) -> CancelOutcome | None:
         self._require_writable()
-        cancelled = self._memory.cancel(job_id)
+        cancelled = self._memory.cancel(job_id, now, by=by, keep_until=keep_until)
         self._commit()
         return cancelled
+
+    def stops_requested(self, claims: Sequence[Claim]) -> list[int]:
+        return self._memory.stops_requested(claims)
 
     def enqueue_slot(
         self,
@@ -327,6 +335,9 @@ class JsonFileStore(OneJobCalls):
 
     def claimed(self, job_id: int, started_at: float) -> None:
         self._record(fmt.run_record(job_id, started_at))
+
+    def stopping(self, entry: Entry, started_at: float | None) -> None:
+        self._record(fmt.put_record(started(entry, started_at), running=True))
 
     def scheduled(self, state: SlotState) -> None:
         self._record(fmt.slot_record(state))

@@ -4,10 +4,11 @@ or migrated from an older version, or its version checked).
 
 Tables carry a ``jobq_`` prefix so that the queue can live in a database the
 application also uses. States: scheduled and ready (both "pending"), running,
-dead, completed (kept with its result until ``expires_at``). Counts per state
-live in a small table kept by triggers, so ``stats`` reads five rows, never
-the jobs (plus the few scheduled jobs already due and completed ones already
-expired that no write moved yet).
+dead, completed (kept with its result until ``expires_at``), cancelled (kept
+likewise); a running job with a ``cancel_at`` is stopping (it holds no key).
+Counts per state live in a small table kept by triggers, so ``stats`` reads
+six rows, never the jobs (plus the few scheduled jobs already due and
+completed or cancelled ones already expired that no write moved yet).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from jobq.stores.sqlite.connections import Database, primary_code
 logger = logging.getLogger("jobq.stores.sqlite")
 
 #: The schema this code writes; a file with a newer one is refused.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA_V1 = (
     """CREATE TABLE jobq_meta (
@@ -107,9 +108,72 @@ SCHEMA_V4 = (
         WHERE state IN ('completed', 'dead')""",
 )
 
+# Version 5: cancelling (see "Cancelling" in ``jobq.stores.base``). The
+# request is kept with the job (``cancel_at``, ``cancel_by``,
+# ``cancel_attempt``; ``expires_at`` its keep_until meanwhile); the state
+# "cancelled" needs a new CHECK, which SQLite changes only by rebuilding the
+# table: a copy under the new definition, ids and the id sequence kept, then
+# every index and trigger again (the key index no longer counts a stopping
+# job, which holds no key).
+_V4_COLUMNS = """id, state, payload, key, priority, run_at, created_at,
+    max_attempts, task, attempts, last_error, errors, result, expires_at, buried,
+    token, lease_until, owner_host, owner_pid, owner_nonce, started_at,
+    finished_at, timeout, meta"""
+SCHEMA_V5 = (
+    """CREATE TABLE jobq_jobs_v5 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,  -- ids only grow, never reused
+        state TEXT NOT NULL CHECK (state IN
+            ('scheduled', 'ready', 'running', 'dead', 'completed', 'cancelled')),
+        payload TEXT NOT NULL,                 -- JSON
+        key TEXT,
+        priority INTEGER NOT NULL,
+        run_at REAL NOT NULL,                  -- epoch seconds
+        created_at REAL NOT NULL,
+        max_attempts INTEGER NOT NULL,
+        task TEXT,
+        attempts INTEGER NOT NULL DEFAULT 0,   -- failed attempts
+        last_error TEXT,
+        errors TEXT NOT NULL DEFAULT '[]',     -- JSON [[type, message, tb, at]]
+        result TEXT,                           -- JSON, completed jobs only
+        expires_at REAL,                       -- completed, cancelled, stopping
+        buried INTEGER,                        -- dead jobs: burial order
+        token INTEGER NOT NULL DEFAULT 0,      -- grows with every claim
+        lease_until REAL,                      -- the current (or last) claim's
+        owner_host TEXT,
+        owner_pid INTEGER,
+        owner_nonce TEXT,
+        started_at REAL,                       -- the last attempt's
+        finished_at REAL,
+        timeout REAL,                          -- seconds
+        meta TEXT,                             -- JSON object of str -> str
+        cancel_at REAL,                        -- cancelled or stopping jobs
+        cancel_by TEXT,
+        cancel_attempt INTEGER                 -- NULL: cancelled while pending
+    )""",
+    f"INSERT INTO jobq_jobs_v5 ({_V4_COLUMNS}) SELECT {_V4_COLUMNS} FROM jobq_jobs",  # noqa: S608
+    # The sequence goes with the ids: a deleted job's id is never given again.
+    "DELETE FROM sqlite_sequence WHERE name = 'jobq_jobs_v5'",
+    "UPDATE sqlite_sequence SET name = 'jobq_jobs_v5' WHERE name = 'jobq_jobs'",
+    "DROP TABLE jobq_jobs",  # its indexes and triggers with it
+    "ALTER TABLE jobq_jobs_v5 RENAME TO jobq_jobs",
+    "CREATE INDEX jobq_scheduled ON jobq_jobs (run_at) WHERE state = 'scheduled'",
+    """CREATE INDEX jobq_ready ON jobq_jobs (priority DESC, run_at, id)
+        WHERE state = 'ready'""",
+    "CREATE INDEX jobq_running ON jobq_jobs (lease_until) WHERE state = 'running'",
+    "CREATE INDEX jobq_dead ON jobq_jobs (buried) WHERE state = 'dead'",
+    "CREATE INDEX jobq_completed ON jobq_jobs (expires_at) WHERE state = 'completed'",
+    "CREATE INDEX jobq_cancelled ON jobq_jobs (expires_at) WHERE state = 'cancelled'",
+    *SCHEMA_V4,
+    """CREATE UNIQUE INDEX jobq_live_keys ON jobq_jobs (key)
+        WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')
+        AND cancel_at IS NULL""",
+    "INSERT INTO jobq_counts (state, n) VALUES ('cancelled', 0)",
+    *(sql for sql in SCHEMA_V1 if sql.startswith("CREATE TRIGGER")),
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4,
+    1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
 }  # fmt: skip
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"

@@ -11,8 +11,10 @@ from jobq.types import JobState
 
 # -- the jobs ------------------------------------------------------------------------
 
+# A stopping job (``cancel_at`` set) holds no key: ``jobq_live_keys``.
 HELD_KEY = """SELECT id FROM jobq_jobs
-    WHERE key = ? AND state IN ('scheduled', 'ready', 'running')"""
+    WHERE key = ? AND state IN ('scheduled', 'ready', 'running')
+    AND cancel_at IS NULL"""
 INSERT = """INSERT INTO jobq_jobs
     (state, payload, key, priority, run_at, created_at, max_attempts, task,
      timeout, meta)
@@ -44,17 +46,22 @@ CLAIM = """UPDATE jobq_jobs SET state = 'running', token = token + 1,
                  ORDER BY priority DESC, run_at, id LIMIT ?)
     RETURNING id, token, payload, attempts, max_attempts, key, task,
         -priority, run_at, timeout, meta"""
-RELEASE = """UPDATE jobq_jobs SET state = 'ready', started_at = NULL
-    WHERE id = ? AND state = 'running' AND token = ?"""
+# A stopping job never started, so it ends cancelled, its attempts unchanged.
+RELEASE = """UPDATE jobq_jobs SET started_at = NULL,
+        state = CASE WHEN cancel_at IS NULL THEN 'ready' ELSE 'cancelled' END
+    WHERE id = ? AND state = 'running' AND token = ?
+    RETURNING cancel_at IS NOT NULL"""
 
 EXPIRE_COMPLETED = "DELETE FROM jobq_jobs WHERE state = 'completed' AND expires_at <= ?"
+EXPIRE_CANCELLED = "DELETE FROM jobq_jobs WHERE state = 'cancelled' AND expires_at <= ?"
 DELETE_CLAIMED = (
     "DELETE FROM jobq_jobs WHERE id = ? AND state = 'running' AND token = ?"
 )
+# A stopping job whose handler returned completes: the request is dropped.
 COMPLETE = """UPDATE jobq_jobs SET state = 'completed', result = ?, expires_at = ?,
-        finished_at = ?
+        finished_at = ?, cancel_at = NULL, cancel_by = NULL, cancel_attempt = NULL
     WHERE id = ? AND state = 'running' AND token = ?"""
-CLAIMED = """SELECT attempts, errors FROM jobq_jobs
+CLAIMED = """SELECT attempts, errors, cancel_at IS NOT NULL FROM jobq_jobs
     WHERE id = ? AND state = 'running' AND token = ?"""
 RETRY = """UPDATE jobq_jobs SET state = ?, run_at = ?, attempts = ?, last_error = ?,
     errors = ?, finished_at = ? WHERE id = ?"""
@@ -63,6 +70,9 @@ BURY = """UPDATE jobq_jobs SET state = 'dead', attempts = ?, last_error = ?, err
         buried = (SELECT coalesce(max(buried), 0) + 1 FROM jobq_jobs
                   WHERE state = 'dead')
     WHERE id = ?"""
+# A stopping job's failed attempt: kept until the ``expires_at`` of its cancel.
+END_CANCELLED = """UPDATE jobq_jobs SET state = 'cancelled', attempts = ?,
+    last_error = ?, errors = ?, finished_at = ? WHERE id = ?"""
 DEAD_COUNT = "SELECT n FROM jobq_counts WHERE state = 'dead'"
 PENDING_COUNT = """SELECT sum(n) FROM jobq_counts
     WHERE state IN ('scheduled', 'ready')"""
@@ -87,6 +97,16 @@ def renew(claims: int) -> str:
       AND jobq_jobs.state = 'running'"""  # noqa: S608
 
 
+def stops(claims: int) -> str:
+    """The statement that reads which of ``claims`` claims (an id and a
+    token each) are stopping: one primary-key lookup each, as ``renew``."""
+    pairs = ", ".join(["(?, ?)"] * claims)  # placeholders only, never values
+    return f"""SELECT jobq_jobs.id FROM (VALUES {pairs}) AS claim
+    JOIN jobq_jobs ON jobq_jobs.id = claim.column1
+    WHERE jobq_jobs.token = claim.column2 AND jobq_jobs.state = 'running'
+      AND jobq_jobs.cancel_at IS NOT NULL"""  # noqa: S608
+
+
 #: Claims per ``renew`` statement: 2 variables each, plus one, stay within
 #: 999, the lowest limit SQLite builds have had (``SQLITE_MAX_VARIABLE_NUMBER``
 #: before 3.32); more claims take one more statement in the same transaction.
@@ -96,14 +116,18 @@ ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM jobq_jobs
     WHERE state = 'running' AND lease_until <= ?)"""
 OWNERS = """SELECT DISTINCT owner_pid, owner_nonce FROM jobq_jobs
     WHERE state = 'running' AND owner_host = ?"""
-EXPIRED = """SELECT id, attempts, max_attempts, errors FROM jobq_jobs
-    WHERE state = 'running' AND lease_until <= ?"""
-OWNED = """SELECT id, attempts, max_attempts, errors FROM jobq_jobs
-    WHERE state = 'running' AND owner_host = ? AND owner_pid = ? AND owner_nonce = ?"""
+_RECOVERED = "id, attempts, max_attempts, errors, cancel_at IS NOT NULL"
+EXPIRED = f"""SELECT {_RECOVERED} FROM jobq_jobs
+    WHERE state = 'running' AND lease_until <= ?"""  # noqa: S608
+OWNED = f"""SELECT {_RECOVERED} FROM jobq_jobs
+    WHERE state = 'running' AND owner_host = ? AND owner_pid = ? AND owner_nonce = ?"""  # noqa: S608
 
 _COLUMNS = """id, state, payload, attempts, run_at, created_at, last_error, key,
     priority, result, task, errors, max_attempts, started_at, finished_at,
-    timeout, meta, expires_at"""
+    timeout, meta, expires_at, cancel_at, cancel_by, cancel_attempt"""
+#: Where a record's columns (``_COLUMNS``) hold ``expires_at``, and the
+#: cancellation's (at, by, attempt) start; how many there are.
+EXPIRES_AT, CANCELS_AT, WIDTH = 17, 18, 21
 RECORD = f"SELECT {_COLUMNS} FROM jobq_jobs"  # noqa: S608
 GET = RECORD + " WHERE id = ?"
 LIST_DEAD = RECORD + " WHERE state = 'dead' ORDER BY buried LIMIT ?"
@@ -117,12 +141,19 @@ LIST_RUNNING = (
 LIST_COMPLETED = (
     RECORD + " WHERE state = 'completed' ORDER BY run_at, priority DESC, id LIMIT ?"
 )
+LIST_CANCELLED = (
+    RECORD + " WHERE state = 'cancelled' ORDER BY run_at, priority DESC, id LIMIT ?"
+)
 
 DEAD_KEY = "SELECT key FROM jobq_jobs WHERE id = ? AND state = 'dead'"
 REVIVE = """UPDATE jobq_jobs SET state = 'ready', attempts = 0, run_at = ?,
     buried = NULL WHERE id = ?"""
 DELETE_DEAD = "DELETE FROM jobq_jobs WHERE id = ? AND state = 'dead'"
-CANCEL = "DELETE FROM jobq_jobs WHERE id = ? AND state IN ('scheduled', 'ready')"
+CANCEL_STATE = "SELECT state, cancel_at IS NOT NULL FROM jobq_jobs WHERE id = ?"
+CANCEL_PENDING = """UPDATE jobq_jobs SET state = 'cancelled', cancel_at = ?,
+    cancel_by = ?, expires_at = ? WHERE id = ?"""
+STOP_RUNNING = """UPDATE jobq_jobs SET cancel_at = ?, cancel_by = ?,
+    cancel_attempt = attempts + 1, expires_at = ? WHERE id = ?"""
 COUNTS = "SELECT state, n FROM jobq_counts"
 NEXT_DUE = """SELECT
     (SELECT run_at FROM jobq_jobs WHERE state = 'ready'
@@ -135,6 +166,7 @@ LISTS = {
     JobState.RUNNING: LIST_RUNNING,
     JobState.DEAD: LIST_DEAD,
     JobState.COMPLETED: LIST_COMPLETED,
+    JobState.CANCELLED: LIST_CANCELLED,
 }
 
 # -- pragmas -----------------------------------------------------------------------
@@ -174,7 +206,18 @@ _PAGE_DUE = f"""SELECT * FROM (
         FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= :now
         AND (priority < :c0 OR (priority = :c0 AND (run_at, id) > (:c1, :c2))){_FILTERS}
         ORDER BY priority DESC, run_at, id LIMIT :limit)
-    ) ORDER BY 19 DESC, 20, 21 LIMIT :limit"""  # noqa: S608
+    ) ORDER BY 22 DESC, 23, 24 LIMIT :limit"""  # noqa: S608
+
+
+def _page_kept(state: str) -> str:
+    """The page statement of kept jobs in ``state`` (a fixed name), newest
+    expiry first: a range of its index (``jobq_completed``, ...)."""
+    return f"""SELECT {_COLUMNS}, expires_at, id FROM jobq_jobs
+        WHERE state = '{state}' AND expires_at > :now
+        AND (expires_at, id) < (:c0, :c1){_FILTERS}
+        ORDER BY expires_at DESC, id DESC LIMIT :limit"""  # noqa: S608
+
+
 PAGES = {
     "due": _PAGE_DUE,
     "delayed": f"""SELECT {_COLUMNS}, run_at, id FROM jobq_jobs
@@ -185,10 +228,8 @@ PAGES = {
     "dead": f"""SELECT {_COLUMNS}, buried FROM jobq_jobs
         WHERE state = 'dead' AND buried < :c0{_FILTERS}
         ORDER BY buried DESC LIMIT :limit""",  # noqa: S608
-    "completed": f"""SELECT {_COLUMNS}, expires_at, id FROM jobq_jobs
-        WHERE state = 'completed' AND expires_at > :now
-        AND (expires_at, id) < (:c0, :c1){_FILTERS}
-        ORDER BY expires_at DESC, id DESC LIMIT :limit""",  # noqa: S608
+    "completed": _page_kept("completed"),
+    "cancelled": _page_kept("cancelled"),
 }
 #: Scheduled jobs due at ``now`` that no claim moved yet: the delayed count is
 #: the scheduled count less these (a range of ``jobq_scheduled``; few).
@@ -199,6 +240,8 @@ DUE_SCHEDULED = """SELECT count(*) FROM jobq_jobs
 #: workers finish jobs, since each finish purges them).
 EXPIRED_COMPLETED = """SELECT count(*) FROM jobq_jobs
     WHERE state = 'completed' AND expires_at <= ?"""
+EXPIRED_CANCELLED = """SELECT count(*) FROM jobq_jobs
+    WHERE state = 'cancelled' AND expires_at <= ?"""
 #: Jobs finished per minute since a time (``finished_per_minute``): for each
 #: minute up to now's, two counts over its range of ``jobq_finished`` (which
 #: covers every column read). Three times faster than one GROUP BY over the

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from jobq._fork import reset_after_fork
 from jobq.errors import StoreError
 from jobq.stores.base import (
+    CancelOutcome,
     Capabilities,
     Claim,
     Done,
@@ -41,11 +42,11 @@ from jobq.stores.base import (
     add_error,
     check_room,
     describe_error,
+    ended_by_crash,
     log_dropped_dead,
     log_recovered,
     overlapping_job,
     process_died,
-    retries_after_crash,
     slot_taken,
 )
 from jobq.stores.helpers import (
@@ -62,7 +63,9 @@ from jobq.stores.sqlite.statements import (
     ANY_DUE,
     ANY_EXPIRED,
     BURY,
-    CANCEL,
+    CANCEL_PENDING,
+    CANCEL_STATE,
+    CANCELS_AT,
     CHECKPOINT,
     CLAIM,
     CLAIMED,
@@ -74,9 +77,13 @@ from jobq.stores.sqlite.statements import (
     DELETE_CLAIMED,
     DELETE_DEAD,
     DUE_SCHEDULED,
+    END_CANCELLED,
+    EXPIRE_CANCELLED,
     EXPIRE_COMPLETED,
     EXPIRED,
+    EXPIRED_CANCELLED,
     EXPIRED_COMPLETED,
+    EXPIRES_AT,
     FINISHED_PER_MINUTE,
     GET,
     GET_SCHEDULE,
@@ -98,8 +105,11 @@ from jobq.stores.sqlite.statements import (
     RETRY,
     REVIVE,
     SCHEDULES,
+    STOP_RUNNING,
     SYNCHRONOUS,
+    WIDTH,
     renew,
+    stops,
 )
 from jobq.stores.sqlite.wakeups import Watcher
 from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
@@ -178,6 +188,11 @@ def _load_errors(text: str) -> tuple[AttemptError, ...]:
         AttemptError(str(t), str(m), str(tb), float(at))
         for t, m, tb, at in json.loads(text)
     )
+
+
+def _record(row: Sequence[Any]) -> JobRecord[Any]:
+    """A job as ``RECORD`` selects it."""
+    return record_from_row(row, json.loads(row[11]), cancels_at=CANCELS_AT)
 
 
 def _finish_one(
@@ -507,34 +522,44 @@ class SqliteStore(OneJobCalls):
         return ended
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
+        """Pending again; a stopping job, which never started, cancelled."""
         with self._write() as conn:
-            conn.executemany(RELEASE, [(claim.id, claim.token) for claim in claims])
+            ended = [
+                conn.execute(RELEASE, (claim.id, claim.token)).fetchall()
+                for claim in claims
+            ]
+            cancelled = any(row == [(1,)] for row in ended)
+            settled = cancelled and self._settled(conn)
         self._jobs_added(len(claims))
+        if settled:
+            self._job_settled()
 
-    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
-        recorded: list[bool] = []
+    def fail_many(
+        self, failures: Sequence[Failure], now: float
+    ) -> list[JobState | None]:
+        states: list[JobState | None] = []
         dropped: list[tuple[int, str | None]] = []
-        retried = buried = 0
         with self._write() as conn:
             for claim, error, retry_at in failures:
                 row = conn.execute(CLAIMED, (claim.id, claim.token)).fetchone()
-                recorded.append(row is not None)
                 if row is None:
+                    states.append(None)
                     continue
-                attempts, errors = row
+                attempts, errors, stopping = row
+                end = JobState.CANCELLED if stopping else (
+                    JobState.DEAD if retry_at is None else JobState.PENDING
+                )  # fmt: skip
                 dropped += self._record_failure(conn, claim.id, attempts, errors,
-                                                error, retry_at, now)  # fmt: skip
-                if retry_at is None:
-                    buried += 1
-                else:
-                    retried += 1
-            settled = buried > 0 and self._settled(conn)
+                                                error, retry_at, now, end)  # fmt: skip
+                states.append(end)
+            settled = self._any_settled(conn, states, now)
         self._log_dropped(dropped)
         if settled:
             self._job_settled()
+        retried = states.count(JobState.PENDING)
         if retried:
             self._jobs_added(retried)
-        return recorded
+        return states
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         """One statement for all of them (per ``RENEW_CHUNK``), in one
@@ -561,19 +586,17 @@ class SqliteStore(OneJobCalls):
             row = conn.execute(GET, (job_id,)).fetchone()
         if row is None:
             return None
-        expires_at = row[-1]
-        if expires_at is not None and expires_at <= now:
+        expires_at = row[EXPIRES_AT]  # a stopping job's is its cancel's
+        if row[1] != "running" and expires_at is not None and expires_at <= now:
             return None
-        return record_from_row(row, json.loads(row[11]))
+        return _record(row)
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
     ) -> list[JobRecord[Any]]:
         with self._reading() as conn:
             rows = conn.execute(LISTS[state], (-1 if limit is None else limit,))
-            return [
-                record_from_row(row, json.loads(row[11])) for row in rows.fetchall()
-            ]
+            return [_record(row) for row in rows.fetchall()]
 
     def revive(self, job_id: int, now: float) -> bool:
         with self._write() as conn:
@@ -591,13 +614,40 @@ class SqliteStore(OneJobCalls):
         with self._write() as conn:
             return bool(conn.execute(DELETE_DEAD, (job_id,)).rowcount)
 
-    def cancel(self, job_id: int) -> bool:
+    def cancel(
+        self, job_id: int, now: float, *, by: str, keep_until: float
+    ) -> CancelOutcome | None:
+        """One write: a pending job cancelled, a running one stopping (its
+        first request kept), purging the cancelled jobs expired at ``now``."""
         with self._write() as conn:
-            cancelled = bool(conn.execute(CANCEL, (job_id,)).rowcount)
-            settled = cancelled and self._settled(conn)
+            conn.execute(EXPIRE_CANCELLED, (now,))
+            row = conn.execute(CANCEL_STATE, (job_id,)).fetchone()
+            state, stopping = (None, False) if row is None else row
+            request = (now, by, keep_until, job_id)
+            if state in ("scheduled", "ready"):
+                conn.execute(CANCEL_PENDING, request)
+                outcome: CancelOutcome | None = "cancelled"
+            elif state == "running":
+                if not stopping:
+                    conn.execute(STOP_RUNNING, request)
+                outcome = "stopping"
+            else:
+                outcome = None
+            settled = outcome == "cancelled" and self._settled(conn)
         if settled:
             self._job_settled()
-        return cancelled
+        return outcome
+
+    def stops_requested(self, claims: Sequence[Claim]) -> list[int]:
+        """One read of the claims' rows (per ``RENEW_CHUNK``), by primary key."""
+        stopping: list[int] = []
+        with self._reading() as conn:
+            for start in range(0, len(claims), RENEW_CHUNK):
+                chunk = claims[start : start + RENEW_CHUNK]
+                values = [v for claim in chunk for v in (claim.id, claim.token)]
+                rows = conn.execute(stops(len(chunk)), values).fetchall()
+                stopping += [job_id for (job_id,) in rows]
+        return stopping
 
     def stats(self) -> StoreStats:
         self._check_process()
@@ -610,12 +660,14 @@ class SqliteStore(OneJobCalls):
             counts = dict(conn.execute(COUNTS).fetchall())
             due = conn.execute(DUE_SCHEDULED, (now,)).fetchone()[0]
             expired = conn.execute(EXPIRED_COMPLETED, (now,)).fetchone()[0]
+            gone = conn.execute(EXPIRED_CANCELLED, (now,)).fetchone()[0]
         return StoreStats(
             counts["scheduled"] + counts["ready"],
             counts["running"],
             counts["dead"],
             counts["scheduled"] - due,
             counts["completed"] - expired,
+            counts["cancelled"] - gone,
         )
 
     def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:
@@ -641,7 +693,9 @@ class SqliteStore(OneJobCalls):
         params.update((f"c{i}", value) for i, value in enumerate(cursor))
         with self._reading() as conn:
             rows = conn.execute(PAGES[query.view], params).fetchall()
-        return database_page(rows, query.limit, 18, json.loads)
+        return database_page(
+            rows, query.limit, WIDTH, json.loads, cancels_at=CANCELS_AT
+        )
 
     def next_due(self) -> float | None:
         with self._reading() as conn:
@@ -661,6 +715,17 @@ class SqliteStore(OneJobCalls):
             if watcher is None or not watcher.others_join():
                 return False
         return not conn.execute(LIVE_COUNT).fetchone()[0]
+
+    def _any_settled(
+        self, conn: sqlite3.Connection, states: Sequence[JobState | None], now: float
+    ) -> bool:
+        """After failed attempts ended jobs in ``states``: purge the expired
+        cancelled jobs if one was cancelled (``cancel`` does too), and say
+        whether ``join`` callers should look again (one left the live ones)."""
+        if JobState.CANCELLED in states:
+            conn.execute(EXPIRE_CANCELLED, (now,))
+        ended = JobState.DEAD in states or JobState.CANCELLED in states
+        return ended and self._settled(conn)
 
     # -- wake-ups, here and in the other processes --------------------------------
 
@@ -689,15 +754,19 @@ class SqliteStore(OneJobCalls):
         error: AttemptError,
         retry_at: float | None,
         now: float,
+        end: JobState,
     ) -> list[tuple[int, str | None]]:
-        """Store one more failed attempt, finished ``now``: pending again at
-        ``retry_at``, or dead.
+        """Store one more failed attempt, finished ``now``: ``end`` says
+        whether the job is pending again at ``retry_at``, dead or cancelled.
 
         Returns the dead jobs the dead-letter limit dropped, to log after commit.
         """
         kept = _dump_errors(add_error(_load_errors(errors), error))
         last = describe_error(error)
-        if retry_at is not None:
+        if end is JobState.CANCELLED:
+            conn.execute(END_CANCELLED, (attempts + 1, last, kept, now, job_id))
+            return []
+        if end is JobState.PENDING and retry_at is not None:
             state = "ready" if retry_at <= now else "scheduled"
             values = (state, retry_at, attempts + 1, last, kept, now, job_id)
             conn.execute(RETRY, values)
@@ -717,7 +786,8 @@ class SqliteStore(OneJobCalls):
 
     def _recover(self, now: float, *, expired: bool) -> int:
         """Make claims of dead owners (and, with ``expired``, expired claims)
-        failed attempts: pending again now, or dead when out of attempts."""
+        failed attempts: pending again now, or dead when out of attempts, or
+        cancelled when stopping (``ended_by_crash``)."""
         dead_owners = self._dead_owners()
         if not dead_owners:
             if not expired:
@@ -732,16 +802,19 @@ class SqliteStore(OneJobCalls):
             for pid, nonce in dead_owners:
                 rows += conn.execute(OWNED, (self._owner.host, pid, nonce)).fetchall()
             recovered = {row[0]: row for row in rows}
-            for job_id, attempts, max_attempts, errors in recovered.values():
-                retry_at = now if retries_after_crash(attempts, max_attempts) else None
+            states: list[JobState | None] = []
+            for job_id, attempts, max_attempts, errors, stopping in recovered.values():
+                end = ended_by_crash(attempts, max_attempts, bool(stopping))
                 dropped += self._record_failure(
-                    conn, job_id, attempts, errors, error, retry_at, now
+                    conn, job_id, attempts, errors, error, now, now, end
                 )
-            settled = bool(recovered) and self._settled(conn)
+                states.append(end)
+            settled = self._any_settled(conn, states, now)
         self._log_dropped(dropped)
         log_recovered(recovered)
-        if recovered:
-            self._jobs_added(len(recovered))
+        retried = states.count(JobState.PENDING)
+        if retried:
+            self._jobs_added(retried)
         if settled:
             self._job_settled()
         return len(recovered)

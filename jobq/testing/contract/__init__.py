@@ -25,8 +25,9 @@ subclasses of ``ContractBase`` (``base``: ``make_store``, ``persistent``, the
 fixtures and helpers): ``enqueue`` (enqueue and keys), ``claims`` (claims and
 leases), ``retries`` (retries and burial), ``dead`` (dead letters), ``kept``
 (kept results), ``schedules`` (``ScheduleStore``: skipped for a store
-without it, as the optional reads are), ``pages``, ``reads`` and
-``wakeups`` (the ``Signal`` calls that wake workers and ``join`` callers).
+without it, as the optional reads are), ``pages``, ``reads``,
+``wakeups`` (the ``Signal`` calls that wake workers and ``join`` callers)
+and ``cancels`` (``cancel``, stopping jobs and how they end).
 ``StoreContractTests`` combines them: subclass it, not the parts.
 """
 
@@ -49,6 +50,7 @@ from jobq.testing.contract.base import (
     slot_job,
     succeed,
 )
+from jobq.testing.contract.cancels import CancelTests
 from jobq.testing.contract.claims import ClaimTests
 from jobq.testing.contract.dead import DeadLetterTests
 from jobq.testing.contract.enqueue import EnqueueTests
@@ -65,6 +67,7 @@ from jobq.testing.contract.schedules import ScheduleTests
 from jobq.testing.contract.wakeups import WakeUpTests
 
 __all__ = [
+    "CancelTests",
     "ClaimTests",
     "ContractBase",
     "DeadLetterTests",
@@ -99,6 +102,7 @@ __all__ = [
 # pytest collects the tests of the last base first: the topics are listed
 # backwards, so that they run (and are reported) in the order above.
 class StoreContractTests(
+    CancelTests,
     WakeUpTests,
     ReadTests,
     PageTests,

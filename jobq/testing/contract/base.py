@@ -89,8 +89,8 @@ def finish_one(
 def fail_one(
     store: Store, claim: Claim, error: AttemptError, retry_at: float | None, now: float
 ) -> bool:
-    """One failed attempt recorded through ``fail_many``."""
-    return store.fail_many([Failure(claim, error, retry_at)], now)[0]
+    """One failed attempt recorded through ``fail_many``: whether it was."""
+    return store.fail_many([Failure(claim, error, retry_at)], now)[0] is not None
 
 
 def slot_job(slot: float, name: str = "s") -> NewJob:

@@ -283,7 +283,7 @@ class ClaimTests(ContractBase):
             now,
         )
 
-        assert recorded == [True, True, False]
+        assert recorded == [JobState.PENDING, JobState.DEAD, None]
         again = queue.get(retried)
         assert again is not None
         assert (again.state, again.attempts, again.run_at) == (
@@ -303,7 +303,7 @@ class ClaimTests(ContractBase):
         assert (still.state, still.attempts) == (JobState.RUNNING, 0)
         assert queue.stats().pending == 1
         assert store.fail_many([Failure(current, buried.errors[0], None)], now) == [
-            True
+            JobState.DEAD
         ]
         assert queue.stats().dead == 2
 

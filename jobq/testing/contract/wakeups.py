@@ -176,6 +176,7 @@ class WakeUpTests(ContractBase):
         [job] = store.add([new_job(clock() + 60)], clock())
         before = signal.settled_calls
 
-        assert store.cancel(job.id) is True
+        outcome = store.cancel(job.id, clock(), by="test", keep_until=clock() + 60)
 
+        assert outcome == "cancelled"
         assert signal.settled_calls > before, "cancel() did not call Signal.job_settled"
