@@ -131,7 +131,8 @@ def test_an_attempt_that_ends_its_job_cancelled_has_a_span_that_says_so(
     queue: jobq.JobQueue[Any] = jobq.JobQueue(stop_itself)
     instrument(queue, provider)
     job = queue.enqueue("x")
-    queue.run_pending()
+    queue.start(workers=1)  # a worker thread: run_pending's can not be stopped
+    assert queue.join(timeout=30)
 
     (run,) = named(exporter.get_finished_spans(), "jobq.run (handler)")
     assert run.status.status_code is StatusCode.ERROR
@@ -141,6 +142,7 @@ def test_an_attempt_that_ends_its_job_cancelled_has_a_span_that_says_so(
     record = queue.get(job)
     assert record is not None
     assert record.state is jobq.JobState.CANCELLED
+    queue.close()
 
 
 def test_the_job_s_meta_holds_the_w3c_trace_context(provider: TracerProvider) -> None:
