@@ -432,8 +432,8 @@ def test_cancel_refuses_a_dead_a_cancelled_and_a_missing_job(
 def test_cancelled_lists_the_kept_cancelled_jobs(
     target: Target, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    _, (job,) = target.seed(pending=[{"n": 1}])
     assert run(capsys, "cancelled", *target.args).out == "no cancelled jobs\n"
-    _, (job,) = target.seed(pending=[{"n": 1}], key=None)
     run(capsys, "cancel", str(job), *target.args)
 
     text = run(capsys, "cancelled", *target.args)
@@ -666,6 +666,7 @@ def test_purge_dead_refuses_without_yes(
         "running": 0,
         "dead": 3,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 
@@ -686,6 +687,7 @@ def test_purge_dead_with_yes_deletes_every_dead_job(
         "running": 0,
         "dead": 0,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
     assert (
@@ -1112,6 +1114,7 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
         "running": 0,
         "dead": 0,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 
@@ -1218,6 +1221,7 @@ def test_migrate_creates_a_postgres_schema(
         "running": 0,
         "dead": 0,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 

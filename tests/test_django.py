@@ -445,5 +445,6 @@ def test_the_example_project_runs(tmp_path: Path) -> None:
         "running    0",
         "dead       0",
         "kept       1",  # its Django Tasks result
+        "cancelled  0",
         "abandoned  0",
     ]
