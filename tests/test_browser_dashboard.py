@@ -89,10 +89,30 @@ def shots(tmp_path: Path) -> Path:
     return Path(folder) if folder else tmp_path
 
 
+class Loop:
+    """A handler that runs lines of its own until released: a cancellation
+    stops it at its next line (``JobCancelled``)."""
+
+    def __init__(self) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, job: Job[Any]) -> str:
+        self.started.set()
+        while not self.release.wait(0.01):
+            pass
+        return "released"  # never cancelled: the test fails on "completed"
+
+
+#: The loops that jobs with the payload ``{"loop": name}`` run.
+LOOPS: dict[str, Loop] = {}
+
+
 def fail(job: Job[Any]) -> str:
-    """Thumbnails are made; every other job dies."""
+    """Thumbnails are made, loops run; every other job dies."""
     if isinstance(job.payload, dict) and "thumbnail" in job.payload:
         return "made"
+    if isinstance(job.payload, dict) and "loop" in job.payload:
+        return LOOPS[job.payload["loop"]](job)
     raise Fatal(f"could not deliver {job.payload!r}")
 
 
@@ -161,6 +181,40 @@ def test_flask_overview_updates_itself_then_a_dead_job_is_retried(
     expect(page.locator(".message")).to_have_text("The job is pending again.")
     page.goto(base + "/jobs/dead")
     expect(page.locator(f'a[href="/jobq/job/{first}"]')).to_have_count(0)
+
+
+def test_cancel_stops_a_running_job_which_ends_in_the_cancelled_list(
+    flask_site: tuple[str, jobq.JobQueue[Any]], page: Any, shots: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    base, queue = flask_site
+    loop = LOOPS["export"] = Loop()
+    job = queue.enqueue({"loop": "export"}).id
+    queue.start(workers=1)
+    try:
+        assert loop.started.wait(30)
+        page.goto(base + "/jobs/running")
+        page.click(f'a[href="/jobq/job/{job}"]')
+        page.click('button:has-text("Cancel")')
+        expect(page.locator(".message")).to_contain_text("asked to stop")
+        assert page.dialogs == [
+            ("confirm", f"Stop running job {job}? It ends cancelled.")
+        ]
+        assert queue.join(timeout=30)
+    finally:
+        loop.release.set()
+        del LOOPS["export"]
+
+    page.goto(base + "/")
+    expect(page.locator('[data-count="cancelled"]')).to_have_text("1")
+    page.click('a[href="/jobq/jobs/cancelled"] >> nth=0')
+    expect(page.locator("h1")).to_have_text("Cancelled")
+    page.click(f'a[href="/jobq/job/{job}"]')
+    expect(page.locator("h1 .state")).to_have_text("cancelled")
+    expect(page.locator("#cancellation")).to_contain_text("by dashboard")
+    expect(page.locator("main")).to_contain_text("attempt 1")
+    page.screenshot(path=str(shots / "dashboard-cancelled-job.png"), full_page=True)
 
 
 def test_a_bulk_delete_asks_first(

@@ -99,6 +99,16 @@ class Target:
 
 @pytest.fixture(params=["json", "sqlite", "postgres"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
+    yield from _target(request, tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
+    """A store that another process may change while this one runs its jobs."""
+    yield from _target(request, tmp_path)
+
+
+def _target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     kind = str(request.param)
     if kind == "json":
         path = tmp_path / "jobs.json"
@@ -133,7 +143,7 @@ def test_stats_as_text_and_json(
     assert text.code == 0
     assert text.out.split() == [
         "pending", "2", "delayed", "2", "running", "0", "dead", "1",
-        "kept", "0", "abandoned", "0",
+        "kept", "0", "cancelled", "0", "abandoned", "0",
     ]  # fmt: skip
     assert as_json.code == 0
     assert json.loads(as_json.out) == {
@@ -142,6 +152,7 @@ def test_stats_as_text_and_json(
         "running": 0,
         "dead": 1,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 
@@ -369,6 +380,222 @@ def test_escape_can_keep_line_breaks() -> None:
     assert cli.escape("a\n\x1bb", keep="\n") == "a\n\\x1bb"
 
 
+# -- cancel, cancelled ---------------------------------------------------------
+
+
+def test_cancel_a_pending_job_keeps_it_cancelled(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, (job, other) = target.seed(pending=["p", "q"])
+
+    result = run(capsys, "cancel", str(job), *target.args)
+    as_json = run(capsys, "cancel", str(other), "--json", *target.args)
+
+    assert (result.code, result.err) == (0, "")
+    assert result.out == f"job {job} cancelled (it was pending)\n"
+    assert json.loads(as_json.out) == {
+        "id": other,
+        "was": "pending",
+        "outcome": "cancelled",
+    }
+    shown = json.loads(run(capsys, "show", str(job), "--json", *target.args).out)
+    assert shown["state"] == "cancelled"
+    assert shown["cancellation"]["by"] == "jobq cancel"
+    assert shown["cancellation"]["attempt"] is None
+    text = run(capsys, "show", str(job), *target.args).out
+    assert "by jobq cancel, while pending" in text
+    counts = json.loads(run(capsys, "stats", "--json", *target.args).out)
+    assert (counts["pending"], counts["cancelled"]) == (0, 2)
+
+
+def test_cancel_refuses_a_dead_a_cancelled_and_a_missing_job(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (dead,), (pending,) = target.seed(dead=[1], pending=[2])
+
+    refused = run(capsys, "cancel", str(dead), *target.args)
+    missing = run(capsys, "cancel", "999999", "--json", *target.args)
+
+    assert (refused.code, refused.out) == (1, "")
+    assert refused.err == (
+        f"jobq cancel: job {dead} is dead; only a pending or running job can be "
+        "cancelled\n"
+    )
+    assert (missing.code, missing.out) == (1, "")
+    assert missing.err == "jobq cancel: no job 999999\n"
+    assert run(capsys, "cancel", str(pending), *target.args).code == 0
+    again = run(capsys, "cancel", str(pending), *target.args)
+    assert again.code == 1
+    assert "is cancelled; only a pending or running job" in again.err
+
+
+def test_cancelled_lists_the_kept_cancelled_jobs(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, (job,) = target.seed(pending=[{"n": 1}])
+    assert run(capsys, "cancelled", *target.args).out == "no cancelled jobs\n"
+    run(capsys, "cancel", str(job), *target.args)
+
+    text = run(capsys, "cancelled", *target.args)
+    as_json = run(capsys, "cancelled", "--json", *target.args)
+
+    assert text.code == 0
+    header, row = text.out.splitlines()
+    assert header.split() == ["ID", "CANCELLED", "(UTC)", "BY", "STOPPED", "KEY"]
+    assert row.split()[0] == str(job)
+    assert "jobq cancel  while pending" in row
+    (listed,) = json.loads(as_json.out)
+    assert (listed["id"], listed["state"]) == (job, "cancelled")
+    assert listed["cancellation"]["by"] == "jobq cancel"
+
+
+def _record(state: jobq.JobState, attempt: int | None) -> jobq.JobRecord[Any]:
+    return jobq.JobRecord(
+        id=7, payload="p", attempts=0, state=state, run_at=0.0, created_at=0.0,
+        last_error=None, key=None, priority=0, result=None, task=None, errors=(),
+        max_attempts=5, started_at=None if attempt is None else 60.0,
+        cancellation=jobq.Cancellation(at=120.0, by=NASTY, attempt=attempt),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("state", "attempt", "line"),
+    [
+        ("cancelled", None, "cancelled   {at} by {by}, while pending"),
+        ("cancelled", 2, "cancelled   {at} by {by}, stopping attempt 2"),
+        ("running", 1, "stopping    asked {at} by {by}"),
+    ],
+)  # fmt: skip
+def test_show_says_who_cancelled_a_job_when_and_what_it_stopped(
+    state: str, attempt: int | None, line: str
+) -> None:
+    record = _record(jobq.JobState(state), attempt)
+
+    text = render.job(record)
+    as_json = json.loads(render.job(record, as_json=True))
+
+    at = "1970-01-01 00:02:00 UTC"
+    assert line.format(at=at, by=render.escape(NASTY)) in text.splitlines()
+    assert not any(raw in text for raw in RAW)
+    assert as_json["cancellation"] == {"at": 120.0, "by": NASTY, "attempt": attempt}
+
+
+def test_cancel_says_what_it_did() -> None:
+    pending, running = jobq.JobState.PENDING, jobq.JobState.RUNNING
+
+    assert (
+        render.cancel(3, pending, "cancelled") == "job 3 cancelled (it was pending)\n"
+    )
+    assert render.cancel(3, running, "cancelled") == "job 3 cancelled (it stopped)\n"
+    assert render.cancel(3, running, "stopping").startswith("job 3 is running: asked")
+    assert "its work is done" in render.cancel(3, running, "completed")
+    assert json.loads(render.cancel(3, running, "stopped", as_json=True)) == {
+        "id": 3,
+        "was": "running",
+        "outcome": "stopped",
+    }
+
+
+def _cooperative(started: threading.Event, release: threading.Event) -> Any:
+    """A handler that runs lines of its own until ``release``: a cancellation
+    reaches it at once."""
+
+    def handler(job: jobq.Job[Any]) -> None:
+        started.set()
+        while not release.wait(0.01):
+            pass
+
+    return handler
+
+
+def _blocked(started: threading.Event, release: threading.Event) -> Any:
+    """A handler blocked in one call until ``release``: no line of its own
+    runs meanwhile, so a cancellation waits for it (or for the grace)."""
+
+    def handler(job: jobq.Job[Any]) -> None:
+        started.set()
+        release.wait(WAIT)
+
+    return handler
+
+
+def _running(target: Target, make: Callable[..., Any]) -> tuple[int, threading.Event]:
+    """A job running in this process on ``target``'s store (the command is
+    another queue on it, as another process's would be); the event releases
+    its handler."""
+    started, release = threading.Event(), threading.Event()
+    queue = target.queue(make(started, release), timeout_grace=WAIT)
+    job = queue.enqueue("x").id
+    queue.start(workers=1)
+    assert started.wait(WAIT)
+    return job, release
+
+
+def test_cancel_wait_stops_a_running_job_from_another_queue(
+    shared_target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job, release = _running(shared_target, _cooperative)
+    try:
+        result = run(
+            capsys, "cancel", str(job), "--wait", str(WAIT), *shared_target.args
+        )
+    finally:
+        release.set()
+
+    assert (result.code, result.err) == (0, "")
+    assert result.out == f"job {job} cancelled (it stopped)\n"
+    shown = json.loads(run(capsys, "show", str(job), "--json", *shared_target.args).out)
+    assert shown["state"] == "cancelled"
+    assert shown["cancellation"]["by"] == "jobq cancel"
+    assert shown["cancellation"]["attempt"] == 1
+
+
+def test_cancel_asks_a_running_job_to_stop_and_show_says_stopping(
+    shared_target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job, release = _running(shared_target, _blocked)
+    try:
+        result = run(capsys, "cancel", str(job), "--json", *shared_target.args)
+        text = run(capsys, "show", str(job), *shared_target.args).out
+    finally:
+        release.set()
+
+    assert result.code == 0
+    assert json.loads(result.out) == {
+        "id": job,
+        "was": "running",
+        "outcome": "stopping",
+    }
+    assert "stopping" in text
+    assert "by jobq cancel" in text
+
+
+def test_cancel_wait_exits_3_while_the_job_still_runs(
+    shared_target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job, release = _running(shared_target, _blocked)
+    try:
+        result = run(capsys, "cancel", str(job), "--wait", "0.2", *shared_target.args)
+        stopping = run(capsys, "show", str(job), "--json", *shared_target.args)
+    finally:
+        release.set()
+
+    assert (result.code, result.out) == (3, "")
+    assert result.err == (
+        f"jobq cancel: job {job} was asked to stop but still runs after 0.2 s; "
+        "it ends cancelled when its handler stops\n"
+    )
+    assert json.loads(stopping.out)["state"] == "running"
+    assert json.loads(stopping.out)["cancellation"]["by"] == "jobq cancel"
+
+
+@pytest.mark.parametrize("wait", ["-1", "nan", "soon"])
+def test_cancel_wait_must_be_seconds(
+    target: Target, capsys: pytest.CaptureFixture[str], wait: str
+) -> None:
+    assert run(capsys, "cancel", "1", "--wait", wait, *target.args).code == 2
+
+
 # -- retry, delete, purge-dead -------------------------------------------------
 
 
@@ -439,6 +666,7 @@ def test_purge_dead_refuses_without_yes(
         "running": 0,
         "dead": 3,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 
@@ -459,6 +687,7 @@ def test_purge_dead_with_yes_deletes_every_dead_job(
         "running": 0,
         "dead": 0,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
     assert (
@@ -580,7 +809,8 @@ def test_build_parser_names_every_command() -> None:
     parser = cli.build_parser()
 
     for command in cli.COMMANDS:
-        argv = [command, "1"] if command in ("show", "retry", "delete") else [command]
+        with_id = ("show", "retry", "delete", "cancel")
+        argv = [command, "1"] if command in with_id else [command]
         assert parser.parse_args(argv).command == command
 
 
@@ -828,6 +1058,7 @@ def test_reading_while_an_owner_runs_and_changing_is_refused(
         "running": 0,
         "dead": 1,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
     assert changed.code == 1
@@ -883,6 +1114,7 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
         "running": 0,
         "dead": 0,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 
@@ -905,6 +1137,7 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_5(
         "running": 0,
         "dead": 1,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 
@@ -937,6 +1170,7 @@ def test_migrate_brings_a_postgres_schema_of_version_1_to_version_4(
         "running": 0,
         "dead": 1,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 
@@ -987,6 +1221,7 @@ def test_migrate_creates_a_postgres_schema(
         "running": 0,
         "dead": 0,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 
@@ -1137,6 +1372,7 @@ def test_worker_runs_jobs_and_exits_0_on_a_signal(
         "running": 0,
         "dead": 1,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
 

@@ -294,7 +294,7 @@ def test_manage_py_jobq_stats() -> None:
     assert out.getvalue() == (
         f"pending    {stats.pending}\ndelayed    {stats.delayed}\n"
         f"running    {stats.running}\ndead       {stats.dead}\n"
-        f"kept       {stats.kept}\nabandoned  0\n"
+        f"kept       {stats.kept}\ncancelled  {stats.cancelled}\nabandoned  0\n"
     )
     out = io.StringIO()
     call_command("jobq", "stats", "--json", stdout=out)
@@ -304,6 +304,7 @@ def test_manage_py_jobq_stats() -> None:
         "running": stats.running,
         "dead": stats.dead,
         "kept": stats.kept,
+        "cancelled": stats.cancelled,
         "abandoned": 0,
     }
 
@@ -333,6 +334,25 @@ def test_manage_py_jobq_retries_a_dead_job() -> None:
     assert after is not None
     assert after.state == jobq.JobState.PENDING
     queue.cancel(job)
+
+
+def test_manage_py_jobq_cancels_a_pending_job() -> None:
+    queue = _queue()
+    job = queue.enqueue("later", delay=3600).id
+    out = io.StringIO()
+    call_command("jobq", "cancel", str(job), "--json", stdout=out)
+    assert json.loads(out.getvalue()) == {
+        "id": job,
+        "was": "pending",
+        "outcome": "cancelled",
+    }
+    out = io.StringIO()
+    call_command("jobq", "cancelled", "--json", stdout=out)
+    listed = {shown["id"]: shown for shown in json.loads(out.getvalue())}
+    assert listed[job]["cancellation"]["by"] == "manage.py jobq cancel"
+    with pytest.raises(CommandError, match="only a pending or running") as info:
+        call_command("jobq", "cancel", str(job), stdout=io.StringIO())
+    assert info.value.returncode == 1
 
 
 def test_manage_py_jobq_schedules_lists_the_periodic_tasks_of_the_apps() -> None:
@@ -425,5 +445,6 @@ def test_the_example_project_runs(tmp_path: Path) -> None:
         "running    0",
         "dead       0",
         "kept       1",  # its Django Tasks result
+        "cancelled  0",
         "abandoned  0",
     ]

@@ -249,6 +249,48 @@ def test_a_time_limit_interrupts_a_task_at_a_line_of_its_own(
         queue.close(timeout=5)
 
 
+def test_a_cancelled_task_is_failed_for_django(
+    monkeypatch: pytest.MonkeyPatch, signals: list[Any]
+) -> None:
+    """Django's Tasks have no cancelled status: FAILED, never run again. A
+    task cancelled while pending never started, so it never finishes; one
+    stopped while running finishes FAILED, its stopped attempt an error."""
+    from djapp.dtasks import record, spin
+
+    queue = _project_queue(MemoryStore(), monkeypatch, timeout_grace=30)
+    started = threading.Event()
+
+    def on_start(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        started.set()
+
+    task_started.connect(on_start)
+    try:
+        waiting = record.enqueue("never")
+        assert queue.cancel(int(waiting.id))
+        waiting.refresh()
+        running = spin.enqueue()
+        queue.start(workers=1)
+        assert started.wait(10)
+        assert queue.cancel(int(running.id), wait=10)
+        running.refresh()
+    finally:
+        task_started.disconnect(on_start)
+        queue.close(timeout=5)
+
+    assert waiting.status == TaskResultStatus.FAILED
+    assert (waiting.errors, waiting.attempts) == ([], 0)
+    assert waiting.finished_at is not None  # when it was cancelled
+    assert running.status == TaskResultStatus.FAILED
+    assert running.attempts == 1
+    [error] = running.errors
+    assert "JobCancelled" in error.traceback
+    assert running.finished_at is not None
+    assert [(name, rid) for name, rid, _ in signals if name == "finished"] == [
+        ("finished", running.id)
+    ]
+    assert ("finished", running.id, TaskResultStatus.FAILED) in signals
+
+
 def test_a_return_value_is_json_like_the_framework_says() -> None:
     from djapp.dtasks import pair
 

@@ -326,8 +326,32 @@ def test_flask_jobq_stats(cli_app: Flask) -> None:
         "running": 0,
         "dead": 1,
         "kept": 0,
+        "cancelled": 0,
         "abandoned": 0,
     }
+
+
+def test_flask_jobq_cancel_and_cancelled(cli_app: Flask) -> None:
+    with cli_app.app_context():
+        queue = cli_app.extensions["jobq"].queue
+        job = queue.enqueue("later", delay=3600).id
+
+    result = invoke(cli_app, "cancel", str(job))
+    listed = invoke(cli_app, "cancelled", "--json")
+
+    assert (result.exit_code, result.output) == (
+        0,
+        f"job {job} cancelled (it was pending)\n",
+    )
+    (shown,) = json.loads(listed.output)
+    assert (shown["id"], shown["state"]) == (job, "cancelled")
+    assert shown["cancellation"]["by"] == "flask jobq cancel"
+    dead = invoke(cli_app, "cancel", "1")
+    assert dead.exit_code == 1
+    assert "job 1 is dead; only a pending or running job can be cancelled" in (
+        dead.output
+    )
+    assert invoke(cli_app, "cancel", str(job), "--wait", "nan").exit_code == 2
 
 
 def test_flask_jobq_dead_lists_the_dead_letter(cli_app: Flask) -> None:

@@ -121,6 +121,30 @@ def test_each_attempt_s_span_is_a_child_of_the_enqueue_span_through_a_retry(
     assert record is None  # finished; its meta held the context while it waited
 
 
+def test_an_attempt_that_ends_its_job_cancelled_has_a_span_that_says_so(
+    exporter: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    def stop_itself(job: jobq.Job[Any]) -> None:
+        assert queue.cancel(job.id)  # asked while it runs: JobCancelled comes,
+        raise RuntimeError("gave up")  # or this failure ends it cancelled
+
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(stop_itself)
+    instrument(queue, provider)
+    job = queue.enqueue("x")
+    queue.start(workers=1)  # a worker thread: run_pending's can not be stopped
+    assert queue.join(timeout=30)
+
+    (run,) = named(exporter.get_finished_spans(), "jobq.run (handler)")
+    assert run.status.status_code is StatusCode.ERROR
+    assert run.status.description == "cancelled"
+    assert (run.attributes or {})["jobq.cancelled"] is True
+    assert [event.name for event in run.events] == ["exception"]
+    record = queue.get(job)
+    assert record is not None
+    assert record.state is jobq.JobState.CANCELLED
+    queue.close()
+
+
 def test_the_job_s_meta_holds_the_w3c_trace_context(provider: TracerProvider) -> None:
     queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
     instrument(queue, provider)

@@ -106,6 +106,9 @@ def test_a_scrape_after_known_jobs_shows_each_sample(
     assert only(found, "jobq_jobs_revived_total") == by_task(
         {"doomed": 1, "flaky": 0, "ok": 0, PLAIN_TASK: 0}
     )
+    assert only(found, "jobq_jobs_cancelled_total") == by_task(
+        {"doomed": 0, "flaky": 0, "ok": 0, PLAIN_TASK: 0}
+    )
     assert only(found, "jobq_job_duration_seconds_count") == by_task(
         {"doomed": 1, "flaky": 2, "ok": 1, PLAIN_TASK: 1}
     )
@@ -130,6 +133,7 @@ def test_a_scrape_after_known_jobs_shows_each_sample(
         (("state", "delayed"),): 1,
         (("state", "running"),): 0,
         (("state", "dead"),): 0,
+        (("state", "cancelled"),): 0,
     }
     # The revived job is due again from when it was revived: now.
     assert only(found, "jobq_oldest_pending_age_seconds") == {(): 0.0}
@@ -182,12 +186,39 @@ def test_the_exposition_is_that_of_prometheus_client_s_own_metrics(
     clock.advance(60)
     queue.run_pending()  # "fails" fails again: dead
     assert queue.retry_dead(queue.dead_jobs()[0].id)
+    assert queue.cancel(queue.tasks["slow"].enqueue())
 
     ours, our_created = exposition(registry)
     theirs, their_created = exposition(reference)
     assert ours[: len(theirs)] == theirs
     assert len(theirs) > 100
     assert our_created == their_created
+
+
+def test_cancelled_jobs_are_counted_and_a_stopped_attempt_is_timed(
+    registry: CollectorRegistry, clock: Clock
+) -> None:
+    def stop_itself(job: jobq.Job[Any]) -> None:
+        clock.advance(1.5)
+        assert queue.cancel(job.id)  # asked while it runs ...
+        raise RuntimeError("stopped")  # ... so its failure ends it cancelled
+
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(stop_itself, clock=clock)
+    instrument(queue, registry)
+    assert queue.cancel(queue.enqueue("later", delay=3600))  # pending: no attempt
+    queue.enqueue("now")
+    queue.run_pending()
+
+    found = samples(registry)
+    plain = (("task", PLAIN_TASK),)
+    assert only(found, "jobq_jobs_cancelled_total") == {plain: 2}
+    assert only(found, "jobq_jobs_retried_total") == {plain: 0}
+    assert only(found, "jobq_jobs_dead_total") == {plain: 0}
+    assert only(found, "jobq_job_duration_seconds_count") == {plain: 1}
+    assert only(found, "jobq_job_duration_seconds_sum") == {plain: 1.5}
+    assert only(found, "jobq_jobs")[(("state", "cancelled"),)] == 2
+    text = generate_latest(registry).decode()
+    assert f'jobq_jobs_cancelled_total{{task="{PLAIN_TASK}"}} 2.0' in text
 
 
 def test_an_attempts_wait_is_observed_when_it_ends(
@@ -289,6 +320,7 @@ def test_gauges_read_a_sqlite_store_that_another_process_filled(
         (("state", "delayed"),): 1,  # "b", due in an hour
         (("state", "running"),): 0,
         (("state", "dead"),): 0,
+        (("state", "cancelled"),): 0,
     }
     assert 0 < found["jobq_oldest_pending_age_seconds", ()] < 60
     assert only(found, "jobq_jobs_enqueued_total") == {}  # counted over there

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +76,7 @@ def test_the_overview_shows_the_counts_and_refreshes_from_stats_json(
     assert stats.json is not None
     assert stats.json["counts"] == {
         "due": 1, "delayed": 1, "running": 0, "dead": 1, "completed": 0, "kept": 0,
-        "retried": 0,
+        "cancelled": 0, "retried": 0,
     }  # fmt: skip
     rows = stats.json["throughput"]
     assert [sum(row[i] for row in rows) for i in (1, 2)] == [0, 1]  # this process
@@ -190,7 +191,97 @@ def test_retry_delete_and_cancel_act_with_the_csrf_token(make_queue: MakeQueue) 
     assert record is not None
     assert record.state is JobState.PENDING
     assert queue.get(second) is None
-    assert queue.get(pending) is None
+    kept = queue.get(pending)
+    assert kept is not None
+    assert kept.state is JobState.CANCELLED
+    assert kept.cancellation is not None
+    assert (kept.cancellation.by, kept.cancellation.attempt) == ("dashboard", None)
+
+
+WAIT = 30.0  # seconds; a cap so that a broken engine fails a test, never hangs it
+
+
+def running_job(
+    make_queue: MakeQueue,
+) -> tuple[jobq.JobQueue[Any], int, threading.Event]:
+    """A job whose handler runs until the event is set, then stops as one
+    that saw the request would (raising ``JobCancelled``)."""
+    started, release = threading.Event(), threading.Event()
+
+    def handler(job: Job[Any]) -> None:
+        started.set()
+        release.wait(WAIT)
+        raise jobq.JobCancelled
+
+    queue = make_queue(handler, timeout_grace=WAIT)
+    job = queue.enqueue("runs").id
+    queue.start(workers=1)
+    assert started.wait(WAIT)
+    return queue, job, release
+
+
+def test_cancel_asks_a_running_job_to_stop_and_its_page_says_who_and_when(
+    make_queue: MakeQueue,
+) -> None:
+    queue, job, release = running_job(make_queue)
+    client = Client(make_app(queue))
+    try:
+        page = client.get(f"/job/{job}")
+        asked = client.post(
+            f"/job/{job}/cancel",
+            data={"csrf": csrf_of(page)},
+            environ_base={"REMOTE_USER": "alice"},
+        )
+        stopping = client.get(f"/job/{job}")
+        listed = client.get("/jobs/running")
+    finally:
+        release.set()
+    assert queue.join(timeout=WAIT)
+    cancelled = client.get(f"/job/{job}")
+
+    assert f'data-confirm="Stop running job {job}? It ends cancelled."' in page.text
+    assert (asked.status_code, asked.location) == (303, f"/job/{job}?msg=stopping")
+    assert '<span class="state stopping">stopping</span>' in stopping.text
+    assert "Asked to stop" in stopping.text
+    assert "by dashboard (alice)" in stopping.text
+    assert f"/job/{job}/cancel" not in stopping.text  # asked already
+    assert "stopping</span>" in listed.text
+    assert '<span class="state cancelled">cancelled</span>' in cancelled.text
+    assert "by dashboard (alice)" in cancelled.text
+    assert "attempt 1" in cancelled.text
+    assert f'<a href="/job/{job}">{job}</a>' in client.get("/jobs/cancelled").text
+    counts = client.get("/stats.json").json
+    assert counts is not None
+    assert counts["counts"]["cancelled"] == 1
+
+
+def test_stopping_a_running_job_needs_a_post_the_csrf_token_and_a_writable_dashboard(
+    make_queue: MakeQueue,
+) -> None:
+    queue, job, release = running_job(make_queue)
+    client = Client(make_app(queue))
+    read_only = Client(make_app(queue, read_only=True))
+    try:
+        token = csrf_of(client.get(f"/job/{job}"))
+        got = client.get(f"/job/{job}/cancel")
+        refused = [
+            client.post(f"/job/{job}/cancel", data=form)
+            for form in [{}, {"csrf": "x" * 43}]
+        ]
+        shown = read_only.get(f"/job/{job}")
+        forbidden = read_only.post(f"/job/{job}/cancel", data={"csrf": token})
+        record = queue.get(job)
+        allowed = client.post(f"/job/{job}/cancel", data={"csrf": token})
+    finally:
+        release.set()
+
+    assert got.status_code == 405
+    assert [answer.status_code for answer in refused] == [403, 403]
+    assert '<form method="post"' not in shown.text
+    assert forbidden.status_code == 403
+    assert record is not None
+    assert (record.state, record.cancellation) == (JobState.RUNNING, None)
+    assert allowed.status_code == 303
 
 
 def test_bulk_actions_ask_first_then_act_on_the_filtered_dead_jobs(
@@ -298,7 +389,8 @@ def test_an_action_without_the_right_csrf_token_changes_nothing(
     client = Client(make_app(queue))
     client.get("/")  # the cookie is set
 
-    for path in ["/job/1/retry", "/job/1/delete", "/jobs/dead/delete"]:
+    paths = ["/job/1/retry", "/job/1/delete", "/job/1/cancel", "/jobs/dead/delete"]
+    for path in paths:
         answer = client.post(path, data={**form, "confirmed": "yes"})
         assert answer.status_code == 403
     assert queue.stats().dead == 1
@@ -389,7 +481,7 @@ def test_a_bad_csrf_secret_is_refused_when_the_dashboard_is_made(
 
 def test_get_never_changes_anything(queue: jobq.JobQueue[Any]) -> None:
     client = Client(make_app(queue))
-    for path in ["/job/1/retry", "/job/1/delete", "/jobs/dead/retry"]:
+    for path in ["/job/1/retry", "/job/1/delete", "/job/1/cancel", "/jobs/dead/retry"]:
         assert client.get(path).status_code == 405
     assert client.post("/", data={}).status_code == 405
     assert queue.stats().dead == 1

@@ -14,6 +14,8 @@ from jobq.admin.operations import LOG_LEVELS, SHUTDOWN_TIMEOUT
 __all__ = [
     "SUBCOMMANDS",
     "Subcommand",
+    "add_cancel_arguments",
+    "add_cancelled_arguments",
     "add_dead_arguments",
     "add_delete_arguments",
     "add_migrate_arguments",
@@ -50,6 +52,23 @@ def add_retry_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_delete_arguments(parser: argparse.ArgumentParser) -> None:
     _add_id_argument(parser, "the dead job to remove")
+    _add_json_argument(parser)
+
+
+def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_id_argument(parser, "the pending or running job to cancel")
+    parser.add_argument(
+        "--wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="wait up to this long for a running job to stop (exit status 3 "
+        "if it still runs then); without it, a running job is only asked to stop",
+    )
+    _add_json_argument(parser)
+
+
+def add_cancelled_arguments(parser: argparse.ArgumentParser) -> None:
     _add_json_argument(parser)
 
 
@@ -106,8 +125,15 @@ class Subcommand:
 SUBCOMMANDS: dict[str, Subcommand] = {
     command.name: command
     for command in (
-        Subcommand("stats", "pending, running and dead jobs", add_stats_arguments),
+        Subcommand(
+            "stats", "pending, running, dead and cancelled jobs", add_stats_arguments
+        ),
         Subcommand("dead", "list the dead jobs, oldest first", add_dead_arguments),
+        Subcommand(
+            "cancelled",
+            "list the cancelled jobs kept, newest first",
+            add_cancelled_arguments,
+        ),
         Subcommand(
             "schedules",
             "list the periodic jobs (declared by --app's code, and orphaned ones)",
@@ -118,6 +144,11 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         ),
         Subcommand("retry", "make a dead job pending again", add_retry_arguments),
         Subcommand("delete", "remove a dead job", add_delete_arguments),
+        Subcommand(
+            "cancel",
+            "cancel a pending job, or stop a running one (--wait for it)",
+            add_cancel_arguments,
+        ),
         Subcommand(
             "purge-dead",
             "remove every dead job (needs --yes)",

@@ -33,15 +33,20 @@ from jobq.types import JobRecord, JobState, Schedule, Stats
 __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
+    "EXIT_STILL_RUNNING",
     "EXIT_USAGE",
     "LOG_LEVELS",
     "SHUTDOWN_TIMEOUT",
+    "Cancel",
     "CommandError",
     "Migratable",
     "Migration",
     "NoSuchJob",
     "NotConfirmed",
+    "StillRunning",
     "Writer",
+    "cancel",
+    "cancelled",
     "command_error",
     "dead",
     "delete",
@@ -64,12 +69,21 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 #: A usage error: bad options, an unknown store URL scheme, a bad ``--app``.
 EXIT_USAGE = 2
+#: ``cancel --wait``: the job was asked to stop, and still ran when the wait
+#: ended (not 2, which scripts already read as a usage error).
+EXIT_STILL_RUNNING = 3
 
 #: How long ``jobq worker`` waits for running jobs after SIGTERM or SIGINT.
 SHUTDOWN_TIMEOUT = 30.0
 
 #: The levels ``--log-level`` offers.
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+#: Jobs read per page by a command that lists a whole ``browse`` list.
+_PAGE = 500
+
+#: Who ``jobq cancel`` says asked (``Cancellation.by``).
+CANCELLED_BY = "jobq cancel"
 
 #: Seconds between the worker's looks at whether a signal asked it to stop.
 _STOP_POLL = 0.2
@@ -107,6 +121,20 @@ class NoSuchJob(CommandError):
         self.job_id = job_id
 
 
+class StillRunning(CommandError):
+    """``cancel --wait``: the job was asked to stop but still runs (status 3);
+    it stops when its handler next runs a line of its own, or is abandoned
+    after ``timeout_grace``."""
+
+    def __init__(self, job_id: int, wait: float) -> None:
+        super().__init__(
+            f"job {job_id} was asked to stop but still runs after {wait:g} s; "
+            "it ends cancelled when its handler stops",
+            EXIT_STILL_RUNNING,
+        )
+        self.job_id = job_id
+
+
 def command_error(exc: JobqError) -> CommandError:
     """A store's error as the commands report it (status 1)."""
     if isinstance(exc, StoreLocked):
@@ -135,6 +163,22 @@ def schedules(queue: Queue) -> list[Schedule]:
 def dead(queue: Queue) -> list[JobRecord[Any]]:
     """The dead-letter list, oldest first."""
     return queue.dead_jobs()
+
+
+def cancelled(queue: Queue) -> list[JobRecord[Any]]:
+    """The cancelled jobs kept (``keep_cancelled``), newest first."""
+    return list(_every("cancelled", queue))
+
+
+def _every(view: str, queue: Queue) -> Iterator[JobRecord[Any]]:
+    """Every job of one of ``browse``'s lists, page after page."""
+    after = None
+    while True:
+        page = queue.browse(view, limit=_PAGE, after=after)
+        yield from page.jobs
+        if page.after is None:
+            return
+        after = page.after
 
 
 def show(queue: Queue, job_id: int) -> JobRecord[Any]:
@@ -174,6 +218,58 @@ def purge_dead(queue: Queue, *, yes: bool) -> int:
             "pass --yes to do it"
         )
     return sum(1 for record in records if queue.delete_dead(record.id))
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """What ``cancel`` did to job ``id``: it was ``pending`` (now cancelled)
+    or running; ``state`` is the job's state after the request (``None``: it
+    finished and was not kept). A running job without a wait is still
+    ``running``, asked to stop; after a wait it is ``cancelled``, or
+    ``completed`` when its handler returned normally after all."""
+
+    id: int
+    was: JobState
+    state: JobState | None
+
+    @property
+    def outcome(self) -> str:
+        """``cancelled``, ``stopping`` (asked to stop, not waited for),
+        ``completed`` (its handler returned after the request: its work is
+        done) or ``stopped`` (it ended and was not kept)."""
+        if self.state is None:
+            return "cancelled" if self.was is JobState.PENDING else "stopped"
+        if self.state is JobState.RUNNING:
+            return "stopping"
+        return str(self.state)
+
+
+def cancel(
+    queue: Queue, job_id: int, *, wait: float | None = None, by: str = CANCELLED_BY
+) -> Cancel:
+    """Cancel a pending job, or ask a running one to stop (waiting up to
+    ``wait`` seconds for it to). ``NoSuchJob``, ``CommandError`` for a job
+    that is not pending or running, ``StillRunning`` (status 3) when it
+    still runs after ``wait``."""
+    before = show(queue, job_id)
+    if before.state not in (JobState.PENDING, JobState.RUNNING):
+        raise _not_cancellable(before)
+    done = queue.cancel(job_id, wait=wait, by=by)
+    after = queue.get(job_id)
+    if wait is not None and after is not None and after.stopping:
+        raise StillRunning(job_id, wait)
+    if not done and (after is None or after.cancellation is None):
+        raise CommandError(f"job {job_id} was not cancelled; it changed meanwhile")
+    state = None if after is None else after.state
+    return Cancel(job_id, before.state, state)
+
+
+def _not_cancellable(record: JobRecord[Any]) -> CommandError:
+    """Why a job that is neither pending nor running cannot be cancelled."""
+    return CommandError(
+        f"job {record.id} is {record.state}; only a pending or running job "
+        "can be cancelled"
+    )
 
 
 def _not_dead(queue: Queue, job_id: int, done: str) -> CommandError:

@@ -20,12 +20,15 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from jobq.types import JobRecord, JobState, Schedule, Stats
+from jobq.types import Cancellation, JobRecord, JobState, Schedule, Stats
 
 __all__ = [
     "ERROR_WIDTH",
     "KEY_WIDTH",
     "buried_at",
+    "cancel",
+    "cancellation",
+    "cancelled",
     "dead",
     "deleted",
     "escape",
@@ -110,6 +113,7 @@ def job_details(record: JobRecord[Any]) -> dict[str, Any]:
     details["finished_at"] = record.finished_at
     details["timeout"] = record.timeout
     details["meta"] = dict(record.meta)
+    details["cancellation"] = cancellation(record.cancellation)
     details["errors"] = [
         {
             "type": error.type,
@@ -129,6 +133,14 @@ def buried_at(record: JobRecord[Any]) -> float | None:
     return record.errors[-1].at
 
 
+def cancellation(request: Cancellation | None) -> dict[str, Any] | None:
+    """A job's cancellation as JSON: ``at`` (epoch seconds), ``by``, and
+    ``attempt`` (``null``: it was pending)."""
+    if request is None:
+        return None
+    return {"at": request.at, "by": request.by, "attempt": request.attempt}
+
+
 def to_json(value: Any) -> str:
     """``value`` as indented ASCII-only JSON, one trailing newline."""
     return json.dumps(value, indent=2, ensure_ascii=True) + "\n"
@@ -139,7 +151,7 @@ def to_json(value: Any) -> str:
 
 def stats(counts: Stats, *, as_json: bool = False) -> str:
     """Pending (delayed included), delayed, running and dead jobs, completed
-    ones whose results are kept, and the worker threads this process's queue
+    and cancelled ones kept, and the worker threads this process's queue
     abandoned at a time limit."""
     shown = {
         "pending": counts.pending,
@@ -147,6 +159,7 @@ def stats(counts: Stats, *, as_json: bool = False) -> str:
         "running": counts.running,
         "dead": counts.dead,
         "kept": counts.kept,
+        "cancelled": counts.cancelled,
         "abandoned": counts.abandoned,
     }
     if as_json:
@@ -233,6 +246,8 @@ def job(record: JobRecord[Any], *, as_json: bool = False) -> str:
         fields.append(("due", when(record.run_at) + " UTC"))
     if record.state == JobState.DEAD:
         fields.append(("buried", when(buried_at(record)) + " UTC"))
+    if record.cancellation is not None:
+        fields.append(_cancellation_field(record.state, record.cancellation))
     if record.started_at is not None:
         ended = "running" if record.finished_at is None else when(record.finished_at)
         fields.append(("attempted", f"{when(record.started_at)} UTC to {ended}"))
@@ -255,6 +270,70 @@ def job(record: JobRecord[Any], *, as_json: bool = False) -> str:
             for line in escape(error.traceback.rstrip("\n"), keep="\n").splitlines()
         )
     return "".join(lines)
+
+
+def _cancellation_field(state: JobState, request: Cancellation) -> tuple[str, str]:
+    """``cancelled`` (when, by whom, what it stopped) or, for a running job
+    asked to stop, ``stopping`` (when, by whom)."""
+    asked = f"{when(request.at)} UTC by {escape(request.by)}"
+    if state == JobState.RUNNING:
+        return ("stopping", f"asked {asked}")
+    return ("cancelled", f"{asked}, {_stopped(request.attempt)}")
+
+
+def _stopped(attempt: int | None) -> str:
+    return "while pending" if attempt is None else f"stopping attempt {attempt}"
+
+
+def cancelled(records: Sequence[JobRecord[Any]], *, as_json: bool = False) -> str:
+    """The cancelled jobs kept, newest first: a table, or a JSON array (each
+    job's summary with its ``cancellation``)."""
+    if as_json:
+        return to_json([
+            {**job_summary(record), "cancellation": cancellation(record.cancellation)}
+            for record in records
+        ])  # fmt: skip
+    if not records:
+        return "no cancelled jobs\n"
+    with_task = any(record.task is not None for record in records)
+    headers = ["ID", "CANCELLED (UTC)", "BY", "STOPPED", "KEY"]
+    headers += ["TASK"] if with_task else []
+    rows = []
+    for record in records:
+        request = record.cancellation
+        row = [
+            str(record.id),
+            when(None if request is None else request.at),
+            _optional(None if request is None else request.by, KEY_WIDTH),
+            _stopped(None if request is None else request.attempt),
+            _optional(record.key, KEY_WIDTH),
+        ]
+        row += [_optional(record.task, KEY_WIDTH)] if with_task else []
+        rows.append(row)
+    return _table(headers, rows)
+
+
+#: What ``jobq cancel`` says of each outcome (``operations.Cancel.outcome``).
+_CANCEL_TEXT = {
+    "cancelled": "job {id} cancelled",
+    "stopping": "job {id} is running: asked to stop (it ends cancelled when its "
+    "handler stops; see jobq show {id})",
+    "completed": "job {id} completed: its handler returned after the request, "
+    "so its work is done",
+    "stopped": "job {id} stopped",
+}
+
+
+def cancel(job_id: int, was: JobState, outcome: str, *, as_json: bool = False) -> str:
+    """What ``jobq cancel`` did to a job that was pending or running
+    (``was``): its ``outcome``, ``cancelled``, ``stopping``, ``completed``
+    or ``stopped``."""
+    if as_json:
+        return to_json({"id": job_id, "was": str(was), "outcome": outcome})
+    text = _CANCEL_TEXT[outcome].format(id=job_id)
+    if outcome == "cancelled":
+        text += " (it was pending)" if was == JobState.PENDING else " (it stopped)"
+    return text + "\n"
 
 
 def retried(job_id: int, *, as_json: bool = False) -> str:

@@ -22,6 +22,8 @@ from jobq.admin import operations, render
 from jobq.admin.arguments import (
     SUBCOMMANDS,
     Subcommand,
+    add_cancel_arguments,
+    add_cancelled_arguments,
     add_dead_arguments,
     add_delete_arguments,
     add_migrate_arguments,
@@ -48,6 +50,8 @@ from jobq.queue import JobQueue
 __all__ = [
     "COMMANDS",
     "Command",
+    "add_cancel_arguments",
+    "add_cancelled_arguments",
     "add_dead_arguments",
     "add_delete_arguments",
     "add_migrate_arguments",
@@ -107,6 +111,15 @@ def _stats(queue: Queue, args: argparse.Namespace) -> str:
 
 def _dead(queue: Queue, args: argparse.Namespace) -> str:
     return render.dead(operations.dead(queue), as_json=args.json)
+
+
+def _cancelled(queue: Queue, args: argparse.Namespace) -> str:
+    return render.cancelled(operations.cancelled(queue), as_json=args.json)
+
+
+def _cancel(queue: Queue, args: argparse.Namespace) -> str:
+    done = operations.cancel(queue, args.id, wait=args.wait)
+    return render.cancel(done.id, done.was, done.outcome, as_json=args.json)
 
 
 def _schedules(queue: Queue, args: argparse.Namespace) -> str:
@@ -190,10 +203,12 @@ COMMANDS: dict[str, Command] = {
     for command in (
         _shared("stats", _stats, _never),
         _shared("dead", _dead, _never),
+        _shared("cancelled", _cancelled, _never),
         _shared("schedules", _schedules, _with_app),
         _shared("show", _show, _never),
         _shared("retry", _retry, _always),
         _shared("delete", _delete, _always),
+        _shared("cancel", _cancel, _always),
         _shared("purge-dead", _purge_dead, _if_yes),
         _shared("migrate", _migrate, _always),
         Command(
@@ -212,12 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``jobq`` argument parser, one subparser per command."""
     parser = argparse.ArgumentParser(
         prog="jobq",
-        description="Look at a jobq queue, manage its dead jobs, run its workers, "
-        "migrate its store's schema.",
-        epilog="Exit status: 0 done; 1 no such job, a job not in the needed "
-        "state, or a store error; 2 a usage error. --json prints ASCII-only JSON "
-        "with stable keys; other output shows control characters in jobs as "
-        "escapes such as \\x1b.",
+        description="Look at a jobq queue, manage its dead jobs, cancel jobs, run "
+        "its workers, migrate its store's schema.",
+        epilog="Exit status: 0 done (cancel: the job was cancelled, or asked "
+        "to stop); 1 no such job, a job not in the needed state, or a store "
+        "error; 2 a usage error; 3 cancel --wait: the job still runs. --json "
+        "prints ASCII-only JSON with stable keys; other output shows control "
+        "characters in jobs as escapes such as \\x1b.",
     )
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {jobq.__version__}"

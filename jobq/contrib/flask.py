@@ -373,10 +373,12 @@ def _app_context(app: Flask) -> Middleware:
     return in_app_context
 
 
-def _finite_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+def _finite_seconds(
+    ctx: click.Context, param: click.Parameter, value: float | None
+) -> float | None:
     """``FloatRange(min=0)`` lets "inf" and "nan" through, which ``close``
     refuses as a timeout: a usage error now, not a failed shutdown later."""
-    if not math.isfinite(value):
+    if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"must be a finite number of seconds, not {value}")
     return value
 
@@ -488,6 +490,13 @@ def _command_group() -> AppGroup:
         with _queue(read_only=True) as queue:
             _print(render.dead(operations.dead(queue), as_json=json_))
 
+    @group.command("cancelled")
+    @_json_option()
+    def cancelled(json_: bool) -> None:
+        """The cancelled jobs kept, newest first."""
+        with _queue(read_only=True) as queue:
+            _print(render.cancelled(operations.cancelled(queue), as_json=json_))
+
     @group.command("schedules")
     @_json_option()
     def schedules(json_: bool) -> None:
@@ -519,6 +528,23 @@ def _command_group() -> AppGroup:
         """Remove a dead job for good."""
         with _queue(read_only=False) as queue:
             _print(render.deleted(operations.delete(queue, job_id), as_json=json_))
+
+    @group.command("cancel")
+    @click.argument("job_id", type=click.IntRange(min=1))
+    @click.option(
+        "--wait",
+        type=click.FloatRange(min=0),
+        callback=_finite_seconds,
+        default=None,
+        help="seconds to wait for a running job to stop (exit status 3 if it "
+        "still runs then)",
+    )
+    @_json_option()
+    def cancel(job_id: int, wait: float | None, json_: bool) -> None:
+        """Cancel a pending job, or ask a running one to stop."""
+        with _queue(read_only=False) as queue:
+            done = operations.cancel(queue, job_id, wait=wait, by="flask jobq cancel")
+        _print(render.cancel(done.id, done.was, done.outcome, as_json=json_))
 
     @group.command("purge-dead")
     @click.option("--yes", is_flag=True, help="really delete them")

@@ -9,7 +9,11 @@ and through every retry, runs in a CONSUMER span ``jobq.run <task>`` whose
 parent is that enqueue span. Attributes follow
 OpenTelemetry's messaging conventions (``messaging.system="jobq"``, the
 operation, the message id) plus ``jobq.attempt``; a failed attempt's span has
-status ERROR and the exception as an event.
+status ERROR and the exception as an event. An attempt stopped by
+``queue.cancel`` (it raised after the request: ``JobCancelled``, or anything
+else, which ends the job cancelled) has status ERROR described
+``cancelled``, and ``jobq.cancelled=true``; one that returns normally after
+the request succeeded, as its job did.
 
 Needs ``opentelemetry-api`` only (``jobq[opentelemetry]``): the SDK, its
 exporters and sampling are the application's. A queue never instrumented
@@ -53,6 +57,11 @@ PROPAGATOR = TraceContextTextMapPropagator()
 #: longer one. A request's ``tracestate`` (up to 32 entries of 512
 #: characters) would otherwise not fit in the allowance enqueue hooks have.
 MAX_TRACESTATE = 512
+
+#: The attribute, and the status description, of an attempt that ended its
+#: job cancelled.
+CANCELLED_ATTRIBUTE = "jobq.cancelled"
+CANCELLED = "cancelled"
 
 #: Entries longer than this go first when a ``tracestate`` is cut (W3C).
 LARGE_TRACESTATE_ENTRY = 128
@@ -172,11 +181,21 @@ class Tracing:
             return call_next()
         except BaseException as exc:
             span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+            _set_failed(span, exc)
             raise
         finally:
             context.detach(token)
             span.end()
+
+
+def _set_failed(span: Span, exc: BaseException) -> None:
+    """ERROR, described by the exception; ``cancelled`` when the job was
+    asked to stop, as a failure then ends it (never retried)."""
+    if isinstance(exc, jobq.JobCancelled) or jobq.cancel_requested():
+        span.set_attribute(CANCELLED_ATTRIBUTE, True)
+        span.set_status(Status(StatusCode.ERROR, CANCELLED))
+    else:
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
 
 
 class EnqueueSpan:

@@ -170,6 +170,13 @@ JOBQUEUE_OPTIONS: tuple[Option, ...] = (
         "how long a completed job is kept with its result (0: not at all)",
     ),
     Option(
+        "KEEP_CANCELLED",
+        "keep_cancelled",
+        SECONDS,
+        86400.0,
+        "how long a cancelled job is kept, with who cancelled it (0: not at all)",
+    ),
+    Option(
         "MAX_PENDING",
         "max_pending",
         OPTIONAL_INT,

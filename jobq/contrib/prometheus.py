@@ -127,11 +127,11 @@ def metrics_for(queue: JobQueue[Any]) -> Metrics | None:
     return _instrumented.get(queue)
 
 
-#: The events the counters and histograms count (not deleted, cancelled):
-#: an attempt's wait comes with its end, so ``started`` is not among them
-#: (one event fewer per job); multiprocess mode adds it for its worker gauges.
+#: The events the counters and histograms count (not deleted): an attempt's
+#: wait comes with its end, so ``started`` is not among them (one event
+#: fewer per job); multiprocess mode adds it for its worker gauges.
 COUNTED = (EventKind.ENQUEUED, EventKind.SUCCEEDED, EventKind.RETRYING,
-           EventKind.DEAD, EventKind.REVIVED)  # fmt: skip
+           EventKind.DEAD, EventKind.REVIVED, EventKind.CANCELLED)  # fmt: skip
 
 
 class Metrics:
@@ -189,7 +189,9 @@ COUNTERS = (
     ("jobs_retried", "Failed attempts whose job waits for a retry."),
     ("jobs_dead", "Failed attempts that made their job dead."),
     ("jobs_revived", "Dead jobs made pending again."),
-)
+    ("jobs_cancelled", "Jobs cancelled: pending ones when asked, running ones "
+     "when their attempt stopped."),
+)  # fmt: skip
 #: (name, help, buckets) of the histograms, after the counters.
 HISTOGRAMS = (
     ("job_duration_seconds", "How long each attempt ran.", DURATION_BUCKETS),
@@ -264,6 +266,16 @@ class Tally:
     def dead(self, event: Event) -> None:
         self.succeeded(event, 3)
 
+    def cancelled(self, event: Event) -> None:
+        """A pending job cancelled (attempt 0: no attempt to time), or a
+        running one whose attempt stopped (timed as any attempt's end)."""
+        if event.attempt:
+            self.succeeded(event, 5)
+            return
+        counts = self.tasks.get(event.task) or self._counts(event.task)
+        with self.lock:
+            counts.counters[5] += 1
+
     def describe(self) -> Iterable[Metric]:
         return self._families({})
 
@@ -316,6 +328,7 @@ class _TaskSeries(NamedTuple):
     retried: Counter
     dead: Counter
     revived: Counter
+    cancelled: Counter
     duration: Histogram
     wait: Histogram
 
@@ -367,6 +380,13 @@ class SharedCounts:
 
     def dead(self, event: Event) -> None:
         self.succeeded(event, "dead")
+
+    def cancelled(self, event: Event) -> None:
+        """As ``Tally.cancelled``: an attempt only for a running job."""
+        if event.attempt:
+            self.succeeded(event, "cancelled")
+        else:
+            self._for(event.task).cancelled.inc()
 
 
 class ProcessWorkers:
@@ -424,6 +444,7 @@ class StoreGauges:
             "delayed": stats.delayed,
             "running": stats.running,
             "dead": stats.dead,
+            "cancelled": stats.cancelled,  # kept ones
         }
         for state, count in states.items():
             jobs.add_metric([state], count)

@@ -36,6 +36,7 @@ TITLES = {
     "running": "Running",
     "dead": "Dead",
     "completed": "Completed (kept)",
+    "cancelled": "Cancelled",
 }
 #: The assets served under /static/, read once.
 ASSET_TYPES = {"js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8"}

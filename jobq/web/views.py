@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
+from jobq.queue import JobQueue
 from jobq.stores.pages import VIEWS
+from jobq.types import JobState
 from jobq.web.http import Request, Response, redirect
 from jobq.web.rendering import ASSET_TYPES, Site
 from jobq.web.throughput import MINUTES, table
@@ -19,6 +22,9 @@ MESSAGES = {
     "retried": "The job is pending again.",
     "deleted": "The dead job was deleted.",
     "cancelled": "The pending job was cancelled.",
+    "stopping": "The running job was asked to stop: it ends cancelled when its "
+    "handler stops (or is abandoned after its grace).",
+    "stopped": "The running job was asked to stop, and has stopped.",
     "unchanged": "Nothing changed: the job is no longer in that state.",
     "bulk-retried": "Retried the dead jobs matching the filter.",
     "bulk-deleted": "Deleted the dead jobs matching the filter.",
@@ -27,6 +33,11 @@ PAST = {"retry": "retried", "delete": "deleted"}
 #: Jobs a bulk action reads per page.
 BULK_PAGE = 500
 FILTERS = ("task", "key", "error")
+#: Who a cancellation from the dashboard says asked (``Cancellation.by``),
+#: with the user the server or framework authenticated (``REMOTE_USER``).
+REQUESTER = "dashboard"
+#: The longest user name kept in ``Cancellation.by``.
+USER_CHARS = 100
 
 
 def counts(dashboard: Site) -> dict[str, int]:
@@ -38,6 +49,7 @@ def counts(dashboard: Site) -> dict[str, int]:
         "dead": stats.dead,
         "completed": stats.completed,
         "kept": stats.kept,
+        "cancelled": stats.cancelled,
         "retried": stats.retried,
     }
 
@@ -109,18 +121,54 @@ def job_page(dashboard: Site, request: Request, job_id: str) -> Response:
     )  # fmt: skip
 
 
+#: What an action did: whether it changed the job, the message's code and
+#: the page to go to.
+Outcome = tuple[bool, str, str]
+
+
 def job_action(dashboard: Site, request: Request, job_id: str, action: str) -> Response:
-    queue, number = dashboard.queue, int(job_id)
-    if action == "retry":
-        done, code = queue.retry_dead(number), "retried"
-        target = f"/job/{number}"
-    elif action == "delete":
-        done, code, target = queue.delete_dead(number), "deleted", "/jobs/dead"
-    else:
-        done, code, target = queue.cancel(number), "cancelled", "/jobs/due"
+    number = int(job_id)
+    done, code, target = ACTIONS[action](dashboard.queue, number, request)
     if not done:
         code, target = "unchanged", f"/job/{number}"
     return redirect(request.url(f"{target}?msg={code}"))
+
+
+def _retry(queue: JobQueue[Any], number: int, request: Request) -> Outcome:
+    return queue.retry_dead(number), "retried", f"/job/{number}"
+
+
+def _delete(queue: JobQueue[Any], number: int, request: Request) -> Outcome:
+    return queue.delete_dead(number), "deleted", "/jobs/dead"
+
+
+def _cancel(queue: JobQueue[Any], number: int, request: Request) -> Outcome:
+    """Cancel a pending job (back to the due list), or ask a running one to
+    stop (to its page, which says whether it has)."""
+    before = queue.get(number)
+    if not queue.cancel(number, by=requester(request)):
+        return False, "", ""
+    if before is None or before.state is JobState.PENDING:
+        return True, "cancelled", "/jobs/due"
+    after = queue.get(number)
+    running = after is not None and after.state is JobState.RUNNING
+    return True, "stopping" if running else "stopped", f"/job/{number}"
+
+
+def requester(request: Request) -> str:
+    """``dashboard``, or ``dashboard (alice)`` when the server or the
+    framework mounting it authenticated a user (``REMOTE_USER``)."""
+    user = request.environ.get("REMOTE_USER")
+    if not isinstance(user, str) or not user:
+        return REQUESTER
+    return f"{REQUESTER} ({user[:USER_CHARS]})"
+
+
+ACTIONS: dict[str, Callable[[JobQueue[Any], int, Request], Outcome]] = {
+    "retry": _retry,
+    "delete": _delete,
+    "cancel": _cancel,
+}
 
 
 def bulk_action(dashboard: Site, request: Request, action: str) -> Response:

@@ -110,6 +110,10 @@ STATUSES = {
     JobState.RUNNING: TaskResultStatus.RUNNING,
     JobState.COMPLETED: TaskResultStatus.SUCCESSFUL,
     JobState.DEAD: TaskResultStatus.FAILED,
+    # Django's Tasks have no cancelled status (nor a cancel API): a job that
+    # will never run again, nor succeed, is FAILED there, its errors the
+    # attempt it stopped (none if it was pending).
+    JobState.CANCELLED: TaskResultStatus.FAILED,
 }
 
 
@@ -368,7 +372,7 @@ def _to_result(task: Task[Any, Any], record: JobRecord[Any]) -> TaskResult[Any, 
         status=status,
         enqueued_at=_when(record.created_at),
         started_at=_maybe_when(record.started_at),
-        finished_at=_maybe_when(record.finished_at) if finished else None,
+        finished_at=_maybe_when(_finished_at(record)) if finished else None,
         last_attempted_at=_maybe_when(record.started_at),
         args=args,
         kwargs=kwargs,
@@ -379,6 +383,14 @@ def _to_result(task: Task[Any, Any], record: JobRecord[Any]) -> TaskResult[Any, 
     if status == TaskResultStatus.SUCCESSFUL:
         object.__setattr__(result, "_return_value", record.result)
     return result
+
+
+def _finished_at(record: JobRecord[Any]) -> float | None:
+    """When a finished job finished: its last attempt's end, or when it was
+    cancelled if no attempt ran."""
+    if record.finished_at is None and record.cancellation is not None:
+        return record.cancellation.at
+    return record.finished_at
 
 
 def resolve(name: str) -> Callable[[Job[Any]], Any]:
@@ -455,11 +467,16 @@ def _running_result(task: Task[Any, Any], job: Job[Any]) -> TaskResult[Any, Any]
     )
 
 
+#: The events that end an attempt of a Django task (``finished``).
+ENDS = (EventKind.SUCCEEDED, EventKind.RETRYING, EventKind.DEAD, EventKind.CANCELLED)
+
+
 def finished(event: Event) -> None:
     """The queue's subscriber: ``task_finished`` once a Django task's job
-    succeeded or is dead (the store holds that outcome now), with its
-    ``TaskResult`` as ``get_result`` would show it."""
-    if event.kind not in (EventKind.SUCCEEDED, EventKind.RETRYING, EventKind.DEAD):
+    succeeded, is dead or stopped cancelled (the store holds that outcome
+    now), with its ``TaskResult`` as ``get_result`` would show it. A job
+    cancelled while pending never started, so it never finishes either."""
+    if event.kind not in ENDS:
         return
     raised = _raised.pop(event.job_id, None)
     if event.kind is EventKind.RETRYING or event.job is None:

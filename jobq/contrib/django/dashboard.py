@@ -92,6 +92,9 @@ def dashboard(request: HttpRequest, path: str = "") -> HttpResponse:
         "CONTENT_LENGTH": str(len(body)),
         TOKEN_KEY: get_token(request),
     })  # fmt: skip
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:  # who cancels (REMOTE_USER)
+        environ["REMOTE_USER"] = user.get_username()
     answer: dict[str, Any] = {}
 
     def start_response(status: str, headers: list[tuple[str, str]]) -> None:

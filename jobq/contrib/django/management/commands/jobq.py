@@ -1,5 +1,6 @@
 """``manage.py jobq COMMAND``: the ``jobq`` command's ``stats``, ``dead``,
-``schedules``, ``show``, ``retry``, ``delete``, ``purge-dead`` and ``migrate`` on the
+``cancelled``, ``schedules``, ``show``, ``retry``, ``delete``, ``cancel``,
+``purge-dead`` and ``migrate`` on the
 project's queue (``settings.JOBQ["STORE"]``); workers run with ``manage.py
 jobq_worker``.
 
@@ -20,15 +21,15 @@ from jobq.errors import JobqError
 from jobq.queue import JobQueue
 
 #: The ``jobq`` commands this one offers (``worker`` is ``jobq_worker``).
-NAMES = ("stats", "dead", "schedules", "show", "retry", "delete", "purge-dead",
-         "migrate")  # fmt: skip
+NAMES = ("stats", "dead", "cancelled", "schedules", "show", "retry", "delete",
+         "cancel", "purge-dead", "migrate")  # fmt: skip
 COMMANDS = {name: SUBCOMMANDS[name] for name in NAMES}
 
 
 class Command(BaseCommand):
     help = (
-        "Look at the project's jobq queue, manage its dead jobs, migrate its "
-        "store's schema."
+        "Look at the project's jobq queue, manage its dead jobs, cancel jobs, "
+        "migrate its store's schema."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -56,7 +57,7 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
         done = operations.migrate(queue.store)
         return render.migration(done.store, done.version, as_json=as_json)
     # schedules: the project's own queue declares them (as jobq's --app does).
-    changes = name in ("retry", "delete", "schedules") or (
+    changes = name in ("retry", "delete", "cancel", "schedules") or (
         name == "purge-dead" and options["yes"]
     )
     with admin.queue_for_command(queue, read_only=not changes) as used:
@@ -64,6 +65,8 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
             return render.stats(operations.stats(used), as_json=as_json)
         if name == "dead":
             return render.dead(operations.dead(used), as_json=as_json)
+        if name == "cancelled":
+            return render.cancelled(operations.cancelled(used), as_json=as_json)
         if name == "schedules":
             return render.schedules(operations.schedules(used), as_json=as_json)
         if name == "show":
@@ -71,6 +74,11 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
         if name == "retry":
             retried = operations.retry(used, options["id"])
             return render.retried(retried, as_json=as_json)
+        if name == "cancel":
+            asked = operations.cancel(
+                used, options["id"], wait=options["wait"], by="manage.py jobq cancel"
+            )
+            return render.cancel(asked.id, asked.was, asked.outcome, as_json=as_json)
         if name == "delete":
             deleted = operations.delete(used, options["id"])
             return render.deleted(deleted, as_json=as_json)
