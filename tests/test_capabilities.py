@@ -45,7 +45,8 @@ def test_the_member_lists_are_the_protocols_members_in_their_order() -> None:
         "lease_seconds", "claim_batch", "shared_between_processes", "keeps_results",
         "transactional_add", "open", "close", "save", "add", "claim_many",
         "finish_many", "fail_many", "release", "renew", "recover", "get",
-        "list_jobs", "revive", "delete_dead", "cancel", "stats", "next_due",
+        "list_jobs", "revive", "delete_dead", "cancel", "stops_requested", "stats",
+        "next_due",
     )  # fmt: skip
     assert SCHEDULE_MEMBERS == ("enqueue_slot", "schedule_states")
 

@@ -18,8 +18,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from jobq import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
+from jobq import (
+    AttemptError,
+    Cancellation,
+    Enqueued,
+    FinishedMinute,
+    JobRecord,
+    JobState,
+)
 from jobq.stores.base import (
+    CancelOutcome,
     Claim,
     Done,
     Failure,
@@ -30,11 +38,11 @@ from jobq.stores.base import (
     add_error,
     check_room,
     describe_error,
+    ended_by_crash,
     log_dropped_dead,
     log_recovered,
     overlapping_job,
     process_died,
-    retries_after_crash,
     slot_taken,
 )
 
@@ -58,7 +66,8 @@ class Row:
     last_error: str | None = None
     errors: tuple[AttemptError, ...] = ()
     result: str | None = None
-    keep_until: float | None = None  # completed: gone from then on
+    keep_until: float | None = None  # completed, cancelled: gone from then on
+    cancellation: Cancellation | None = None  # cancelled, or running and stopping
     started_at: float | None = None  # the last attempt's
     finished_at: float | None = None
     token: int = 0  # running: the current claim's
@@ -102,11 +111,13 @@ class DictStore:
             now = signal.clock()
             died = [r for r in self.shelf.rows.values() if r.state is JobState.RUNNING]
             for row in died:  # claimed by a process that is gone
-                retry = retries_after_crash(row.attempts, row.max_attempts)
-                self._failed(row, process_died(now), now if retry else None, now)
+                stopping = row.cancellation is not None
+                end = ended_by_crash(row.attempts, row.max_attempts, stopping)
+                self._failed(row, process_died(now), end, now, now)
             log_recovered(row.id for row in died)
-            if died:
-                self.signal.jobs_added_locked(len(died))
+            retried = sum(row.state is JobState.PENDING for row in died)
+            if retried:
+                self.signal.jobs_added_locked(retried)
 
     def close(self) -> None:
         """The shelf keeps everything."""
@@ -171,8 +182,7 @@ class DictStore:
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]:
         with self.signal.lock:
-            for gone in [r for r in self.shelf.rows.values() if self._expired(r, now)]:
-                del self.shelf.rows[gone.id]
+            self._purge(now)
             recorded = []
             for claim, result in done:
                 row = self._claimed(claim)
@@ -181,33 +191,46 @@ class DictStore:
                     continue
                 if keep_until is None:
                     del self.shelf.rows[row.id]
-                else:
+                else:  # a stopping job whose handler returned completes too
                     row.state, row.result = JobState.COMPLETED, result
                     row.keep_until, row.token = keep_until, 0
-                    row.finished_at = now
+                    row.finished_at, row.cancellation = now, None
             if any(recorded):
                 self.signal.job_settled_locked()
             return recorded
 
-    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+    def fail_many(
+        self, failures: Sequence[Failure], now: float
+    ) -> list[JobState | None]:
         with self.signal.lock:
-            recorded = []
+            states: list[JobState | None] = []
             for claim, error, retry_at in failures:
                 row = self._claimed(claim)
-                recorded.append(row is not None)
-                if row is not None:
-                    self._failed(row, error, retry_at, now)
-                    if retry_at is not None and retry_at <= now:
-                        self.signal.jobs_added_locked()
-            return recorded
+                if row is None:
+                    states.append(None)
+                    continue
+                if row.cancellation is not None:  # asked to stop: never retried
+                    end = JobState.CANCELLED
+                else:
+                    end = JobState.DEAD if retry_at is None else JobState.PENDING
+                self._failed(row, error, end, retry_at, now)
+                states.append(end)
+                if end is JobState.PENDING and row.run_at <= now:
+                    self.signal.jobs_added_locked()
+            return states
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         with self.signal.lock:
             for claim in claims:
                 row = self._claimed(claim)
-                if row is not None:
-                    row.state, row.token = JobState.PENDING, 0
-                    row.started_at = None  # it never started
+                if row is None:
+                    continue
+                row.token, row.started_at = 0, None  # it never started
+                if row.cancellation is not None:  # asked to stop: it never will
+                    row.state = JobState.CANCELLED  # kept until keep_until
+                    self.signal.job_settled_locked()
+                else:
+                    row.state = JobState.PENDING
                     self.signal.jobs_added_locked()
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
@@ -256,14 +279,34 @@ class DictStore:
             del self.shelf.rows[job_id]
             return True
 
-    def cancel(self, job_id: int) -> bool:
+    def cancel(
+        self, job_id: int, now: float, *, by: str, keep_until: float
+    ) -> CancelOutcome | None:
         with self.signal.lock:
+            self._purge(now)
             row = self.shelf.rows.get(job_id)
-            if row is None or row.state is not JobState.PENDING:
-                return False
-            del self.shelf.rows[job_id]
-            self.signal.job_settled_locked()
-            return True
+            if row is None:
+                return None
+            if row.state is JobState.PENDING:
+                row.state, row.keep_until = JobState.CANCELLED, keep_until
+                row.cancellation = Cancellation(now, by, None)
+                self.signal.job_settled_locked()
+                return "cancelled"
+            if row.state is JobState.RUNNING:
+                if row.cancellation is None:  # a second request changes nothing
+                    row.cancellation = Cancellation(now, by, row.attempts + 1)
+                    row.keep_until = keep_until  # for when it ends cancelled
+                return "stopping"
+            return None
+
+    def stops_requested(self, claims: Sequence[Claim]) -> list[int]:
+        with self.signal.lock:
+            return [
+                claim.id
+                for claim in claims
+                if (row := self._claimed(claim)) is not None
+                and row.cancellation is not None
+            ]
 
     def stats(self) -> StoreStats:
         with self.signal.lock:
@@ -279,6 +322,10 @@ class DictStore:
                 ),
                 kept=sum(
                     row.state is JobState.COMPLETED and not self._expired(row, now)
+                    for row in self.shelf.rows.values()
+                ),
+                cancelled=sum(
+                    row.state is JobState.CANCELLED and not self._expired(row, now)
                     for row in self.shelf.rows.values()
                 ),
             )
@@ -339,11 +386,14 @@ class DictStore:
         return row is not None and row.state in (JobState.PENDING, JobState.RUNNING)
 
     def _held_keys(self) -> dict[str, int]:
-        """Keys of pending and running jobs, and the job holding each."""
+        """Keys of pending and running jobs (not stopping ones: a cancel
+        frees the key at once), and the job holding each."""
         return {
             row.key: row.id
             for row in self.shelf.rows.values()
-            if row.key is not None and row.state in (JobState.PENDING, JobState.RUNNING)
+            if row.key is not None
+            and row.state in (JobState.PENDING, JobState.RUNNING)
+            and row.cancellation is None
         }
 
     @staticmethod
@@ -352,7 +402,18 @@ class DictStore:
 
     @staticmethod
     def _expired(row: Row, now: float) -> bool:
-        return row.keep_until is not None and row.keep_until <= now
+        """A kept completed or cancelled job whose time is over (a stopping
+        job holds the ``keep_until`` of its end, not yet its own)."""
+        return (
+            row.state in (JobState.COMPLETED, JobState.CANCELLED)
+            and row.keep_until is not None
+            and row.keep_until <= now
+        )
+
+    def _purge(self, now: float) -> None:
+        """Remove the kept completed and cancelled jobs whose time is over."""
+        for gone in [r for r in self.shelf.rows.values() if self._expired(r, now)]:
+            del self.shelf.rows[gone.id]
 
     def _claimed(self, claim: Claim) -> Row | None:
         """The job ``claim`` is the current claim of, else ``None``."""
@@ -362,17 +423,29 @@ class DictStore:
         return row
 
     def _failed(
-        self, row: Row, error: AttemptError, retry_at: float | None, now: float
+        self,
+        row: Row,
+        error: AttemptError,
+        end: JobState,
+        retry_at: float | None,
+        now: float,
     ) -> None:
-        """A failed attempt, recorded ``now``: pending again at ``retry_at``,
-        or dead (keeping the newest ``dead_letter_limit`` dead jobs)."""
+        """A failed attempt, recorded ``now``, that ends the job in ``end``:
+        pending again at ``retry_at``, cancelled (it was stopping: kept until
+        the ``keep_until`` its cancel gave), or dead (keeping the newest
+        ``dead_letter_limit`` dead jobs)."""
         row.attempts += 1
         row.finished_at = now
         row.last_error = describe_error(error)
         row.errors = add_error(row.errors, error)
         row.token = 0
-        if retry_at is not None:
+        if end is JobState.PENDING:
+            assert retry_at is not None
             row.state, row.run_at = JobState.PENDING, retry_at
+            return
+        if end is JobState.CANCELLED:
+            row.state = JobState.CANCELLED
+            self.signal.job_settled_locked()
             return
         row.state, row.buried = JobState.DEAD, next(self.shelf.burials)
         dead = sorted(
@@ -404,4 +477,5 @@ class DictStore:
             finished_at=row.finished_at,
             timeout=row.timeout,
             meta=MappingProxyType(json.loads(row.meta or "{}")),
+            cancellation=row.cancellation,
         )

@@ -12,7 +12,8 @@ from jobq.stores.base import STORE_MEMBERS, StoreStats
 class OlderStore:
     """The ``Store`` members only (no ``ScheduleStore``, ``page_jobs`` or
     ``finished_per_minute``), with stats of the first four counts (no
-    ``kept``)."""
+    ``kept`` or ``cancelled``). The required members include ``cancel`` and
+    ``stops_requested`` now: the memory store's, as ``STORE_MEMBERS`` names them."""
 
     def __init__(self) -> None:
         self._store = MemoryStore()

@@ -1,5 +1,6 @@
 """Enqueue and keys: a job is stored as it was enqueued, due when asked,
-once per key while it lives; ``cancel``, ``enqueue_many``, ``max_pending``
+once per key while it lives; ``cancel`` (through the queue: see ``cancels``
+for the store's rules), ``enqueue_many``, ``max_pending``
 and the fields carried unchanged (``timeout``, ``meta``)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 import jobq
-from jobq import Enqueued, Fatal, Job, JobState, Stats
+from jobq import Cancellation, Enqueued, Fatal, Job, JobRecord, JobState, Stats
 from jobq.stores.base import (
     NewJob,
 )
@@ -282,34 +283,50 @@ class EnqueueTests(ContractBase):
     # -- cancel ------------------------------------------------------------------------
 
     @pytest.mark.parametrize("delay", [0, 60])
-    def test_cancel_removes_a_pending_job(
-        self, make_queue: MakeQueue, delay: int
+    def test_cancel_ends_a_pending_job_cancelled_and_keeps_it(
+        self, make_queue: MakeQueue, clock: Clock, delay: int
     ) -> None:
         handler = Recorder()
-        queue = make_queue(handler)
+        queue = make_queue(handler, clock=clock)
         job = queue.enqueue("x", delay=delay)
+        clock.advance(5)
 
-        assert queue.cancel(job) is True
+        assert queue.cancel(job, by="tester") is True
 
-        assert queue.get(job) is None
-        assert queue.stats().pending == 0
+        record = queue.get(job)
+        assert record is not None
+        assert (record.state, record.attempts) == (JobState.CANCELLED, 0)
+        assert record.cancellation == Cancellation(T0 + 5, "tester", None)
+        assert record.stopping is False
+        stats = queue.stats()
+        assert (stats.pending, stats.delayed, stats.cancelled) == (0, 0, 1)
+        clock.advance(delay + 60)
         assert queue.run_pending() == 0
         assert handler.calls == []
 
-    def test_cancel_refuses_a_running_job(self, make_queue: MakeQueue) -> None:
-        answers: list[bool] = []
+    def test_cancel_asks_a_running_job_to_stop(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        seen: list[tuple[bool, JobRecord[Any] | None]] = []
 
         def handler(job: Job[Any]) -> str:
-            answers.append(queue.cancel(job.id))
-            return "done"
+            clock.advance(5)
+            seen.append((queue.cancel(job.id, by="tester"), queue.get(job.id)))
+            return "done"  # after the request: its work is done all the same
 
-        queue = make_queue(handler)
-        queue.enqueue("x")
+        queue = make_queue(handler, clock=clock)
+        job = queue.enqueue("x")
 
-        queue.run_pending()
+        assert queue.run_pending() == 1
 
-        assert answers == [False]
+        [(answer, record)] = seen
+        assert answer is True
+        assert record is not None
+        assert (record.state, record.stopping) == (JobState.RUNNING, True)
+        assert record.cancellation == Cancellation(T0 + 5, "tester", 1)
         assert queue.stats().completed == 1
+        assert queue.get(job) is None  # completed, not kept (keep_completed=0)
+        assert queue.cancel(job) is False
 
     def test_cancel_refuses_an_unknown_job(self, make_queue: MakeQueue) -> None:
         queue = make_queue(succeed)
