@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from jobq._worker.limits import cancel_requested
 from jobq.errors import (
     Fatal,
     JobCancelled,
@@ -20,7 +21,6 @@ from jobq.errors import (
     StoreError,
     StoreLocked,
 )
-from jobq._worker.limits import cancel_requested
 from jobq.events import Event, EventKind
 from jobq.middleware import Middleware
 from jobq.options import JobOptions, PeriodicOptions, SendOptions, TaskOptions

@@ -183,9 +183,7 @@ class Model:
         the limit dropped at once.
         """
         buried = {
-            j.id
-            for j in jobs
-            if j.attempts + 1 >= self.max_attempts and not j.stopping
+            j.id for j in jobs if j.attempts + 1 >= self.max_attempts and not j.stopping
         }
         kept = [i for i in shown_dead if i in buried]
         order = sorted(buried - set(kept)) + kept
@@ -250,7 +248,9 @@ class Model:
         """Pending, running, dead and kept cancelled jobs."""
         states = [j.state for j in self.jobs.values()]
         cancelled = sum(
-            1 for i, j in self.jobs.items() if j.state is CANCELLED and self.visible(i, now)
+            1
+            for i, j in self.jobs.items()
+            if j.state is CANCELLED and self.visible(i, now)
         )
         return (states.count(PENDING), states.count(RUNNING), states.count(DEAD),
                 cancelled)  # fmt: skip

@@ -94,10 +94,12 @@ one it marks *stopping* (a ``Cancellation`` kept with the job, with the
 which the process running it learns of (``stops_requested``, asked by
 that process every ``STOP_LOOK`` seconds while it holds claims, where
 another process may have asked). A stopping job ends as its claim ends:
-``finish_many`` completes it as usual (its handler returned: its work is
-done); ``fail_many`` and recovery (its process died, its lease ran out)
-end it ``cancelled`` instead of retrying or burying it, the failed attempt
-counted and kept in ``errors``. A cancelled job is kept until its
+``finish_many`` completes it as usual, its cancellation dropped (its
+handler returned: its work is done); ``fail_many`` and recovery (its
+process died, its lease ran out) end it ``cancelled`` instead of retrying
+or burying it, the failed attempt counted and kept in ``errors``; ``release``
+ends it ``cancelled`` with no attempt counted (it never started). A
+cancelled job is kept until its
 ``keep_until`` as a completed job is (``get``, ``list_jobs``, ``stats``),
 never claimed, revived or counted as pending.
 """

@@ -325,7 +325,8 @@ class MemoryStore(OneJobCalls):
                 self._recorder.removed(entry[ID])
         else:
             entry = evolve(entry, state=COMPLETED, result=result, expires_at=keep_until,
-                           started_at=start, finished_at=now)  # fmt: skip
+                           started_at=start, finished_at=now,
+                           cancellation=None)  # its work is done  # fmt: skip
             self._jobs[entry[ID]] = entry
             self._completed.append((keep_until, entry[ID]))
             self._changed(entry)
