@@ -112,7 +112,8 @@ def test_a_pure_python_loop_is_stopped_with_job_cancelled(
     assert [type(exc) for exc in caught] == [jobq.JobCancelled]
     record = queue.get(job_id)
     assert record is not None
-    assert record.state is JobState.CANCELLED and record.attempts == 1
+    assert record.state is JobState.CANCELLED
+    assert record.attempts == 1
     assert record.cancellation is not None
     assert (record.cancellation.by, record.cancellation.attempt) == ("ops", 1)
     assert record.errors[-1].type == "jobq.errors.JobCancelled"
@@ -133,7 +134,8 @@ def test_a_time_limited_job_is_stopped_with_job_cancelled_not_a_timeout(
     assert queue.cancel(job_id, wait=WAIT)
 
     record = queue.get(job_id)
-    assert record is not None and record.state is JobState.CANCELLED
+    assert record is not None
+    assert record.state is JobState.CANCELLED
     assert record.errors[-1].type == "jobq.errors.JobCancelled"
 
 
@@ -152,7 +154,8 @@ def test_a_handler_blocked_in_c_code_is_abandoned_after_the_grace(
     assert queue.cancel(job_id, wait=WAIT)
 
     record = queue.get(job_id)
-    assert record is not None and record.state is JobState.CANCELLED
+    assert record is not None
+    assert record.state is JobState.CANCELLED
     assert "did not stop within the 0.05 s grace" in record.errors[-1].message
     assert "wait" in record.errors[-1].traceback  # the stack it was stuck in
     assert queue.stats().abandoned == 1
@@ -178,7 +181,8 @@ def test_a_cooperative_handler_stops_of_its_own_accord(make_queue: MakeQueue) ->
     assert queue.cancel(job_id, wait=WAIT)
 
     record = queue.get(job_id)
-    assert record is not None and record.state is JobState.CANCELLED
+    assert record is not None
+    assert record.state is JobState.CANCELLED
     assert record.last_error == "RuntimeError: stopped as asked"
 
 
@@ -197,7 +201,8 @@ def test_a_handler_that_returns_after_the_request_keeps_its_success(
     assert queue.cancel(job_id, wait=WAIT)
 
     record = queue.get(job_id)
-    assert record is not None and record.state is JobState.COMPLETED
+    assert record is not None
+    assert record.state is JobState.COMPLETED
     assert (record.result, record.cancellation) == ("partial", None)
     assert of_kind(events, jobq.EventKind.SUCCEEDED) == [(job_id, 1)]
     assert queue.stats().cancelled == 0
@@ -223,9 +228,11 @@ def test_a_stopping_job_frees_its_key_at_once(
     assert queue.cancel(job_id) is True  # asked, not waited for
 
     record = queue.get(job_id)
-    assert record is not None and record.stopping
+    assert record is not None
+    assert record.stopping
     again = queue.enqueue("y", key="k")
-    assert not again.duplicate and again.id != job_id
+    assert not again.duplicate
+    assert again.id != job_id
     hang.release.set()
 
 
@@ -238,7 +245,8 @@ def test_wait_says_whether_the_job_stopped_in_time(
 
     assert queue.cancel(job_id, wait=0.01) is False  # still inside C code
     record = queue.get(job_id)
-    assert record is not None and record.stopping
+    assert record is not None
+    assert record.stopping
     hang.release.set()  # it returns (or the request lands as it does)
     assert queue.join(timeout=WAIT)
     assert queue.cancel(job_id, wait=WAIT) is False  # over: nothing to cancel
@@ -265,7 +273,7 @@ def test_a_handler_cannot_wait_for_its_own_cancellation(make_queue: MakeQueue) -
     assert record is None or record.state is JobState.COMPLETED  # not asked
 
 
-# -- a job that is not running -----------------------------------------------------------
+# -- a job that is not running ---------------------------------------------------
 
 
 @pytest.mark.parametrize("delay", [0, 60])
@@ -284,8 +292,10 @@ def test_a_pending_job_ends_cancelled_and_never_runs(
     assert queue.join(timeout=WAIT)
     assert ran == []
     record = queue.get(job_id)
-    assert record is not None and record.state is JobState.CANCELLED
-    assert record.cancellation is not None and record.cancellation.attempt is None
+    assert record is not None
+    assert record.state is JobState.CANCELLED
+    assert record.cancellation is not None
+    assert record.cancellation.attempt is None
     assert of_kind(events, jobq.EventKind.CANCELLED) == [(job_id, 0)]
     assert [r.id for r in queue.browse("cancelled").jobs] == [job_id]
     assert not queue.enqueue("y", key="k").duplicate
@@ -332,4 +342,5 @@ def test_bad_arguments_are_refused_and_change_nothing(
         queue.cancel(job_id, **options)
 
     record = queue.get(job_id)
-    assert record is not None and record.state is JobState.PENDING
+    assert record is not None
+    assert record.state is JobState.PENDING
