@@ -314,10 +314,10 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
          ["ValueError"]),
         (JobState.DEAD, "dead", None, 0, None, 1, "Fatal: no", ["Fatal"]),
     ]  # fmt: skip
-    new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta))
-                  for r in records if r is not None]  # fmt: skip
-    assert new_fields == [(None, None, None, {})] * 3
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 4
+    new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta),
+                   r.cancellation) for r in records if r is not None]  # fmt: skip
+    assert new_fields == [(None, None, None, {}, None)] * 3
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 5
     first = store.claim(T0 + 5)
     assert first is not None
     assert (first.id, first.meta, first.timeout) == (1, None, None)
@@ -562,7 +562,7 @@ def test_a_stale_token_changes_nothing(pg: PG) -> None:
 
     store.renew([stale], time.time())
     assert store.finish(stale, None, None, time.time()) is False
-    assert store.fail(stale, error(), None, time.time()) is False
+    assert store.fail(stale, error(), None, time.time()) is None
 
     assert pg.rows("SELECT lease_until FROM {jobs} WHERE id = %s", job.id) == lease
     record = store.get(job.id, time.time())
@@ -613,7 +613,7 @@ def test_counts_stay_equal_to_the_rows(pg: PG) -> None:
                 store.fail(claim, error(now), now + 1, now)
             else:
                 store.finish(claim, '"r"', now + 5, now)
-            store.cancel(claim.id - 1)
+            store.cancel(claim.id - 1, now, by="churn", keep_until=now + 5)
 
     threads = [
         threading.Thread(target=churn, args=(s, n)) for n, s in enumerate(stores)
@@ -628,7 +628,7 @@ def test_counts_stay_equal_to_the_rows(pg: PG) -> None:
     oldest = stores[0].list_jobs(JobState.DEAD)[0]
     for holder in stores[0].list_jobs(JobState.PENDING):
         if oldest.key is not None and holder.key == oldest.key:
-            assert stores[0].cancel(holder.id)
+            assert stores[0].cancel(holder.id, T0 + 100, by="t", keep_until=T0)
     assert stores[0].revive(oldest.id, T0 + 100)
 
     counted = dict(pg.rows(
@@ -699,7 +699,7 @@ def test_queues_in_one_schema_never_see_each_others_jobs(pg: PG) -> None:
 
     assert thumbs.add([new_job("t", key="same")], time.time())[0].duplicate is False
     assert thumbs.get(job.id, time.time()) is None
-    assert thumbs.cancel(job.id) is False
+    assert thumbs.cancel(job.id, time.time(), by="t", keep_until=0.0) is None
     claim = thumbs.claim(time.time())
     assert claim is not None
     assert json.loads(claim.payload) == "t"

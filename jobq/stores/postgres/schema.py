@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobq.stores.postgres")
 
 #: The schema this code writes; a database with a newer one is refused.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # -- schema (version 1) -------------------------------------------------------------
 # ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
@@ -154,9 +154,32 @@ SCHEMA_V4 = (
         INCLUDE (state, expires_at) WHERE state IN ('completed', 'dead')""",
 )
 
+# -- version 5: cancelling (``cancel``, ``stops_requested``) --------------------------
+# The request kept with the job (nullable columns: no row rewritten). A
+# stopping job (running, ``cancel_at`` set) no longer holds its key; a
+# cancelled one is kept until ``expires_at`` as a completed one, purged
+# through an index of its own. The state check is replaced, not validated
+# apart: every row already passes the wider one.
+
+SCHEMA_V5 = (
+    """ALTER TABLE {jobs}
+        ADD COLUMN cancel_at double precision,  -- when cancelling was asked
+        ADD COLUMN cancel_by text,              -- by whom
+        ADD COLUMN cancel_attempt integer,      -- the attempt it stopped
+        DROP CONSTRAINT jobs_state_check,
+        ADD CONSTRAINT jobs_state_check CHECK (state IN
+            ('scheduled', 'ready', 'running', 'dead', 'completed', 'cancelled'))""",
+    "DROP INDEX {schema}.{jobs_live_keys}",
+    """CREATE UNIQUE INDEX {jobs_live_keys} ON {jobs} (queue, key)
+        WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')
+          AND cancel_at IS NULL""",
+    """CREATE INDEX {jobs_cancelled} ON {jobs} (queue, expires_at)
+        WHERE state = 'cancelled'""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4,
+    1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
 }  # fmt: skip
 
 # -- looking at the schema, and changing it ----------------------------------------

@@ -19,6 +19,10 @@ from jobq.types import JobState
 DB_NOW = "extract(epoch FROM statement_timestamp())::float8"
 NOW = f"coalesce(%(now)s::float8, {DB_NOW})"
 
+#: ``{holds_key}``: the jobs that hold their key (``jobs_live_keys``'s
+#: predicate): pending or running, not stopping.
+HOLDS_KEY = "state IN ('scheduled', 'ready', 'running') AND cancel_at IS NULL"
+
 ADD = """WITH added AS (
         INSERT INTO {jobs} AS j (queue, state, payload, key, priority, run_at,
                                   created_at, max_attempts, task, timeout, meta)
@@ -27,8 +31,7 @@ ADD = """WITH added AS (
                 %(payload)s::json, %(key)s::text, %(priority)s::bigint,
                 {now} + %(run_in)s::float8, {now}, %(max_attempts)s::integer,
                 %(task)s::text, %(timeout)s::float8, %(meta)s::text)
-        ON CONFLICT (queue, key)
-            WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')
+        ON CONFLICT (queue, key) WHERE key IS NOT NULL AND {holds_key}
             DO NOTHING
         RETURNING id
     )
@@ -42,7 +45,7 @@ ADD_NOTIFY = ADD.replace(
 NOTIFY = """SELECT set_config('synchronous_commit', 'off', true),
     pg_notify(%(channel)s, %(message)s)"""
 HELD_KEY = """SELECT id FROM {jobs} WHERE queue = %(q)s AND key = %(key)s
-    AND state IN ('scheduled', 'ready', 'running')"""
+    AND {holds_key}"""
 
 # -- periodic jobs' schedules ------------------------------------------------------
 # Takes the slot if it is later than the stored one, in one statement: a
@@ -90,25 +93,30 @@ CLAIM = """WITH due AS MATERIALIZED (
     RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task,
         -j.priority, j.run_at, j.timeout, j.meta"""
 
-# Ending claims: ``ids`` and ``tokens`` (and ``results``) are arrays, one
-# item per claim; the ids whose claim was current come back.
-FINISH = """WITH expired AS (
+# ``{purge}``: kept jobs past their time, up to ``batch`` of each state: a
+# CTE of the statements that finish and cancel jobs (each state read
+# through its index).
+PURGE = """expired AS (
         DELETE FROM {jobs} WHERE id IN (
             SELECT id FROM {jobs}
             WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}
             LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-    ), {lazy_commit}
+    ), expired_cancelled AS (
+        DELETE FROM {jobs} WHERE id IN (
+            SELECT id FROM {jobs}
+            WHERE queue = %(q)s AND state = 'cancelled' AND expires_at <= {now}
+            LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+    )"""
+
+# Ending claims: ``ids`` and ``tokens`` (and ``results``) are arrays, one
+# item per claim; the ids whose claim was current come back.
+FINISH = """WITH {purge}, {lazy_commit}
     DELETE FROM {jobs} AS j
     USING unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token), lazy
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'
     RETURNING j.id"""
-COMPLETE = """WITH expired AS (
-        DELETE FROM {jobs} WHERE id IN (
-            SELECT id FROM {jobs}
-            WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}
-            LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-    ), {lazy_commit}
+COMPLETE = """WITH {purge}, {lazy_commit}
     UPDATE {jobs} AS j SET state = 'completed', result = c.result::json,
         expires_at = {now} + %(keep_for)s::float8, finished_at = {now}
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::text[])
@@ -116,21 +124,29 @@ COMPLETE = """WITH expired AS (
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'
     RETURNING j.id"""
-RELEASE = """UPDATE {jobs} AS j SET state = 'ready', started_at = NULL
+# A stopping job given back never ran again: it ends cancelled.
+RELEASE = """UPDATE {jobs} AS j
+    SET state = CASE WHEN cancel_at IS NULL THEN 'ready' ELSE 'cancelled' END,
+        started_at = NULL
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
-      AND j.state = 'running'"""
+      AND j.state = 'running'
+    RETURNING j.state"""
 
 # A failed attempt: pending again in ``retry_in`` seconds, or dead (``retry_in``
-# NULL), with the error appended to the newest ``kept``.
+# NULL), or cancelled whatever ``retry_in`` if it was stopping (kept until
+# the ``expires_at`` its cancel set), with the error appended to the newest
+# ``kept``.
 FAIL = """WITH failed AS (
         UPDATE {jobs} SET
-            state = CASE WHEN %(retry_in)s::float8 IS NULL THEN 'dead'
+            state = CASE WHEN cancel_at IS NOT NULL THEN 'cancelled'
+                         WHEN %(retry_in)s::float8 IS NULL THEN 'dead'
                          WHEN %(retry_in)s::float8 > 0 THEN 'scheduled'
                          ELSE 'ready' END,
-            run_at = CASE WHEN %(retry_in)s::float8 IS NULL THEN run_at
+            run_at = CASE WHEN cancel_at IS NOT NULL
+                            OR %(retry_in)s::float8 IS NULL THEN run_at
                           ELSE {now} + %(retry_in)s::float8 END,
-            buried = CASE WHEN %(retry_in)s::float8 IS NULL
+            buried = CASE WHEN cancel_at IS NULL AND %(retry_in)s::float8 IS NULL
                           THEN nextval(%(burials)s::regclass) END,
             attempts = attempts + 1,
             finished_at = {now},
@@ -166,13 +182,15 @@ RENEW = """UPDATE {jobs} AS j SET lease_until = {db_now} + %(lease)s
       AND j.state = 'running'"""
 ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM {jobs}
     WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now})"""
-EXPIRED = """SELECT id, token, attempts, max_attempts FROM {jobs}
+EXPIRED = """SELECT id, token, attempts, max_attempts, cancel_at IS NOT NULL
+    FROM {jobs}
     WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now}
     ORDER BY id FOR UPDATE SKIP LOCKED"""
 
 _COLUMNS = """id, state, payload::text, attempts, run_at, created_at, last_error,
     key, priority, result::text, task, errors, max_attempts, started_at,
-    finished_at, timeout, meta, expires_at IS NOT NULL AND expires_at <= {now}"""
+    finished_at, timeout, meta, cancel_at, cancel_by, cancel_attempt,
+    state IN ('completed', 'cancelled') AND expires_at <= {now}"""
 RECORD = "SELECT " + _COLUMNS + " FROM {jobs}"  # noqa: S608
 GET = RECORD + " WHERE id = %(id)s AND queue = %(q)s"
 LIST_DEAD = (
@@ -190,6 +208,10 @@ LIST_COMPLETED = (
     RECORD + " WHERE queue = %(q)s AND state = 'completed'"
     " ORDER BY run_at, priority DESC, id LIMIT %(limit)s"
 )
+LIST_CANCELLED = (
+    RECORD + " WHERE queue = %(q)s AND state = 'cancelled'"
+    " ORDER BY run_at, priority DESC, id LIMIT %(limit)s"
+)
 
 REVIVE = """WITH revived AS (
         UPDATE {jobs} AS j SET state = 'ready', attempts = 0, run_at = {now},
@@ -197,14 +219,33 @@ REVIVE = """WITH revived AS (
         WHERE id = %(id)s AND queue = %(q)s AND state = 'dead'
           AND (key IS NULL OR NOT EXISTS (
               SELECT 1 FROM {jobs} AS o WHERE o.queue = j.queue AND o.key = j.key
-                AND o.state IN ('scheduled', 'ready', 'running')))
+                AND {holds_key}))
         RETURNING id
     )
     SELECT id FROM revived"""
 DELETE_DEAD = """DELETE FROM {jobs} WHERE id = %(id)s AND queue = %(q)s
     AND state = 'dead' RETURNING id"""
-CANCEL = """DELETE FROM {jobs} WHERE id = %(id)s AND queue = %(q)s
-    AND state IN ('scheduled', 'ready') RETURNING id"""
+# One statement, so that requests at once see each other (the second waits
+# for the row, then finds the first's request): a pending job ends
+# cancelled, a running one keeps running with the request (the first one
+# kept); the state comes back ('running': stopping). Purges as FINISH does.
+CANCEL = """WITH {purge}
+    UPDATE {jobs} SET
+        state = CASE WHEN state = 'running' THEN 'running' ELSE 'cancelled' END,
+        cancel_at = coalesce(cancel_at, {now}),
+        cancel_by = coalesce(cancel_by, %(by)s::text),
+        cancel_attempt = CASE WHEN state = 'running'
+                              THEN coalesce(cancel_attempt, attempts + 1) END,
+        expires_at = CASE WHEN cancel_at IS NULL
+                          THEN {now} + %(keep_for)s::float8 ELSE expires_at END
+    WHERE id = %(id)s AND queue = %(q)s
+      AND state IN ('scheduled', 'ready', 'running')
+    RETURNING state"""
+# The claims asked to stop, of those given (current ones only): by id.
+STOPS_REQUESTED = """SELECT j.id FROM {jobs} AS j
+    JOIN unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
+        ON j.id = c.id AND j.token = c.token
+    WHERE j.queue = %(q)s AND j.state = 'running' AND j.cancel_at IS NOT NULL"""
 COUNTS = "SELECT state, sum(n) FROM {counts} WHERE queue = %(q)s GROUP BY state"
 PENDING = """SELECT coalesce(sum(n), 0) FROM {counts}
     WHERE queue = %(q)s AND state IN ('scheduled', 'ready')"""
@@ -239,7 +280,7 @@ _PAGE_DUE = (
     " AND (run_at, id) > (%(c1)s, %(c2)s)))"
     + _FILTERS
     + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)) AS due"
-    " ORDER BY 19 DESC, 20, 21 LIMIT %(limit)s"
+    " ORDER BY 22 DESC, 23, 24 LIMIT %(limit)s"
 )
 PAGES = {
     "due": _PAGE_DUE,
@@ -270,6 +311,8 @@ DUE_SCHEDULED = """SELECT count(*) FROM {jobs}
 #: Completed jobs expired that no finish purged yet (see ``stats``).
 EXPIRED_COMPLETED = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}"""
+#: Cancelled jobs expired that no finish or cancel purged yet (``stats``).
+EXPIRED_CANCELLED = EXPIRED_COMPLETED.replace("'completed'", "'cancelled'")
 #: Jobs finished per minute since a time (``finished_per_minute``): one
 #: range of ``jobs_finished`` (which covers every column read) per minute,
 #: each counted by a plain aggregate: a GROUP BY over the whole range would
@@ -310,9 +353,10 @@ class Statements:
             "now": sql.SQL(NOW),
             "db_now": sql.SQL(DB_NOW),
             "lazy_commit": sql.SQL(LAZY_COMMIT),
+            "holds_key": sql.SQL(HOLDS_KEY),
         }
         for index in ("ready", "scheduled", "running", "dead", "completed",
-                      "live_keys", "finished"):  # fmt: skip
+                      "live_keys", "finished", "cancelled"):  # fmt: skip
             idents[f"jobs_{index}"] = sql.Identifier(f"jobs_{index}")
         #: Qualified names as text, for parameters such as ``::regclass``.
         self.names = {
@@ -323,6 +367,7 @@ class Statements:
             "burials_name": ident("burials").as_string(None),
             "schedules_name": ident("schedules").as_string(None),
         }
+        idents["purge"] = sql.SQL(PURGE).format(**idents)
         self._idents = idents
         render = self.render
         self.add = render(ADD)
@@ -344,13 +389,16 @@ class Statements:
             JobState.RUNNING: render(LIST_RUNNING),
             JobState.DEAD: render(LIST_DEAD),
             JobState.COMPLETED: render(LIST_COMPLETED),
+            JobState.CANCELLED: render(LIST_CANCELLED),
         }
         self.revive = render(REVIVE)
         self.delete_dead = render(DELETE_DEAD)
         self.cancel = render(CANCEL)
+        self.stops_requested = render(STOPS_REQUESTED)
         self.counts = render(COUNTS)
         self.due_scheduled = render(DUE_SCHEDULED)
         self.expired_completed = render(EXPIRED_COMPLETED)
+        self.expired_cancelled = render(EXPIRED_CANCELLED)
         self.finished_per_minute = render(FINISHED_PER_MINUTE)
         self.serial = render(SERIAL)
         self.pages = {view: render(text) for view, text in PAGES.items()}

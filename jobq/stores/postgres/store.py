@@ -42,6 +42,7 @@ from jobq._rules import check_text
 from jobq.errors import StoreError
 from jobq.stores.base import (
     ERRORS_KEPT,
+    CancelOutcome,
     Capabilities,
     Claim,
     Done,
@@ -52,13 +53,14 @@ from jobq.stores.base import (
     StoreStats,
     check_room,
     describe_error,
+    ended_by_crash,
     log_dropped_dead,
     log_recovered,
     overlapping_job,
     process_died,
-    retries_after_crash,
 )
 from jobq.stores.helpers import (
+    DATABASE_STATES,
     OneJobCalls,
     batch_size,
     database_page,
@@ -81,7 +83,14 @@ from jobq.stores.postgres.schema import (
 )
 from jobq.stores.postgres.statements import Statements
 from jobq.stores.postgres.wakeups import Listener, Notifier, channel_name
-from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
+from jobq.types import (
+    AttemptError,
+    Cancellation,
+    Enqueued,
+    FinishedMinute,
+    JobRecord,
+    JobState,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -104,6 +113,28 @@ def _dead_letters_lock_key(schema: str, queue: str) -> int:
     name = f"jobq.dead:{len(schema)}:{schema}:{queue}"
     digest = hashlib.sha256(name.encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class _Attempt(NamedTuple):
+    """A failed attempt to record: its claim's id and token, its error, and
+    the seconds until the job runs again (``None``: it is dead)."""
+
+    id: int
+    token: int
+    error: AttemptError
+    retry_in: float | None
+
+
+def _record(row: Sequence[Any]) -> JobRecord[Any]:
+    """A job as ``statements.RECORD`` selects it."""
+    return record_from_row(row, row[11], _cancellation(row))
+
+
+def _cancellation(row: Sequence[Any]) -> Cancellation | None:
+    """The request kept with a job (``cancel_at``, ``cancel_by``,
+    ``cancel_attempt`` after the common columns), if any."""
+    at, by, attempt = row[17:20]
+    return None if at is None else Cancellation(at, by, attempt)
 
 
 class _Owner(NamedTuple):
@@ -673,43 +704,68 @@ class PostgresStore(OneJobCalls):
     def release(self, claims: Sequence[Claim], now: float) -> None:
         values = {"q": self.queue, **self._claim_arrays(claims)}
         with self._connection() as conn:
-            conn.execute(self._sql.release, values)
-        self._signal.jobs_added(len(claims))
-        self._notify_others(len(claims))
+            rows = conn.execute(self._sql.release, values).fetchall()
+            states = [DATABASE_STATES[state] for (state,) in rows]
+            if JobState.CANCELLED in states:
+                self._settle(conn)  # stopping jobs given back ended
+        released = states.count(JobState.PENDING)
+        self._signal.jobs_added(released)
+        self._notify_others(released)
 
     @staticmethod
     def _claim_arrays(claims: Sequence[Claim]) -> dict[str, list[int]]:
         """Claims as the ``ids`` and ``tokens`` arrays of a statement."""
         return {"ids": [c.id for c in claims], "tokens": [c.token for c in claims]}
 
-    def fail_many(self, failures: Sequence[Failure], now: float) -> list[bool]:
+    def fail_many(
+        self, failures: Sequence[Failure], now: float
+    ) -> list[JobState | None]:
         """One transaction for the batch, which trims the dead-letter list if a
         job died; a lone retry commits by itself (no BEGIN/COMMIT round trips)."""
         alone = len(failures) == 1 and failures[0].retry_at is not None
-        dropped: list[tuple[int, str | None]] = []
+        attempts = [
+            _Attempt(claim.id, claim.token, error,
+                     None if retry_at is None else max(retry_at - now, 0.0))
+            for claim, error, retry_at in failures
+        ]  # fmt: skip
         with self._connection() as conn:
             with contextlib.nullcontext() if alone else conn.transaction():
-                recorded = [self._fail_one(conn, failure, now) for failure in failures]
-                ended = [f for f, ok in zip(failures, recorded, strict=True) if ok]
-                buried = any(f.retry_at is None for f in ended)
-                if buried:
-                    dropped = self._trim_dead(conn)
-            if buried:
-                self._settle(conn)
+                states, dropped = self._fail_all(conn, attempts, now)
+            self._after_failures(conn, states, dropped)
+        return states
+
+    def _fail_all(
+        self, conn: psycopg.Connection[Any], attempts: Sequence[_Attempt], now: float
+    ) -> tuple[list[JobState | None], list[tuple[int, str | None]]]:
+        """Record failed attempts, then trim the dead letters if one died:
+        the state each job is in now (``None``: a stale claim), and the dead
+        jobs the trim dropped."""
+        states = [self._fail_one(conn, attempt, now) for attempt in attempts]
+        dropped = self._trim_dead(conn) if JobState.DEAD in states else []
+        return states, dropped
+
+    def _fail_one(
+        self, conn: psycopg.Connection[Any], attempt: _Attempt, now: float
+    ) -> JobState | None:
+        values = self._fail_params(*attempt, now)
+        row = conn.execute(self._sql.fail, values).fetchone()
+        return None if row is None else DATABASE_STATES[row[0]]
+
+    def _after_failures(
+        self,
+        conn: psycopg.Connection[Any],
+        states: list[JobState | None],
+        dropped: list[tuple[int, str | None]],
+    ) -> None:
+        """Once failures committed: wake ``join`` callers if a job ended,
+        workers here and elsewhere for the retries due, and log the trim."""
+        if JobState.DEAD in states or JobState.CANCELLED in states:
+            self._settle(conn)
         self._log_dropped(dropped)
-        retried = sum(f.retry_at is not None for f in ended)
+        retried = states.count(JobState.PENDING)
         if retried:
             self._signal.jobs_added(retried)
             self._notify_others(retried)
-        return recorded
-
-    def _fail_one(
-        self, conn: psycopg.Connection[Any], failure: Failure, now: float
-    ) -> bool:
-        claim, error, retry_at = failure
-        retry_in = None if retry_at is None else max(retry_at - now, 0.0)
-        values = self._fail_params(claim.id, claim.token, error, retry_in, now)
-        return conn.execute(self._sql.fail, values).fetchone() is not None
 
     def _fail_params(
         self,
@@ -743,34 +799,25 @@ class PostgresStore(OneJobCalls):
 
     def recover(self, now: float) -> int:
         """Claims whose lease expired (on the database's clock) become failed
-        attempts: pending again now, or dead when out of attempts."""
+        attempts: pending again now, or dead when out of attempts, or
+        cancelled when they were stopping (``ended_by_crash``)."""
         sql = self._sql
         with self._connection() as conn:
             if not first(conn.execute(sql.any_expired, {"q": self.queue}).fetchone()):
                 return 0
             error = process_died(now)
-            dropped: list[tuple[int, str | None]] = []
-            recovered: list[int] = []
             with conn.transaction():
                 rows = conn.execute(sql.expired, {"q": self.queue}).fetchall()
-                buried = False
-                for job_id, token, attempts, max_attempts in rows:
-                    retry_in = (
-                        0.0 if retries_after_crash(attempts, max_attempts) else None
-                    )
-                    values = self._fail_params(job_id, token, error, retry_in, now)
-                    if conn.execute(sql.fail, values).fetchone() is not None:
-                        recovered.append(job_id)
-                        buried = buried or retry_in is None
-                if buried:
-                    dropped = self._trim_dead(conn)
-            if recovered:
-                self._settle(conn)
-        self._log_dropped(dropped)
+                attempts = [
+                    _Attempt(job_id, token, error, 0.0 if ended_by_crash(
+                        attempts, max_attempts, stopping) is JobState.PENDING
+                        else None)
+                    for job_id, token, attempts, max_attempts, stopping in rows
+                ]  # fmt: skip
+                states, dropped = self._fail_all(conn, attempts, now)
+            self._after_failures(conn, states, dropped)
+        recovered = [a.id for a, state in zip(attempts, states, strict=True) if state]
         log_recovered(recovered)
-        if recovered:
-            self._signal.jobs_added(len(recovered))
-            self._notify_others(len(recovered))
         return len(recovered)
 
     # -- looking and managing --------------------------------------------------------
@@ -780,9 +827,9 @@ class PostgresStore(OneJobCalls):
             row = conn.execute(
                 self._sql.get, {"id": job_id, "q": self.queue, "now": self._now(now)}
             ).fetchone()
-        if row is None or row[-1]:  # gone, or completed and expired
+        if row is None or row[-1]:  # gone, or kept and expired
             return None
-        return record_from_row(row, row[11])
+        return _record(row)
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
@@ -792,7 +839,7 @@ class PostgresStore(OneJobCalls):
             rows = conn.execute(
                 query, {"q": self.queue, "limit": limit, "now": None}
             ).fetchall()
-        return [record_from_row(row, row[11]) for row in rows]
+        return [_record(row) for row in rows]
 
     def revive(self, job_id: int, now: float) -> bool:
         import psycopg
@@ -816,14 +863,32 @@ class PostgresStore(OneJobCalls):
             ).fetchone()
         return row is not None
 
-    def cancel(self, job_id: int) -> bool:
+    def cancel(
+        self, job_id: int, now: float, *, by: str, keep_until: float
+    ) -> CancelOutcome | None:
+        """One statement (``statements.CANCEL``), which also purges expired
+        kept jobs, as finishing does."""
+        values = {
+            "id": job_id, "q": self.queue, "now": self._now(now), "by": by,
+            "keep_for": max(keep_until - now, 0.0), "batch": EXPIRE_BATCH,
+        }  # fmt: skip
         with self._connection() as conn:
-            row = conn.execute(
-                self._sql.cancel, {"id": job_id, "q": self.queue}
-            ).fetchone()
-            if row is not None:
-                self._settle(conn)
-        return row is not None
+            row = conn.execute(self._sql.cancel, values).fetchone()
+            if row is None:
+                return None
+            if row[0] == "running":
+                return "stopping"
+            self._settle(conn)
+        return "cancelled"
+
+    def stops_requested(self, claims: Sequence[Claim]) -> list[int]:
+        """One read of the claims' rows by primary key."""
+        if not claims:
+            return []
+        values = {"q": self.queue, **self._claim_arrays(claims)}
+        with self._connection() as conn:
+            rows = conn.execute(self._sql.stops_requested, values).fetchall()
+        return [job_id for (job_id,) in rows]
 
     def stats(self) -> StoreStats:
         params = {"q": self.queue, "now": self._now(self._signal.clock())}
@@ -833,12 +898,16 @@ class PostgresStore(OneJobCalls):
             expired = first(
                 conn.execute(self._sql.expired_completed, params).fetchone()
             )
+            expired_cancelled = first(
+                conn.execute(self._sql.expired_cancelled, params).fetchone()
+            )
         return StoreStats(
             int(counts.get("scheduled", 0) + counts.get("ready", 0)),
             int(counts.get("running", 0)),
             int(counts.get("dead", 0)),
             int(counts.get("scheduled", 0) - due),
             int(counts.get("completed", 0) - expired),
+            int(counts.get("cancelled", 0) - expired_cancelled),
         )
 
     def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:
@@ -864,7 +933,9 @@ class PostgresStore(OneJobCalls):
         params.update((f"c{i}", value) for i, value in enumerate(cursor))
         with self._serial_reads() as conn:
             rows = conn.execute(self._sql.pages[query.view], params).fetchall()
-        return database_page(rows, query.limit, 18, lambda errors: errors)
+        return database_page(
+            rows, query.limit, 21, lambda errors: errors, _cancellation
+        )
 
     def next_due(self) -> float | None:
         """When the earliest pending job falls due, on the queue's clock.
