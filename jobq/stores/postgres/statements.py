@@ -303,6 +303,10 @@ PAGES = {
     + _FILTERS
     + " ORDER BY expires_at DESC, id DESC LIMIT %(limit)s",
 }
+#: Kept cancelled jobs, as kept completed ones (through ``jobs_cancelled``).
+PAGES["cancelled"] = PAGES["completed"].replace(
+    "state = 'completed'", "state = 'cancelled'"
+)
 #: For the transaction of a read that must not start parallel workers.
 SERIAL = "SET LOCAL max_parallel_workers_per_gather = 0"
 #: Scheduled jobs already due that no claim moved yet (see ``stats``).

@@ -85,7 +85,6 @@ from jobq.stores.postgres.statements import Statements
 from jobq.stores.postgres.wakeups import Listener, Notifier, channel_name
 from jobq.types import (
     AttemptError,
-    Cancellation,
     Enqueued,
     FinishedMinute,
     JobRecord,
@@ -125,16 +124,13 @@ class _Attempt(NamedTuple):
     retry_in: float | None
 
 
+#: Where ``statements.RECORD``'s columns hold a job's cancellation.
+CANCELS_AT = 17
+
+
 def _record(row: Sequence[Any]) -> JobRecord[Any]:
     """A job as ``statements.RECORD`` selects it."""
-    return record_from_row(row, row[11], _cancellation(row))
-
-
-def _cancellation(row: Sequence[Any]) -> Cancellation | None:
-    """The request kept with a job (``cancel_at``, ``cancel_by``,
-    ``cancel_attempt`` after the common columns), if any."""
-    at, by, attempt = row[17:20]
-    return None if at is None else Cancellation(at, by, attempt)
+    return record_from_row(row, row[11], cancels_at=CANCELS_AT)
 
 
 class _Owner(NamedTuple):
@@ -934,7 +930,7 @@ class PostgresStore(OneJobCalls):
         with self._serial_reads() as conn:
             rows = conn.execute(self._sql.pages[query.view], params).fetchall()
         return database_page(
-            rows, query.limit, 21, lambda errors: errors, _cancellation
+            rows, query.limit, 21, lambda errors: errors, cancels_at=CANCELS_AT
         )
 
     def next_due(self) -> float | None:
