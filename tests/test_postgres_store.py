@@ -562,7 +562,7 @@ def test_a_stale_token_changes_nothing(pg: PG) -> None:
 
     store.renew([stale], time.time())
     assert store.finish(stale, None, None, time.time()) is False
-    assert store.fail(stale, error(), None, time.time()) is None
+    assert store.fail(stale, error(), None, time.time()) is False
 
     assert pg.rows("SELECT lease_until FROM {jobs} WHERE id = %s", job.id) == lease
     record = store.get(job.id, time.time())
