@@ -32,7 +32,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from old_schemas import postgres_v1
+from old_schemas import postgres_at, postgres_v1
 from postgres_url import POSTGRES_URL
 from psycopg import sql
 
@@ -40,7 +40,7 @@ import jobq
 from jobq import JobState, StoreError
 from jobq.stores import PostgresStore, store_from
 from jobq.stores import postgres as postgres_module
-from jobq.stores.base import Claim, NewJob, Signal
+from jobq.stores.base import Claim, Failure, NewJob, Signal
 from jobq.types import AttemptError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -329,6 +329,36 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     assert [(m.completed, m.died) for m in minutes] in ([], [(0, 0), (0, 0)])
 
 
+def test_a_version_4_schema_is_migrated_to_cancelling_and_keeps_its_jobs_and_keys(
+    pg: PG, fresh_schema: str
+) -> None:
+    """Version 5 widens the state check, adds the request's columns and
+    rebuilds the key index without stopping jobs in it: the jobs, their ids
+    and the key a pending job holds are as before."""
+    postgres_at(URL, fresh_schema, pg.queue, 4)
+
+    store = pg.opened(schema=fresh_schema, clock="queue")
+
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 5
+    records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
+    assert [(r.state, r.key, r.cancellation) for r in records if r] == [
+        (JobState.PENDING, "k", None),
+        (JobState.PENDING, None, None),
+        (JobState.DEAD, None, None),
+    ]
+    assert store.add([new_job("again", key="k")], T0)[0] == jobq.Enqueued(1, True)
+    claim = store.claim(T0)
+    assert claim is not None
+    assert claim.id == 1
+    assert store.cancel(1, T0, by="t", keep_until=T0 + 60) == "stopping"
+    [added] = store.add([new_job("new", key="k")], T0)
+    assert added.id > 3  # ids go on
+    assert not added.duplicate  # the key is free
+    assert store.fail_many([Failure(claim, error(), None)], T0) == [JobState.CANCELLED]
+    assert store.cancel(2, T0, by="t", keep_until=T0 + 60) == "cancelled"
+    assert store.stats().cancelled == 2
+
+
 def test_a_newer_schema_version_is_refused(pg: PG, fresh_schema: str) -> None:
     pg.store(schema=fresh_schema).migrate()
     with admin() as conn:
@@ -513,6 +543,12 @@ def test_claims_use_the_partial_indexes_beside_many_future_jobs(pg: PG) -> None:
         "held_key": explain(store, statements.held_key, {**common, "key": "k"}),
         "trim_dead": explain(store, statements.trim_dead, {**common, "limit": 10}),
         "stats": explain(store, statements.counts, common),
+        "cancel": explain(store, statements.cancel, {
+            **common, "id": 7, "by": "x", "keep_for": 60.0, "batch": 100}),
+        "expired_cancelled": explain(store, statements.expired_cancelled, common),
+        "cancelled_page": explain(store, statements.pages["cancelled"], {
+            **common, "limit": 50, "c0": 1e308, "c1": 2**63 - 1, "task": None,
+            "key": None, "error": None}),
     }  # fmt: skip
 
     assert "Index Scan using jobs_ready" in plans["claim"]
@@ -523,6 +559,10 @@ def test_claims_use_the_partial_indexes_beside_many_future_jobs(pg: PG) -> None:
     assert "jobs_live_keys" in plans["held_key"]
     assert "jobs_dead" in plans["trim_dead"]
     assert " on jobs" not in plans["stats"]
+    assert "jobs_pkey" in plans["cancel"]
+    assert "jobs_cancelled" in plans["cancel"]  # the purge
+    assert "jobs_cancelled" in plans["expired_cancelled"]
+    assert "jobs_cancelled" in plans["cancelled_page"]
     seq_scans = {name: "Seq Scan on jobs" in text for name, text in plans.items()}
     assert seq_scans == dict.fromkeys(plans, False), plans
 
@@ -532,6 +572,29 @@ def test_claims_use_the_partial_indexes_beside_many_future_jobs(pg: PG) -> None:
     assert all(c is not None and json.loads(c.payload) == 0 for c in claims)
     assert took < 1.0  # about a millisecond each; a scan of the rows takes ~100x
     assert store.stats().pending == 100000 - 20
+
+
+def test_stops_requested_reads_the_claims_rows_beside_many_running_jobs(
+    pg: PG,
+) -> None:
+    """The look every process holding claims makes every ``STOP_LOOK``
+    seconds: its claims' rows by primary key, never the running ones."""
+    store = pg.opened()
+    pg.rows(
+        """INSERT INTO {jobs} (queue, state, payload, priority, run_at, created_at,
+                               max_attempts, token, lease_until)
+           SELECT %s, 'running', '0', 0, 0, 0, 5, n, 1e12
+           FROM generate_series(1, 20000) AS n""",
+        pg.queue,
+    )
+    pg.rows("ANALYZE {jobs}")
+    values = {"q": pg.queue, "ids": [7, 8], "tokens": [1, 2]}
+
+    plan = explain(store, store._sql.stops_requested, values)
+
+    assert "jobs_pkey" in plan
+    assert "Seq Scan on jobs" not in plan
+    assert "jobs_running" not in plan
 
 
 def test_a_delayed_high_priority_job_is_promoted_and_wins_once_due(pg: PG) -> None:
@@ -705,6 +768,113 @@ def test_queues_in_one_schema_never_see_each_others_jobs(pg: PG) -> None:
     assert json.loads(claim.payload) == "t"
     assert thumbs.claim(time.time()) is None
     assert (mail.stats().pending, thumbs.stats().running) == (1, 1)
+
+
+# -- cancelling: the request lives in the row, seen by every store on it -------------
+
+
+def test_a_cancel_from_another_store_reaches_the_claimer_through_stops_requested(
+    pg: PG,
+) -> None:
+    """Two stores on one schema, as two processes: one runs the job, the
+    other asks it to stop; only the current claim hears of it, and its
+    failure ends the job cancelled, as the other store then sees it."""
+    runner, admin_store = pg.opened(clock="queue"), pg.opened(clock="queue")
+    [job, other] = runner.add([new_job("x", key="k"), new_job("y")], T0)
+    claims = runner.claim_many(T0, 2)
+    assert runner.stops_requested(claims) == []
+
+    assert admin_store.cancel(job.id, T0 + 1, by="ops", keep_until=T0 + 60) == (
+        "stopping"
+    )
+    assert admin_store.cancel(job.id, T0 + 2, by="again", keep_until=T0) == "stopping"
+
+    assert runner.stops_requested(claims) == [job.id]
+    stale = claims[0]._replace(token=claims[0].token + 1)
+    assert runner.stops_requested([stale]) == []
+    seen = admin_store.get(job.id, T0 + 3)
+    assert seen is not None
+    assert seen.stopping
+    assert seen.cancellation == jobq.Cancellation(T0 + 1, "ops", 1)  # the first
+    assert admin_store.add([new_job("z", key="k")], T0)[0].duplicate is False
+    states = runner.fail_many(
+        [Failure(c, error(T0 + 4), T0 + 5) for c in claims], T0 + 4
+    )
+    assert states == [JobState.CANCELLED, JobState.PENDING]
+    ended = admin_store.get(job.id, T0 + 59)
+    assert ended is not None
+    assert (ended.state, ended.attempts, ended.last_error) == (
+        JobState.CANCELLED, 1, "ValueError: boom")  # fmt: skip
+    assert admin_store.get(job.id, T0 + 60) is None  # kept until the cancel's
+    assert admin_store.stats().cancelled == 1  # on the queue's clock (before T0)
+    assert other.id not in runner.stops_requested(runner.claim_many(T0 + 5, 1))
+
+
+def test_a_stopping_job_whose_lease_ran_out_ends_cancelled_never_pending(
+    pg: PG,
+) -> None:
+    store, other = pg.opened(), pg.opened()
+    [job] = store.add([new_job("x", max_attempts=5)], time.time())
+    claim = store.claim(time.time())
+    assert claim is not None
+    assert other.cancel(job.id, time.time(), by="t", keep_until=time.time() + 60)
+    pg.rows("UPDATE {jobs} SET lease_until = 0 WHERE id = %s", job.id)
+
+    assert other.recover(time.time()) == 1
+
+    record = other.get(job.id, time.time())
+    assert record is not None
+    assert (record.state, record.attempts) == (JobState.CANCELLED, 1)
+    assert record.errors[-1].type == "jobq.errors.ProcessDied"
+    assert other.claim(time.time()) is None
+    assert (other.stats().pending, other.stats().cancelled) == (0, 1)
+
+
+def test_requests_at_once_see_each_other(pg: PG) -> None:
+    """Two cancels of one job wait on its row: the one that writes second
+    finds the first's request (stopping: it keeps it; pending: the job is
+    cancelled already, so it changes nothing)."""
+    stores = [pg.opened(clock="queue") for _ in range(2)]
+    [pending, running] = stores[0].add([new_job("p"), new_job("r")], T0 + 1)
+    pg.rows("UPDATE {jobs} SET state = 'running' WHERE id = %s", running.id)
+    outcomes: dict[tuple[int, int], str | None] = {}
+
+    def cancel(n: int, job_id: int) -> None:
+        outcomes[n, job_id] = stores[n].cancel(
+            job_id, T0 + n, by=f"s{n}", keep_until=T0 + 60
+        )
+
+    with admin() as conn, conn.transaction():
+        conn.execute(
+            sql.SQL("SELECT 1 FROM {} WHERE id IN (%s, %s) FOR UPDATE").format(
+                sql.Identifier(pg.schema, "jobs")
+            ),
+            (pending.id, running.id),
+        )
+        threads = [threading.Thread(target=cancel, args=(n, job.id))
+                   for n in range(2) for job in (pending, running)]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: waiting_on_locks(conn) == 4)
+    for thread in threads:
+        thread.join(WAIT)
+
+    assert sorted(map(str, (outcomes[0, pending.id], outcomes[1, pending.id]))) == [
+        "None", "cancelled"]  # fmt: skip
+    assert (outcomes[0, running.id], outcomes[1, running.id]) == (
+        "stopping", "stopping")  # fmt: skip
+    record = stores[0].get(running.id, T0)
+    assert record is not None
+    assert record.cancellation is not None
+    assert record.cancellation.attempt == 1
+
+
+def waiting_on_locks(conn: psycopg.Connection[Any]) -> int:
+    """How many other sessions wait for a lock now."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 # -- the clock -------------------------------------------------------------------------

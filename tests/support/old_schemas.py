@@ -55,6 +55,12 @@ def sqlite_at(path: Path, version: int) -> None:
 
 def postgres_v1(url: str, schema: str, queue: str) -> None:
     """A PostgreSQL schema at version 1 holding ``JOBS`` in ``queue``."""
+    postgres_at(url, schema, queue, 1)
+
+
+def postgres_at(url: str, schema: str, queue: str, version: int) -> None:
+    """A PostgreSQL schema at ``version`` holding ``JOBS`` in ``queue``
+    (written with the columns of version 1 only)."""
     import psycopg
 
     sql = Statements(schema)
@@ -64,7 +70,10 @@ def postgres_v1(url: str, schema: str, queue: str) -> None:
     )
     with psycopg.connect(url) as conn:
         conn.execute(sql.render("CREATE SCHEMA {schema}"))
-        for statement in POSTGRES_MIGRATIONS[1]:
-            conn.execute(sql.render(statement))
-        conn.execute(sql.render("INSERT INTO {meta} VALUES ('schema_version', 1)"))
+        for step in range(1, version + 1):
+            for statement in POSTGRES_MIGRATIONS[step]:
+                conn.execute(sql.render(statement))
+        conn.execute(
+            sql.render("INSERT INTO {meta} VALUES ('schema_version', %s)"), (version,)
+        )
         conn.cursor().executemany(insert, [(queue, *job) for job in JOBS])
