@@ -834,13 +834,14 @@ def test_requests_at_once_see_each_other(pg: PG) -> None:
     """Two cancels of one job wait on its row: the one that writes second
     finds the first's request (stopping: it keeps it; pending: the job is
     cancelled already, so it changes nothing)."""
-    stores = [pg.opened(clock="queue") for _ in range(2)]
+    stores = [pg.opened(clock="queue") for _ in range(4)]  # a connection each
     [pending, running] = stores[0].add([new_job("p"), new_job("r")], T0 + 1)
     pg.rows("UPDATE {jobs} SET state = 'running' WHERE id = %s", running.id)
     outcomes: dict[tuple[int, int], str | None] = {}
 
     def cancel(n: int, job_id: int) -> None:
-        outcomes[n, job_id] = stores[n].cancel(
+        store = stores[n + 2 * (job_id == running.id)]
+        outcomes[n, job_id] = store.cancel(
             job_id, T0 + n, by=f"s{n}", keep_until=T0 + 60
         )
 
@@ -870,9 +871,15 @@ def test_requests_at_once_see_each_other(pg: PG) -> None:
 
 
 def waiting_on_locks(conn: psycopg.Connection[Any]) -> int:
-    """How many other sessions wait for a lock now."""
+    """How many sessions wait for a lock ``conn``'s session holds, or for
+    one that a session waiting for it holds (the second request for a row
+    waits for the first)."""
     row = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        """WITH first AS (SELECT pid FROM pg_stat_activity
+                          WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid)))
+           SELECT count(*) FROM pg_stat_activity
+           WHERE pg_blocking_pids(pid)
+               && (SELECT pg_backend_pid() || array_agg(pid) FROM first)"""
     ).fetchone()
     return int(row[0]) if row else 0
 
