@@ -807,7 +807,14 @@ def test_a_cancel_from_another_store_reaches_the_claimer_through_stops_requested
         JobState.CANCELLED, 1, "ValueError: boom")  # fmt: skip
     assert admin_store.get(job.id, T0 + 60) is None  # kept until the cancel's
     assert admin_store.stats().cancelled == 1  # on the queue's clock (before T0)
-    assert other.id not in runner.stops_requested(runner.claim_many(T0 + 5, 1))
+    [again] = runner.claim_many(T0 + 5, 1)
+    assert again.id == other.id
+    assert runner.stops_requested([again]) == []
+    assert admin_store.cancel(other.id, T0 + 6, by="ops", keep_until=T0 + 60)
+    assert runner.finish(again, '"done"', T0 + 60, T0 + 7)  # its work is done
+    done = admin_store.get(other.id, T0 + 7)
+    assert done is not None
+    assert (done.state, done.cancellation) == (JobState.COMPLETED, None)
 
 
 def test_a_stopping_job_whose_lease_ran_out_ends_cancelled_never_pending(

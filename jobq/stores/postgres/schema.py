@@ -158,8 +158,8 @@ SCHEMA_V4 = (
 # The request kept with the job (nullable columns: no row rewritten). A
 # stopping job (running, ``cancel_at`` set) no longer holds its key; a
 # cancelled one is kept until ``expires_at`` as a completed one, purged
-# through an index of its own. The state check is replaced, not validated
-# apart: every row already passes the wider one.
+# through an index of its own. The wider state check and the key index read
+# the table once each, under the migration's lock.
 
 SCHEMA_V5 = (
     """ALTER TABLE {jobs}

@@ -116,9 +116,11 @@ FINISH = """WITH {purge}, {lazy_commit}
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'
     RETURNING j.id"""
+# A stopping job whose handler returned completes: its request is dropped.
 COMPLETE = """WITH {purge}, {lazy_commit}
     UPDATE {jobs} AS j SET state = 'completed', result = c.result::json,
-        expires_at = {now} + %(keep_for)s::float8, finished_at = {now}
+        expires_at = {now} + %(keep_for)s::float8, finished_at = {now},
+        cancel_at = NULL, cancel_by = NULL, cancel_attempt = NULL
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::text[])
         AS c(id, token, result), lazy
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
