@@ -210,7 +210,7 @@ def sort_key(view: str, priority: int, run_at: float, job_id: int,
         return (run_at, -priority, job_id)
     if view == "running":
         return (job_id,)
-    return (-(finished_at or 0.0), -job_id)  # dead, kept ones: newest first
+    return (-(finished_at or 0.0), -job_id)  # dead, completed, cancelled: newest first
 
 
 #: The database stores' cursor before every job of each list: due (priority,
