@@ -83,13 +83,7 @@ from jobq.stores.postgres.schema import (
 )
 from jobq.stores.postgres.statements import Statements
 from jobq.stores.postgres.wakeups import Listener, Notifier, channel_name
-from jobq.types import (
-    AttemptError,
-    Enqueued,
-    FinishedMinute,
-    JobRecord,
-    JobState,
-)
+from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
 
 if TYPE_CHECKING:
     import psycopg
@@ -122,6 +116,16 @@ class _Attempt(NamedTuple):
     token: int
     error: AttemptError
     retry_in: float | None
+
+
+def _retry_after_crash(
+    attempts: int, max_attempts: int, stopping: bool
+) -> float | None:
+    """The ``retry_in`` of a claim whose process died: at once if it runs
+    again (``ended_by_crash``), else ``None`` (``FAIL`` ends a stopping job
+    cancelled, any other dead)."""
+    again = ended_by_crash(attempts, max_attempts, stopping) is JobState.PENDING
+    return 0.0 if again else None
 
 
 #: Where ``statements.RECORD``'s columns hold a job's cancellation.
@@ -805,11 +809,9 @@ class PostgresStore(OneJobCalls):
             with conn.transaction():
                 rows = conn.execute(sql.expired, {"q": self.queue}).fetchall()
                 attempts = [
-                    _Attempt(job_id, token, error, 0.0 if ended_by_crash(
-                        attempts, max_attempts, stopping) is JobState.PENDING
-                        else None)
-                    for job_id, token, attempts, max_attempts, stopping in rows
-                ]  # fmt: skip
+                    _Attempt(job_id, token, error, _retry_after_crash(*ran))
+                    for job_id, token, *ran in rows
+                ]
                 states, dropped = self._fail_all(conn, attempts, now)
             self._after_failures(conn, states, dropped)
         recovered = [a.id for a, state in zip(attempts, states, strict=True) if state]
