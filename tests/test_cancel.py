@@ -61,9 +61,33 @@ def hang(make_queue: MakeQueue) -> Iterator[Hang]:
     blocked.end()
 
 
+class Seen:
+    """The events a queue published, which a test may wait for: a store's
+    change is visible (``get``, ``cancel(wait=...)``) just before the worker
+    that made it publishes its event."""
+
+    def __init__(self) -> None:
+        self.events: list[jobq.Event] = []
+        self.changed = threading.Condition()
+
+    def __call__(self, event: jobq.Event) -> None:
+        with self.changed:
+            self.events.append(event)
+            self.changed.notify_all()
+
+    def of_kind(self, kind: jobq.EventKind) -> list[tuple[int, int]]:
+        """Once one has come, the (job id, attempt) of each event of ``kind``."""
+        with self.changed:
+            self.changed.wait_for(lambda: self._of_kind(kind), WAIT)
+            return self._of_kind(kind)
+
+    def _of_kind(self, kind: jobq.EventKind) -> list[tuple[int, int]]:
+        return [(e.job_id, e.attempt) for e in self.events if e.kind is kind]
+
+
 def started_job(
     make_queue: MakeQueue, body: Callable[[], Any], **options: Any
-) -> tuple[jobq.JobQueue[Any], int, list[jobq.Event]]:
+) -> tuple[jobq.JobQueue[Any], int, Seen]:
     """A started queue running one job (payload "x", key "k") whose handler
     calls ``body`` once it started; the queue, the job's id, and the events
     the queue publishes from before the job started. Other jobs return."""
@@ -76,17 +100,12 @@ def started_job(
         return body()
 
     queue = make_queue(handler, **options)
-    events: list[jobq.Event] = []
-    queue.subscribe(events.append)
+    seen = Seen()
+    queue.subscribe(seen)
     job_id = queue.enqueue("x", key="k").id
     queue.start(workers=2)
     assert started.wait(WAIT)
-    return queue, job_id, events
-
-
-def of_kind(events: list[jobq.Event], kind: jobq.EventKind) -> list[tuple[int, int]]:
-    """The (job id, attempt) of each event of ``kind``."""
-    return [(e.job_id, e.attempt) for e in events if e.kind is kind]
+    return queue, job_id, seen
 
 
 # -- a running job ---------------------------------------------------------------------
@@ -118,7 +137,7 @@ def test_a_pure_python_loop_is_stopped_with_job_cancelled(
     assert (record.cancellation.by, record.cancellation.attempt) == ("ops", 1)
     assert record.errors[-1].type == "jobq.errors.JobCancelled"
     assert "spin" in record.errors[-1].traceback  # where it landed: the handler
-    assert of_kind(events, jobq.EventKind.CANCELLED) == [(job_id, 1)]
+    assert events.of_kind(jobq.EventKind.CANCELLED) == [(job_id, 1)]
     stats = queue.stats()
     assert (stats.cancelled, stats.running, stats.pending) == (1, 0, 0)
     assert queue.join(timeout=WAIT)  # never retried
@@ -204,7 +223,7 @@ def test_a_handler_that_returns_after_the_request_keeps_its_success(
     assert record is not None
     assert record.state is JobState.COMPLETED
     assert (record.result, record.cancellation) == ("partial", None)
-    assert of_kind(events, jobq.EventKind.SUCCEEDED) == [(job_id, 1)]
+    assert events.of_kind(jobq.EventKind.SUCCEEDED) == [(job_id, 1)]
     assert queue.stats().cancelled == 0
 
 
@@ -282,8 +301,8 @@ def test_a_pending_job_ends_cancelled_and_never_runs(
 ) -> None:
     ran: list[int] = []
     queue = make_queue(lambda job: ran.append(job.id), keep_cancelled=60)
-    events: list[jobq.Event] = []
-    queue.subscribe(events.append)
+    events = Seen()
+    queue.subscribe(events)
     job_id = queue.enqueue("x", key="k", delay=delay).id
 
     assert queue.cancel(jobq.Enqueued(job_id, False), wait=WAIT) is True
@@ -296,7 +315,7 @@ def test_a_pending_job_ends_cancelled_and_never_runs(
     assert record.state is JobState.CANCELLED
     assert record.cancellation is not None
     assert record.cancellation.attempt is None
-    assert of_kind(events, jobq.EventKind.CANCELLED) == [(job_id, 0)]
+    assert events.of_kind(jobq.EventKind.CANCELLED) == [(job_id, 0)]
     assert [r.id for r in queue.browse("cancelled").jobs] == [job_id]
     assert not queue.enqueue("y", key="k").duplicate
 

@@ -275,6 +275,9 @@ class Interruptible:
         #: in the thread without the lock: requests name the call they mean.
         self.current: object = None
         self._requested: object = None  # the token of the request waiting
+        #: A request was made (waiting or delivered): ``leave`` must drop it
+        #: once the call is over (a plain attribute: read after every job).
+        self.pending = False
         self.delivered = False
         #: Given up by whoever interrupts it: what the thread does after its
         #: call returns is no longer the caller's (it ends). ``stuck_at``:
@@ -301,12 +304,6 @@ class Interruptible:
         finally:
             self.leave()
 
-    @property
-    def pending(self) -> bool:
-        """A request was made (waiting or delivered): ``leave`` must drop it
-        once the call is over."""
-        return self._exception is not None
-
     def leave(self) -> None:
         """Out of the handler (in its own thread): no exception reaches it
         any more; a request not delivered is dropped."""
@@ -319,7 +316,7 @@ class Interruptible:
         if self._exception is not None:
             self._exception = None
             self._requested = None
-            self.delivered = False
+            self.pending = self.delivered = False
             _waiting.pop(self.ident, None)
             self._delivery.stop()
 
@@ -333,7 +330,7 @@ class Interruptible:
                 return False
             self._exception = exception
             self._requested = token
-            self.delivered = False
+            self.pending, self.delivered = True, False
             _waiting[self.ident] = self
             self._delivery.start()
             return True

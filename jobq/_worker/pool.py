@@ -93,11 +93,12 @@ class Worker:
     it hands in its late outcome only then (the store refuses it, its claim
     being stale)."""
 
-    __slots__ = ("call", "limit", "ran", "recorded", "size")
+    __slots__ = ("call", "interruptible", "limit", "ran", "recorded", "size")
 
     def __init__(self, limit: ThreadLimit, size: BatchSize) -> None:
         self.limit = limit
         self.call = limit.call  # bound once, not per job
+        self.interruptible = limit.interruptible
         self.ran: list[Outcome] = []
         self.recorded = threading.Event()
         self.size = size
@@ -273,13 +274,14 @@ class WorkerPool:
         if claim is None:  # stopping
             runner.release(dispatcher.take_ready())
             return self._leave()
-        if self._stops and claim.id in self._stops:
+        started = time.monotonic()
+        interruptible = worker.interruptible
+        interruptible.current = claim  # a stop request names it (no wrapper)
+        if self._stops and claim.id in self._stops:  # read after: see stop_job
             self._stops.discard(claim.id)
+            interruptible.current = None
             worker.ran.append(runner.not_started(claim, JobCancelled()))
             return False
-        started = time.monotonic()
-        interruptible = worker.limit.interruptible
-        interruptible.current = claim  # a stop request names it (no wrapper)
         outcome = runner.run_one(claim, worker.call)
         interruptible.current = None
         if interruptible.pending:
@@ -388,18 +390,27 @@ class WorkerPool:
         """Stop the job ``job_id`` if this pool holds its claim: interrupt
         its handler (``JobCancelled``, see ``jobq._worker.limits``), or
         never start it. Called by ``queue.cancel`` and the watchdog."""
-        held = [c for c in self._runner.held_claims() if c.id == job_id]
-        if not held:
+        if not any(claim.id == job_id for claim in self._runner.held_claims()):
             return
+        if self._interrupt(job_id):
+            return
+        # Claimed, not started: the worker that takes it sees this. One that
+        # marked it current before this was added is found by the second look.
+        self._stops.add(job_id)
+        if self._interrupt(job_id):
+            self._stops.discard(job_id)
+
+    def _interrupt(self, job_id: int) -> bool:
+        """Have the handler running ``job_id`` stopped; whether one runs it."""
         for worker in list(self._workers.values()):
-            current = worker.limit.interruptible.current
+            current = worker.interruptible.current
             if (
                 isinstance(current, Claim)
                 and current.id == job_id
                 and worker.limit.request_stop(current)
             ):
-                return
-        self._stops.add(job_id)  # claimed, not started: a worker sees it
+                return True
+        return False
 
     def _look_for_stops(self) -> None:
         """Ask the store which held claims another process asked to stop
