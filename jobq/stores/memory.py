@@ -668,10 +668,13 @@ class MemoryStore(OneJobCalls):
 
     def _end_claim(self, claim: Claim) -> tuple[Entry, float | None] | None:
         """The claimed entry and its attempt's ``started_at``, the claim
-        ended; ``None`` if the token is stale."""
-        if not self._current(claim):
+        ended; ``None`` if the token is stale (``_current``, inlined: this
+        runs for every job)."""
+        held = self._claims.get(claim.id)
+        if held is None or held[0] != claim.token:
             return None
-        return self._jobs[claim.id], self._claims.pop(claim.id)[1]
+        del self._claims[claim.id]
+        return self._jobs[claim.id], held[1]
 
     def _release_key(self, entry: Entry) -> None:
         if entry[KEY] is not None and self._keys.get(entry[KEY]) == entry[ID]:
