@@ -10,7 +10,11 @@ another process, and what cancellation costs the jobs nobody cancels.
   looping handler; the parent cancels through a store of its own and the
   child reports when ``JobCancelled`` arrived (wall clock: one machine).
   The child's watchdog asks the store every ``STOP_LOOK`` (0.25 s) which
-  of its claims were asked to stop, so the wait is spread over one poll.
+  of its claims were asked to stop, so the wait is spread over one poll:
+  the parent waits a random part of ``STOP_LOOK`` after the job started
+  before it cancels, as a request made at any moment would (without it,
+  each job would start just after the poll that stopped the one before,
+  and every request would wait a whole poll).
 - ``cost``: microseconds per no-op job drained by 4 workers on the memory
   store (the hot path: cancellation adds two attribute writes and a read
   per job); compare with an older checkout by running this file with its
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import secrets
 import statistics
 import subprocess
@@ -35,6 +40,7 @@ from typing import Any
 import jobq
 from benchmarks.common import percentile
 from jobq.stores import PostgresStore, SqliteStore, Store
+from jobq.stores.base import STOP_LOOK
 
 DRAIN = 20_000
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,6 +123,7 @@ def cross_process(rounds: int, where: dict[str, Any], store: Store) -> list[floa
             for _ in range(rounds):
                 job = queue.enqueue(None)
                 _expect(out.readline(), "started", job.id)
+                time.sleep(random.uniform(0, STOP_LOOK))  # any moment of a poll
                 asked = time.time()
                 queue.cancel(job)
                 line = _expect(out.readline(), "cancelled", job.id)
