@@ -661,20 +661,31 @@ class JobQueue(Generic[P]):
         self._refuse_in_handler("join")
         self._ensure_open(start=True)
         deadline = None if seconds is None else time.monotonic() + seconds
+        return self._until_settled(self._nothing_left, deadline, look=1.0)
+
+    def _nothing_left(self) -> bool:
+        stats = self.store.stats()
+        return stats.pending == 0 and stats.running == 0
+
+    def _until_settled(
+        self, done: Callable[[], bool], deadline: float | None, *, look: float
+    ) -> bool:
+        """Wait until ``done()``, asked again whenever a job of this process
+        settles and at least every ``look`` seconds (other processes change
+        jobs too), or until the monotonic ``deadline`` (``None``: none);
+        whether ``done()`` came true."""
         signal = self._signal
         with signal.lock:
             signal.joiners += 1
             try:
-                while True:
-                    stats = self.store.stats()
-                    if stats.pending == 0 and stats.running == 0:
-                        return True
-                    wait = 1.0
+                while not done():
+                    wait = look
                     if deadline is not None:
                         wait = min(wait, deadline - time.monotonic())
                         if wait <= 0:
                             return False
                     signal.settled.wait(wait)
+                return True
             finally:
                 signal.joiners -= 1
 
@@ -998,21 +1009,12 @@ class JobQueue(Generic[P]):
         """Whether the job stopped running within ``seconds``: woken when a
         job of this process settles, looking at least every ``STOP_LOOK``
         seconds (another process may run it)."""
-        deadline = time.monotonic() + seconds
-        signal = self._signal
-        with signal.lock:
-            signal.joiners += 1
-            try:
-                while True:
-                    record = self.store.get(job_id, self._clock())
-                    if record is None or record.state is not JobState.RUNNING:
-                        return True
-                    wait = min(STOP_LOOK, deadline - time.monotonic())
-                    if wait <= 0:
-                        return False
-                    signal.settled.wait(wait)
-            finally:
-                signal.joiners -= 1
+
+        def stopped() -> bool:
+            record = self.store.get(job_id, self._clock())
+            return record is None or record.state is not JobState.RUNNING
+
+        return self._until_settled(stopped, time.monotonic() + seconds, look=STOP_LOOK)
 
     def _manage(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,15 @@ def make_queue(
 def clock() -> Clock:
     """A wall clock the test moves by hand (``JobQueue(clock=clock)``)."""
     return Clock()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Child processes a test spawns (it appends them); any still running
+    at the end is killed, and each is waited for."""
+    procs: list[subprocess.Popen[str]] = []
+    yield procs
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=60)

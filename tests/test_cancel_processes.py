@@ -16,7 +16,7 @@ import json
 import secrets
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,19 +73,8 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, StoreFa
     return where, lambda: PostgresStore(POSTGRES_URL, schema=schema, queue=name)
 
 
-@pytest.fixture
-def children() -> Iterator[list[subprocess.Popen[str]]]:
-    """Children to spawn; any still running at the end is killed."""
-    procs: list[subprocess.Popen[str]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=WAIT)
-
-
 def run_child(
-    children: list[subprocess.Popen[str]], where: str, kind: str, tmp_path: Path
+    processes: list[subprocess.Popen[str]], where: str, kind: str, tmp_path: Path
 ) -> subprocess.Popen[str]:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
@@ -96,7 +85,7 @@ def run_child(
         stdout=subprocess.PIPE,
         text=True,
     )
-    children.append(child)
+    processes.append(child)
     return child
 
 
@@ -110,14 +99,14 @@ def started(child: subprocess.Popen[str]) -> int:
 
 def test_a_request_from_another_process_stops_the_handler(
     shared: tuple[str, StoreFactory],
-    children: list[subprocess.Popen[str]],
+    processes: list[subprocess.Popen[str]],
     tmp_path: Path,
 ) -> None:
     where, make_store = shared
     queue: jobq.JobQueue[Any] = jobq.JobQueue(store=make_store(), keep_cancelled=600)
     try:
         queue.enqueue("work", key="only-one")
-        child = run_child(children, where, "spin", tmp_path)
+        child = run_child(processes, where, "spin", tmp_path)
         job_id = started(child)
 
         assert queue.cancel(job_id, wait=WAIT, by="another process") is True
@@ -138,7 +127,7 @@ def test_a_request_from_another_process_stops_the_handler(
 
 def test_a_job_whose_process_is_killed_after_the_request_ends_cancelled(
     shared: tuple[str, StoreFactory],
-    children: list[subprocess.Popen[str]],
+    processes: list[subprocess.Popen[str]],
     tmp_path: Path,
 ) -> None:
     """The child's handler is inside C code (the request cannot land there,
@@ -149,7 +138,7 @@ def test_a_job_whose_process_is_killed_after_the_request_ends_cancelled(
     asking: jobq.JobQueue[Any] = jobq.JobQueue(store=make_store(), keep_cancelled=600)
     try:
         asking.enqueue("work")
-        child = run_child(children, where, "block", tmp_path)
+        child = run_child(processes, where, "block", tmp_path)
         job_id = started(child)
         assert asking.cancel(job_id) is True
         child.kill()

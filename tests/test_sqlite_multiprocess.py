@@ -31,7 +31,6 @@ import json
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -88,17 +87,6 @@ def spawn(script: str, *args: object) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         text=True,
     )
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    """Children to spawn; any still running at the end is killed."""
-    procs: list[subprocess.Popen[str]] = []
-    yield procs
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=WAIT)
 
 
 def read_line(stream: IO[str] | None) -> str:
