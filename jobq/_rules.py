@@ -76,6 +76,44 @@ def check_timeout(value: object, name: str = "timeout") -> float | None:
     return seconds
 
 
+#: The most limits one job may run under, and the longest limit name.
+MAX_JOB_LIMITS = 8
+MAX_LIMIT_NAME = 200
+
+
+def check_limit_name(value: object, name: str = "limit name") -> str:
+    """A limit's name: text every store holds, 1 to ``MAX_LIMIT_NAME``
+    characters."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {value!r}")
+    if not 0 < len(value) <= MAX_LIMIT_NAME:
+        raise ValueError(
+            f"{name} must be 1 to {MAX_LIMIT_NAME} characters, not {len(value)}"
+        )
+    return check_text(value, name)
+
+
+def check_job_limits(value: object) -> tuple[str, ...]:
+    """A job's ``limits``: a list or tuple of concrete limit names (no
+    ``*``), at most ``MAX_JOB_LIMITS``, duplicates dropped in order."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise TypeError(f"limits must be a list of limit names, not {value!r}")
+    names = tuple(
+        dict.fromkeys(check_limit_name(v, "a limit in limits") for v in value)
+    )
+    if len(names) > MAX_JOB_LIMITS:
+        raise ValueError(
+            f"a job may run under at most {MAX_JOB_LIMITS} limits, not {len(names)}"
+        )
+    for limit in names:
+        if "*" in limit:
+            raise ValueError(
+                f"limits name concrete limits, not patterns: {limit!r} (for a "
+                "family declared as 'account:*', give 'account:42')"
+            )
+    return names
+
+
 def check_text(value: str, name: str) -> str:
     """``value`` if every store can hold it: no NUL character (PostgreSQL
     refuses it) and no lone surrogate (not UTF-8, so SQLite, PostgreSQL and

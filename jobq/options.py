@@ -16,12 +16,18 @@ still refuses a misspelt or mistyped option.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, TypedDict
 
-from jobq._rules import check_key, check_meta, check_priority, check_timeout
+from jobq._rules import (
+    check_job_limits,
+    check_key,
+    check_meta,
+    check_priority,
+    check_timeout,
+)
 from jobq._time import to_epoch, to_seconds
 
 __all__ = [
@@ -53,6 +59,8 @@ class JobOptions(TypedDict, total=False):
     meta: Mapping[str, str] | None
     #: This job's time limit, instead of its task's or its queue's.
     timeout: Delay | None
+    #: The limits it runs under (``queue.limit``), with its task's.
+    limits: Sequence[str] | None
 
 
 class SendOptions(JobOptions, total=False):
@@ -75,6 +83,8 @@ class TaskOptions(TypedDict, total=False):
     priority: int
     #: Its jobs' time limit (default: the queue's).
     timeout: Delay | None
+    #: The limits every job of it runs under (``queue.limit``).
+    limits: Sequence[str] | None
 
 
 Overlap = Literal["skip", "allow"]
@@ -121,6 +131,7 @@ class Checked:
     meta_text: str | None = None
     timeout: float | None = None
     connection: Any = None
+    limits: tuple[str, ...] | None = None
 
     def run_at(self, now: float) -> float:
         """When a job added ``now`` is due: a past ``at`` is kept (due now,
@@ -133,7 +144,8 @@ class Checked:
         found: dict[str, Any] = {}
         if self.delay:
             found["delay"] = self.delay
-        for name in ("at", "key", "priority", "meta", "timeout", "connection"):
+        for name in ("at", "key", "priority", "meta", "timeout", "connection",
+                     "limits"):  # fmt: skip
             value = getattr(self, name)
             if value is not None:
                 found[name] = value
@@ -161,7 +173,7 @@ def check(
             raise ValueError("pass delay or at, not both")
         at = to_epoch(at)
     key, priority = options.get("key"), options.get("priority")
-    meta = options.get("meta")
+    meta, limits = options.get("meta"), options.get("limits")
     key = None if key is None else check_key(key)
     priority = None if priority is None else check_priority(priority)
     meta_text = None if meta is None else check_meta(meta)
@@ -174,6 +186,7 @@ def check(
         meta_text=meta_text,
         timeout=check_timeout(options.get("timeout")),
         connection=options.get("connection"),
+        limits=None if limits is None else check_job_limits(limits),
     )
 
 
@@ -191,9 +204,12 @@ def check_names(
 
 def merged(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """``old`` options with each of ``new`` given (not ``None``) in place;
-    ``delay`` and ``at`` are one choice, so giving one drops the other."""
+    ``delay`` and ``at`` are one choice, so giving one drops the other;
+    ``limits`` add up (a job is under its task's and its own)."""
     given = {name: value for name, value in new.items() if value is not None}
     result = dict(old)
+    if "limits" in given and "limits" in result:  # under both: they add up
+        given["limits"] = (*result["limits"], *given["limits"])
     if "delay" in given or "at" in given:
         result.pop("delay", None)
         result.pop("at", None)

@@ -32,6 +32,7 @@ from typing import (
 
 from jobq._fork import reset_after_fork
 from jobq._json import encode
+from jobq._limits import DeclaredLimits, new_limit
 from jobq._periodic.scheduler import (
     CATCH_UPS,
     OVERLAPS,
@@ -83,11 +84,13 @@ from jobq.stores import store_from
 from jobq.stores.base import (
     STOP_LOOK,
     FinishedStore,
+    LimitStore,
     NewJob,
     PageStore,
     ScheduleStore,
     Signal,
     capabilities_of,
+    missing_limit_members,
     missing_schedule_members,
 )
 from jobq.stores.pages import JobPage, JobQuery, page_from_list
@@ -98,6 +101,7 @@ from jobq.types import (
     Job,
     JobRecord,
     JobState,
+    LimitUsage,
     Schedule,
     Stats,
     WorkerStats,
@@ -244,6 +248,8 @@ class JobQueue(Generic[P]):
         self._tasks: dict[str, Task[Any, Any]] = {}
         #: Periodic tasks by name, filled by ``@queue.periodic``.
         self._periodics: dict[str, Periodic] = {}
+        #: Limits declared by ``queue.limit``, kept across a fork.
+        self._limits = DeclaredLimits()
         self.immediate = bool(immediate)
         self._keep_completed = to_seconds(keep_completed, "keep_completed")
         self.keep_cancelled = to_seconds(keep_cancelled, "keep_cancelled")
@@ -544,12 +550,13 @@ class JobQueue(Generic[P]):
         if max_attempts is None:
             max_attempts = self.policy.max_attempts
         limit = self.timeout if given.timeout is None else given.timeout
+        limits = () if given.limits is None else self._limits.check(given.limits)
         # A loop: on Python 3.11 a comprehension is a call of a closure over
         # every name it reads, a cost each single enqueue would pay.
         jobs: list[NewJob] = []
         for payload in payloads:
             new = NewJob(self._encode(payload, what), run_at, key, priority,
-                         max_attempts, task, limit, meta_text)  # fmt: skip
+                         max_attempts, task, limit, meta_text, limits)  # fmt: skip
             jobs.append(new)
         return jobs
 
@@ -816,6 +823,46 @@ class JobQueue(Generic[P]):
 
         return decorate
 
+    # -- limits ---------------------------------------------------------------
+
+    def limit(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        rate: str | None = None,
+        burst: int = 1,
+    ) -> None:
+        """Declare a limit that jobs may run under (``limits=[...]``): at
+        most ``concurrency`` attempts running at once and at most ``rate``
+        starts (``"10/s"``, ``"100/m"``, ``"1000/h"``; evenly spaced,
+        ``burst`` at once) across every process sharing the store. ``name``
+        is exact, or a family's pattern (``"account:*"``: each
+        ``account:<id>`` its own limit). Declare it in every process, before
+        jobs under it are enqueued; the store holds the newest declaration
+        and every process enforces that one (see the README's "Limits").
+        Opens nothing: the store learns of it when it opens."""
+        declared = new_limit(name, concurrency, rate, burst)
+        missing = missing_limit_members(self.store)
+        if missing:
+            raise TypeError(
+                f"{type(self.store).__name__} cannot hold limits: it lacks "
+                f"{', '.join(missing)} (see jobq.stores.base.LimitStore)"
+            )
+        with self._lifecycle:
+            self._limits.add(declared)
+            if self._opened:
+                self._limits.write(cast(LimitStore, self.store), [declared])
+
+    def limits(self) -> list[LimitUsage]:
+        """Every limit the store holds, by name, with the attempts running
+        under it and the jobs it holds back now (a family's summed over its
+        keys); ``[]`` for a store without limits."""
+        self._ensure_open()
+        if missing_limit_members(self.store):
+            return []
+        return cast(LimitStore, self.store).limit_usage(self._clock())
+
     def schedules(self) -> list[Schedule]:
         """The periodic jobs declared on this queue, then those its store
         still keeps but no code declares any more (``orphaned``), with
@@ -834,6 +881,7 @@ class JobQueue(Generic[P]):
             key=slot_key(task.name, slot),
             priority=task.priority,
             timeout=task.timeout,
+            limits=task.limits or None,
             task=task.name,
             max_attempts=task.max_attempts,
         )[0]
@@ -1088,6 +1136,8 @@ class JobQueue(Generic[P]):
         self._check_open()
         if not self._opened:
             self.store.open(self._signal, dead_letter_limit=self.dead_letter_limit)
+            if self._limits:
+                self._limits.write(cast(LimitStore, self.store))
             self._opened = True
             _open_queues.add(self)
         if start and self._start_on_use and not _shutting_down():

@@ -22,7 +22,12 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack
 
-from jobq._rules import check_max_attempts, check_priority, check_timeout
+from jobq._rules import (
+    check_job_limits,
+    check_max_attempts,
+    check_priority,
+    check_timeout,
+)
 from jobq._worker.interrupt import hands_over
 from jobq.errors import Fatal
 from jobq.options import (
@@ -99,6 +104,7 @@ class Task(Generic[P, R]):
     max_attempts: int
     priority: int
     timeout: float | None
+    limits: tuple[str, ...]
     __wrapped__: Callable[P, R]
     __name__: str
     _options: Mapping[str, Any]  # what using() gave, checked
@@ -114,6 +120,7 @@ class Task(Generic[P, R]):
         max_attempts: int,
         priority: int,
         timeout: float | None = None,
+        limits: tuple[str, ...] = (),
         _options: Mapping[str, Any] | None = None,
         _signature: inspect.Signature | None = None,
     ) -> None:
@@ -124,8 +131,9 @@ class Task(Generic[P, R]):
         assign(self, "max_attempts", max_attempts)
         assign(self, "priority", priority)
         assign(self, "timeout", timeout)
+        assign(self, "limits", limits)
         assign(self, "_options", MappingProxyType(dict(_options or {})))
-        defaults = {"priority": priority, "timeout": timeout}
+        defaults = {"priority": priority, "timeout": timeout, "limits": limits or None}
         assign(self, "_sent", merged(defaults, self._options))
         assign(self, "_signature", _signature)
         assign(self, "__wrapped__", func)
@@ -181,6 +189,7 @@ class Task(Generic[P, R]):
             max_attempts=self.max_attempts,
             priority=self.priority,
             timeout=self.timeout,
+            limits=self.limits,
             _options=merged(self._options, given.given()),
             _signature=self._signature,
         )
@@ -240,6 +249,7 @@ def register(
         max_attempts=max_attempts,
         priority=check_priority(options.get("priority", 0)),
         timeout=check_timeout(options.get("timeout")),
+        limits=_task_limits(options.get("limits")),
         _signature=signature,
     )
     with _registering:
@@ -252,6 +262,12 @@ def register(
             )
         registry[found] = task
     return task
+
+
+def _task_limits(value: object) -> tuple[str, ...]:
+    """A task's ``limits`` (checked as a job's; declared limits are checked
+    when its jobs are enqueued, as limits may be declared after the task)."""
+    return () if value is None else check_job_limits(value)
 
 
 def task_arguments(payload: object) -> tuple[list[Any], dict[str, Any]]:

@@ -93,6 +93,8 @@ class JobRecord(Generic[P]):
     enqueue (read-only, empty if none); ``timeout`` is the stored timeout in
     seconds, or ``None``. ``cancellation``: the request that cancelled it
     (``cancelled``), or that a running job still has to obey (``stopping``).
+    ``limits``: the limits it runs under; ``held_by``: the one holding it
+    back while it waits, pending (see the README's section "Limits").
     """
 
     id: int
@@ -113,6 +115,10 @@ class JobRecord(Generic[P]):
     timeout: float | None = None
     meta: Mapping[str, str] = field(default_factory=_no_meta)
     cancellation: Cancellation | None = None
+    #: The limits the job runs under (concrete names), and the one that
+    #: holds it back now while it waits (``None``: none holds it).
+    limits: tuple[str, ...] = ()
+    held_by: str | None = None
 
     @property
     def stopping(self) -> bool:
@@ -181,3 +187,63 @@ class WorkerStats:
 
     busy: int
     idle: int
+
+
+#: The periods a rate may be given in: ``"N/s"``, ``"N/m"``, ``"N/h"``.
+RATE_PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A limit as declared (``queue.limit``): its ``name`` (exact, or a
+    family pattern ``"prefix:*"`` whose every key has these settings), at
+    most ``concurrency`` attempts running at once, at most ``rate`` starts
+    every ``per`` seconds (spaced evenly, ``burst`` of them at once: see the
+    README's section "Limits"); ``None``: no such bound."""
+
+    name: str
+    concurrency: int | None = None
+    rate: int | None = None
+    per: float | None = None
+    burst: int = 1
+
+    @property
+    def family(self) -> bool:
+        """A pattern (``"account:*"``): each key it matches is limited alone."""
+        return self.name.endswith(":*")
+
+    @property
+    def rate_text(self) -> str | None:
+        """The rate as given: ``"10/s"``; ``None`` without one."""
+        if self.rate is None or self.per is None:
+            return None
+        unit = next(u for u, seconds in RATE_PERIODS.items() if seconds == self.per)
+        return f"{self.rate}/{unit}"
+
+    @property
+    def interval(self) -> float | None:
+        """Seconds between evenly spaced starts (``per / rate``)."""
+        if self.rate is None or self.per is None:
+            return None
+        return self.per / self.rate
+
+    def matches(self, key: str) -> bool:
+        """Whether the concrete limit ``key`` is this one or one of its family."""
+        if self.family:
+            prefix = self.name[:-1]
+            return key.startswith(prefix) and len(key) > len(prefix)
+        return key == self.name
+
+
+@dataclass(frozen=True, slots=True)
+class LimitUsage:
+    """``queue.limits()``: a declared limit (as the store holds it) and how
+    much of it is used now: attempts ``running`` under it and jobs
+    ``waiting`` on it (held back), a family's summed over its keys."""
+
+    name: str
+    concurrency: int | None
+    rate: str | None
+    burst: int
+    running: int
+    waiting: int

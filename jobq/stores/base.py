@@ -102,6 +102,23 @@ ends it ``cancelled`` with no attempt counted (it never started). A
 cancelled job is kept until its
 ``keep_until`` as a completed job is (``get``, ``list_jobs``, ``stats``),
 never claimed, revived or counted as pending.
+
+Limits (optional, ``Capabilities.limits``: ``LimitStore``): a job may be
+added under limits (``NewJob.limits``: concrete names, each falling under a
+declared limit, exact or a family's pattern: ``jobq.stores.limits.
+governing``). ``claim_many`` claims a due job only when each of its limits
+allows it (``jobq.stores.limits``: a concurrency limit while fewer than its
+``concurrency`` attempts of its key run, a rate while ``rate_allows``), and
+takes a slot of each and a start of each rate (``next_tat``) in the write
+that claims. A due job a limit holds back is *held*: pending (counted so by
+``stats``), its attempts unchanged, shown with ``JobRecord.held_by`` (the
+key), and never looked at again by a claim until released: other due jobs
+are claimed in its place. A key releases its held jobs, in their usual
+order (priority, due time, id), as it allows them: as many as slots free
+up, or as its rate allows (``rate_ready_at``, which ``next_due`` counts).
+A slot is freed by the write that ends its claim, whichever (a success, a
+failed attempt, a release, a recovery). A job under no limit costs a claim
+nothing more.
 """
 
 from __future__ import annotations
@@ -133,6 +150,8 @@ from jobq.types import (
     FinishedMinute,
     JobRecord,
     JobState,
+    Limit,
+    LimitUsage,
 )
 
 if TYPE_CHECKING:
@@ -160,6 +179,7 @@ class NewJob(NamedTuple):
     task: str | None = None
     timeout: float | None = None
     meta: str | None = None  # JSON object text
+    limits: tuple[str, ...] = ()  # concrete limit names (see "Limits")
 
 
 class Claim(NamedTuple):
@@ -184,6 +204,7 @@ class Claim(NamedTuple):
     run_at: float
     timeout: float | None = None
     meta: str | None = None  # JSON object text
+    limits: tuple[str, ...] = ()
 
 
 class Done(NamedTuple):
@@ -575,6 +596,14 @@ def missing_schedule_members(store: object) -> list[str]:
     return lacking or list(SCHEDULE_MEMBERS)
 
 
+def missing_limit_members(store: object) -> list[str]:
+    """The members of ``LimitStore`` that ``store`` lacks: all of them where
+    it does not declare ``Capabilities.limits``."""
+    if capabilities_of(store).limits:
+        return []
+    return list(protocol_members(LimitStore))
+
+
 def slot_taken(state: SlotState | None, slot: float) -> bool:
     """Whether ``slot`` (or a later one) was enqueued already: the first rule
     of ``enqueue_slot``, the same in every store."""
@@ -662,6 +691,9 @@ class Capabilities:
     #: ``NamedQueueStore``: one place, several named queues (``jobq
     #: --queue``, ``--schema``); ``for_command`` is the store a command uses.
     named_queues: bool = False
+    #: ``LimitStore``: limits per key (``queue.limit``), enforced by the
+    #: claims (else ``queue.limit`` refuses the store).
+    limits: bool = False
 
 
 class FileStore(Protocol):
@@ -699,6 +731,19 @@ class NamedQueueStore(Protocol):
         with few connections, and opening only checks the schema."""
 
 
+class LimitStore(Protocol):
+    """``Capabilities.limits``: see "Limits" in the module."""
+
+    def declare_limit(self, limit: Limit) -> Limit | None:
+        """Store ``limit`` under its name (exact, or a family's pattern) in
+        one write; the stored one it replaced when that differed (``None``
+        when it is new or the same). Every process enforces what is stored."""
+
+    def limit_usage(self, now: float) -> list[LimitUsage]:
+        """Each stored limit (by name) with the attempts running under it
+        and the jobs it holds back now (a family's summed over its keys)."""
+
+
 #: The members each capability promises: its protocol's.
 _PROMISED = {
     "pages": protocol_members(PageStore),
@@ -709,6 +754,7 @@ _PROMISED = {
     "owner_writes": protocol_members(OwnedStore),
     "migrates_on_open": protocol_members(MigratingStore),
     "named_queues": protocol_members(NamedQueueStore),
+    "limits": protocol_members(LimitStore),
 }
 
 #: The capabilities older than their declaration: found by their members in a

@@ -240,7 +240,8 @@ class MemoryStore(OneJobCalls):
             keys = self._keys
             for new in jobs:
                 # Unpacked: reading a named tuple's fields costs more.
-                payload, run_at, key, priority, max_attempts, task, timeout, meta = new
+                (payload, run_at, key, priority, max_attempts, task, timeout, meta,
+                 limits) = new  # fmt: skip
                 if key is not None and key in keys:
                     results.append(Enqueued(keys[key], True))
                     continue
