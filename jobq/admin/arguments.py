@@ -18,6 +18,7 @@ __all__ = [
     "add_cancelled_arguments",
     "add_dead_arguments",
     "add_delete_arguments",
+    "add_limits_arguments",
     "add_migrate_arguments",
     "add_purge_dead_arguments",
     "add_retry_arguments",
@@ -37,6 +38,10 @@ def add_dead_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_schedules_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_limits_arguments(parser: argparse.ArgumentParser) -> None:
     _add_json_argument(parser)
 
 
@@ -138,6 +143,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
             "schedules",
             "list the periodic jobs (declared by --app's code, and orphaned ones)",
             add_schedules_arguments,
+        ),
+        Subcommand(
+            "limits",
+            "list the limits the store holds, with the jobs running and waiting "
+            "under each",
+            add_limits_arguments,
         ),
         Subcommand(
             "show", "show one job with its errors and tracebacks", add_show_arguments

@@ -28,7 +28,7 @@ from jobq.errors import JobqError, StoreLocked
 from jobq.queue import JobQueue
 from jobq.stores import Store
 from jobq.stores.base import SchemaStore, capabilities_of, location_of
-from jobq.types import JobRecord, JobState, Schedule, Stats
+from jobq.types import JobRecord, JobState, LimitUsage, Schedule, Stats
 
 __all__ = [
     "EXIT_FAILED",
@@ -51,6 +51,7 @@ __all__ = [
     "dead",
     "delete",
     "describe_store",
+    "limits",
     "migrate",
     "purge_dead",
     "retry",
@@ -158,6 +159,13 @@ def schedules(queue: Queue) -> list[Schedule]:
     keeps that no code declares (orphaned). With ``--store`` alone no code
     is loaded, so every stored schedule shows as orphaned."""
     return queue.schedules()
+
+
+def limits(queue: Queue) -> list[LimitUsage]:
+    """Each limit the store holds (declared by any process sharing it), by
+    name, with the attempts running under it and the jobs it holds back now
+    (a family's summed over its keys); ``[]`` for a store without limits."""
+    return queue.limits()
 
 
 def dead(queue: Queue) -> list[JobRecord[Any]]:

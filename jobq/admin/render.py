@@ -20,7 +20,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from jobq.types import Cancellation, JobRecord, JobState, Schedule, Stats
+from jobq.types import (
+    Cancellation,
+    JobRecord,
+    JobState,
+    LimitUsage,
+    Schedule,
+    Stats,
+)
 
 __all__ = [
     "ERROR_WIDTH",
@@ -35,6 +42,8 @@ __all__ = [
     "job",
     "job_details",
     "job_summary",
+    "limit_usage",
+    "limits",
     "migration",
     "plural",
     "purged",
@@ -105,8 +114,10 @@ def job_summary(record: JobRecord[Any]) -> dict[str, Any]:
 def job_details(record: JobRecord[Any]) -> dict[str, Any]:
     """A job as ``jobq show --json`` prints it: the summary plus ``result``,
     its last attempt's ``started_at`` and ``finished_at``, ``timeout``,
-    ``meta`` and ``errors`` (one object per kept failed attempt, oldest
-    first)."""
+    ``meta``, ``cancellation``, ``limits`` (the names it runs under, ``[]``
+    for none), ``held_by`` (the limit key holding it back while it waits,
+    else ``null``) and ``errors`` (one object per kept failed attempt,
+    oldest first)."""
     details = job_summary(record)
     details["result"] = record.result
     details["started_at"] = record.started_at
@@ -114,6 +125,8 @@ def job_details(record: JobRecord[Any]) -> dict[str, Any]:
     details["timeout"] = record.timeout
     details["meta"] = dict(record.meta)
     details["cancellation"] = cancellation(record.cancellation)
+    details["limits"] = list(record.limits)
+    details["held_by"] = record.held_by
     details["errors"] = [
         {
             "type": error.type,
@@ -139,6 +152,24 @@ def cancellation(request: Cancellation | None) -> dict[str, Any] | None:
     if request is None:
         return None
     return {"at": request.at, "by": request.by, "attempt": request.attempt}
+
+
+def limit_usage(usage: LimitUsage) -> dict[str, Any]:
+    """A limit as ``jobq limits --json`` lists it (stable keys): ``name``
+    (exact, or a family's pattern such as ``account:*``), ``family``,
+    ``concurrency`` and ``rate`` (``"10/s"``; ``null``: no such bound),
+    ``burst`` (with a rate, else ``null``), and now: ``running`` (attempts
+    under it) and ``waiting`` (jobs it holds back), a family's summed over
+    its keys."""
+    return {
+        "name": usage.name,
+        "family": usage.name.endswith(":*"),
+        "concurrency": usage.concurrency,
+        "rate": usage.rate,
+        "burst": None if usage.rate is None else usage.burst,
+        "running": usage.running,
+        "waiting": usage.waiting,
+    }
 
 
 def to_json(value: Any) -> str:
@@ -200,6 +231,33 @@ def schedules(shown: Sequence[Schedule], *, as_json: bool = False) -> str:
     return _table(headers, rows)
 
 
+def limits(shown: Sequence[LimitUsage], *, as_json: bool = False) -> str:
+    """The limits the store holds, by name: their bounds ("-": none), and
+    the attempts running and the jobs waiting under each now (a family's
+    summed over its keys, each of which has the family's bounds)."""
+    if as_json:
+        return to_json([limit_usage(usage) for usage in shown])
+    if not shown:
+        return "no limits\n"
+    headers = ["NAME", "CONCURRENCY", "RATE", "BURST", "RUNNING", "WAITING"]
+    rows = [
+        [
+            escape(usage.name) + (" (each key)" if usage.name.endswith(":*") else ""),
+            _count(usage.concurrency),
+            _optional(usage.rate),
+            "-" if usage.rate is None else str(usage.burst),
+            str(usage.running),
+            str(usage.waiting),
+        ]
+        for usage in shown
+    ]
+    return _table(headers, rows, left=True)
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
 def _epoch(moment: dt.datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
 
@@ -244,6 +302,10 @@ def job(record: JobRecord[Any], *, as_json: bool = False) -> str:
     ]
     if record.state == JobState.PENDING:
         fields.append(("due", when(record.run_at) + " UTC"))
+    if record.limits:
+        fields.append(("limits", ", ".join(escape(name) for name in record.limits)))
+    if record.held_by is not None:
+        fields.append(("held by", escape(record.held_by)))
     if record.state == JobState.DEAD:
         fields.append(("buried", when(buried_at(record)) + " UTC"))
     if record.cancellation is not None:
@@ -402,13 +464,16 @@ def _optional(text: str | None, width: int | None = None) -> str:
     return shown if width is None else _cut(shown, width)
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell; the first column right-aligned."""
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, left: bool = False
+) -> str:
+    """Columns padded to their widest cell; the first column right-aligned
+    (ids), unless ``left`` (names)."""
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     lines = []
     for row in [headers, *rows]:
         cells = [
-            cell.rjust(width) if i == 0 else cell.ljust(width)
+            cell.rjust(width) if i == 0 and not left else cell.ljust(width)
             for i, (cell, width) in enumerate(zip(row, widths, strict=True))
         ]
         lines.append("  ".join(cells).rstrip() + "\n")

@@ -6,6 +6,7 @@ workers, migrate its store's schema.
     jobq stats      [--json]                 pending, running, dead, abandoned
     jobq dead       [--json]                 the dead-letter list, oldest first
     jobq schedules  [--json]                 periodic jobs, declared and orphaned
+    jobq limits     [--json]                 limits, with jobs running and waiting
     jobq show ID    [--json]                 one job with every attempt's error
     jobq retry ID   [--json]                 make a dead job pending again
     jobq delete ID  [--json]                 remove a dead job
@@ -66,6 +67,7 @@ from jobq.cli.command import (
     Command,
     add_dead_arguments,
     add_delete_arguments,
+    add_limits_arguments,
     add_migrate_arguments,
     add_purge_dead_arguments,
     add_queue_arguments,
@@ -101,6 +103,7 @@ __all__ = [
     "Writer",
     "add_dead_arguments",
     "add_delete_arguments",
+    "add_limits_arguments",
     "add_migrate_arguments",
     "add_purge_dead_arguments",
     "add_queue_arguments",

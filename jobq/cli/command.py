@@ -26,6 +26,7 @@ from jobq.admin.arguments import (
     add_cancelled_arguments,
     add_dead_arguments,
     add_delete_arguments,
+    add_limits_arguments,
     add_migrate_arguments,
     add_purge_dead_arguments,
     add_retry_arguments,
@@ -54,6 +55,7 @@ __all__ = [
     "add_cancelled_arguments",
     "add_dead_arguments",
     "add_delete_arguments",
+    "add_limits_arguments",
     "add_migrate_arguments",
     "add_purge_dead_arguments",
     "add_queue_arguments",
@@ -124,6 +126,10 @@ def _cancel(queue: Queue, args: argparse.Namespace) -> str:
 
 def _schedules(queue: Queue, args: argparse.Namespace) -> str:
     return render.schedules(operations.schedules(queue), as_json=args.json)
+
+
+def _limits(queue: Queue, args: argparse.Namespace) -> str:
+    return render.limits(operations.limits(queue), as_json=args.json)
 
 
 def _show(queue: Queue, args: argparse.Namespace) -> str:
@@ -205,6 +211,7 @@ COMMANDS: dict[str, Command] = {
         _shared("dead", _dead, _never),
         _shared("cancelled", _cancelled, _never),
         _shared("schedules", _schedules, _with_app),
+        _shared("limits", _limits, _never),
         _shared("show", _show, _never),
         _shared("retry", _retry, _always),
         _shared("delete", _delete, _always),

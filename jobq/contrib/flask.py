@@ -36,7 +36,8 @@ gunicorn's master with ``--preload`` and ``flask`` commands start none.
 ``@jobs.periodic(every=...)`` (or ``cron=``) declares a periodic task on
 every app's queue the same way (see ``JobQueue.periodic``).
 
-``flask jobq worker|stats|dead|schedules|show|retry|delete|purge-dead|migrate`` are
+``flask jobq worker|stats|dead|schedules|limits|show|retry|delete|purge-dead|
+migrate`` are
 the commands of ``jobq`` over the app's queue: the same operations
 (``jobq.admin.operations``) and output (``jobq.admin.render``), parsed by click.
 """
@@ -504,6 +505,13 @@ def _command_group() -> AppGroup:
         # The app's own queue declares them (see the jobq command's _with_app).
         with _queue(read_only=False) as queue:
             _print(render.schedules(operations.schedules(queue), as_json=json_))
+
+    @group.command("limits")
+    @_json_option()
+    def limits(json_: bool) -> None:
+        """The limits, with the jobs running and waiting under each."""
+        with _queue(read_only=True) as queue:
+            _print(render.limits(operations.limits(queue), as_json=json_))
 
     @group.command("show")
     @click.argument("job_id", type=click.IntRange(min=1))

@@ -65,6 +65,15 @@ def throughput(dashboard: Site) -> dict[str, Any]:
     return {"columns": columns, "rows": rows, "stored": stored is not None}
 
 
+def limits(dashboard: Site) -> list[dict[str, Any]]:
+    """The limits the store holds, by name, with the attempts running and
+    the jobs waiting under each now (a family's summed over its keys)."""
+    return [
+        {"name": usage.name, "running": usage.running, "waiting": usage.waiting}
+        for usage in dashboard.queue.limits()
+    ]
+
+
 def overview(dashboard: Site, request: Request) -> Response:
     return dashboard.renderer.page(
         dashboard, request, "overview.html",
@@ -72,13 +81,18 @@ def overview(dashboard: Site, request: Request) -> Response:
         keeps_results=dashboard.queue.keep_completed > 0,
         throughput=throughput(dashboard),
         schedules=dashboard.queue.schedules(),
+        limits=dashboard.queue.limits(),
         message=MESSAGES.get(request.query.get("msg", "")),
     )  # fmt: skip
 
 
 def stats_json(dashboard: Site, request: Request) -> Response:
     """What the overview refreshes itself with."""
-    body = {"counts": counts(dashboard), "throughput": throughput(dashboard)["rows"]}
+    body = {
+        "counts": counts(dashboard),
+        "throughput": throughput(dashboard)["rows"],
+        "limits": limits(dashboard),
+    }
     return Response(200, json.dumps(body).encode(), "application/json")
 
 

@@ -28,6 +28,16 @@
         const node = document.querySelector('[data-count="' + name + '"]');
         if (node) node.textContent = String(value);
       }
+      // The limits' rows, found by name (a name is data: compared, never
+      // put in a selector).
+      const limits = new Map((data.limits || []).map(function (l) { return [l.name, l]; }));
+      for (const row of document.querySelectorAll("tr[data-limit]")) {
+        const limit = limits.get(row.dataset.limit);
+        if (!limit) continue;
+        for (const count of row.querySelectorAll("[data-limit-count]")) {
+          count.textContent = String(limit[count.dataset.limitCount]);
+        }
+      }
       const rows = document.getElementById("throughput");
       if (rows) {
         rows.replaceChildren(...data.throughput.slice().reverse().map(function (m) {

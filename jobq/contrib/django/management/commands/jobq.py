@@ -1,5 +1,5 @@
 """``manage.py jobq COMMAND``: the ``jobq`` command's ``stats``, ``dead``,
-``cancelled``, ``schedules``, ``show``, ``retry``, ``delete``, ``cancel``,
+``cancelled``, ``schedules``, ``limits``, ``show``, ``retry``, ``delete``, ``cancel``,
 ``purge-dead`` and ``migrate`` on the
 project's queue (``settings.JOBQ["STORE"]``); workers run with ``manage.py
 jobq_worker``.
@@ -21,8 +21,8 @@ from jobq.errors import JobqError
 from jobq.queue import JobQueue
 
 #: The ``jobq`` commands this one offers (``worker`` is ``jobq_worker``).
-NAMES = ("stats", "dead", "cancelled", "schedules", "show", "retry", "delete",
-         "cancel", "purge-dead", "migrate")  # fmt: skip
+NAMES = ("stats", "dead", "cancelled", "schedules", "limits", "show", "retry",
+         "delete", "cancel", "purge-dead", "migrate")  # fmt: skip
 COMMANDS = {name: SUBCOMMANDS[name] for name in NAMES}
 
 
@@ -69,6 +69,8 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
             return render.cancelled(operations.cancelled(used), as_json=as_json)
         if name == "schedules":
             return render.schedules(operations.schedules(used), as_json=as_json)
+        if name == "limits":
+            return render.limits(operations.limits(used), as_json=as_json)
         if name == "show":
             return render.job(operations.show(used, options["id"]), as_json=as_json)
         if name == "retry":
