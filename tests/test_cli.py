@@ -27,11 +27,12 @@ import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from limits_helpers import WhileHeld, hold_one, needs_limits
 from old_schemas import postgres_v1, sqlite_v1
 from postgres_url import POSTGRES_URL
 
@@ -1552,6 +1553,116 @@ def test_schedules_with_app_lists_the_declared_ones_and_the_orphans(
     assert lines[1].split()[:4] == ["hourly", "every", "3600s", "UTC"]
     assert lines[2].split()[:2] == ["removed", "(orphaned)"]
     assert "1970-01-01 00:01:00" in lines[2]
+
+
+# -- limits ------------------------------------------------------------------------
+
+USAGES = [
+    jobq.LimitUsage("account:*", 1, None, 1, 3, 120),
+    jobq.LimitUsage("api", None, "100/m", 10, 0, 4),
+    jobq.LimitUsage("smtp", 2, "10/s", 1, 2, 0),
+]
+
+
+def test_limits_as_a_table_and_as_json_with_stable_keys() -> None:
+    text = render.limits(USAGES)
+    as_json = render.limits(USAGES, as_json=True)
+
+    assert [line.split() for line in text.splitlines()] == [
+        ["NAME", "CONCURRENCY", "RATE", "BURST", "RUNNING", "WAITING"],
+        ["account:*", "(each", "key)", "1", "-", "-", "3", "120"],
+        ["api", "-", "100/m", "10", "0", "4"],
+        ["smtp", "2", "10/s", "1", "2", "0"],
+    ]
+    assert json.loads(as_json) == [
+        {"name": "account:*", "family": True, "concurrency": 1, "rate": None,
+         "burst": None, "running": 3, "waiting": 120},
+        {"name": "api", "family": False, "concurrency": None, "rate": "100/m",
+         "burst": 10, "running": 0, "waiting": 4},
+        {"name": "smtp", "family": False, "concurrency": 2, "rate": "10/s",
+         "burst": 1, "running": 2, "waiting": 0},
+    ]  # fmt: skip
+    assert as_json.isascii()
+    assert render.limits([]) == "no limits\n"
+    assert render.limits([], as_json=True) == "[]\n"
+
+
+def test_a_limit_s_name_reaches_the_terminal_escaped() -> None:
+    text = render.limits([jobq.LimitUsage(NASTY, 1, None, 1, 0, 0)])
+
+    assert not any(raw in text for raw in RAW)
+    assert "\\x1b[31mred\\nsecond line" in text
+
+
+def test_show_prints_a_job_s_limits_and_the_one_holding_it() -> None:
+    record: jobq.JobRecord[Any] = jobq.JobRecord(
+        id=7, payload={"to": "ann"}, attempts=0, state=jobq.JobState.PENDING,
+        run_at=0.0, created_at=0.0, last_error=None, key=None, priority=0,
+        result=None, task="mail.send", errors=(), max_attempts=3,
+        limits=("smtp", f"account:{NASTY}"), held_by="smtp",
+    )  # fmt: skip
+
+    text = render.job(record)
+    details = json.loads(render.job(record, as_json=True))
+
+    lines = text.splitlines()
+    assert "limits      smtp, account:\\x1b[31mred\\nsecond line" in "\n".join(lines)
+    assert "held by     smtp" in lines
+    assert not any(raw in text for raw in RAW)
+    assert (details["limits"], details["held_by"]) == (["smtp", f"account:{NASTY}"],
+                                                       "smtp")  # fmt: skip
+    free = render.job(replace(record, limits=(), held_by=None))
+    assert "limits" not in free
+    assert "held by" not in free
+
+
+def test_limits_of_a_store_that_holds_none(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target.seed(pending=[1])
+
+    text = run(capsys, "limits", *target.args)
+    as_json = run(capsys, "limits", "--json", *target.args)
+    shown = run(capsys, "show", "1", "--json", *target.args)
+
+    assert (text.code, text.out) == (0, "no limits\n"), text.err
+    assert (as_json.code, json.loads(as_json.out)) == (0, [])
+    assert (json.loads(shown.out)["limits"], json.loads(shown.out)["held_by"]) == (
+        [], None
+    )  # fmt: skip
+
+
+def test_limits_and_show_while_a_job_is_held(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handler: WhileHeld[tuple[Result, Result, Result]] = WhileHeld()
+    queue = target.queue(handler)
+    needs_limits(queue)
+    queue.limit("smtp", concurrency=1, rate="10/s")
+    queue.limit("account:*", concurrency=1)
+
+    def look(held: int) -> tuple[Result, Result, Result]:
+        return (
+            run(capsys, "limits", *target.args),
+            run(capsys, "limits", "--json", *target.args),
+            run(capsys, "show", str(held), *target.args),
+        )
+
+    _, held, (text, as_json, shown) = hold_one(
+        queue, handler, look, ("smtp", "account:42")
+    )
+
+    assert (text.code, as_json.code, shown.code) == (0, 0, 0), text.err + shown.err
+    assert [line.split() for line in text.out.splitlines()[1:]] == [
+        ["account:*", "(each", "key)", "1", "-", "-", "0", "0"],
+        ["smtp", "1", "10/s", "1", "1", "1"],
+    ]
+    assert json.loads(as_json.out)[1] == {
+        "name": "smtp", "family": False, "concurrency": 1, "rate": "10/s",
+        "burst": 1, "running": 1, "waiting": 1,
+    }  # fmt: skip
+    assert "held by     smtp\n" in shown.out
+    assert "limits      smtp, account:42\n" in shown.out
 
 
 # -- what the command shares lives in jobq.admin; its first names still work ---

@@ -24,6 +24,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 from django.db import transaction
 from django.test import Client, override_settings
+from limits_helpers import needs_limits
 
 import jobq
 from jobq.contrib.django import Deferred, DjangoJobQueue, config, get_queue
@@ -368,6 +369,24 @@ def test_manage_py_jobq_schedules_lists_the_periodic_tasks_of_the_apps() -> None
     next_slot = dt.datetime.fromtimestamp(report["next_slot"], berlin)
     assert (next_slot.month, next_slot.day, next_slot.hour) == (1, 1, 3)
     assert "djapp.tasks.new_year_report" in _queue().tasks
+
+
+def test_manage_py_jobq_limits_lists_what_the_store_holds() -> None:
+    queue = _queue()
+    _drain()  # the store exists: a command never creates one
+    out = io.StringIO()
+    call_command("jobq", "limits", "--json", stdout=out)
+    assert all(shown["name"] != "reports" for shown in json.loads(out.getvalue()))
+    needs_limits(queue)
+    queue.limit("reports", concurrency=2, rate="5/m")
+
+    out = io.StringIO()
+    call_command("jobq", "limits", stdout=out)
+
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["NAME", "CONCURRENCY", "RATE", "BURST", "RUNNING",
+                                "WAITING"]  # fmt: skip
+    assert ["reports", "2", "5/m", "1", "0", "0"] in [line.split() for line in lines]
 
 
 def test_manage_py_jobq_migrate() -> None:

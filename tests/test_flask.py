@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from limits_helpers import WhileHeld, hold_one, needs_limits
 from servers import wait_for
 
 pytest.importorskip("flask")
@@ -399,6 +400,35 @@ def test_flask_jobq_show(cli_app: Flask) -> None:
 
     assert result.exit_code == 0, result.output
     assert "Fatal: no 1" in result.output
+
+
+def test_flask_jobq_limits_and_show_of_a_held_job(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    handler: WhileHeld[tuple[Any, Any]] = WhileHeld()
+    jobs = JobQ(handler=handler)
+    app = make_app(
+        jobs, JOBQ_STORE=f"sqlite:///{tmp_path / 'jobs.db'}", JOBQ_AUTOSTART=False
+    )
+    queue = jobs.state(app).queue  # as create_app() declares its limits
+    queue.stats()  # the store exists: a command never creates one
+
+    nothing = invoke(app, "limits", "--json")
+
+    assert nothing.exit_code == 0, nothing.output
+    assert json.loads(nothing.output) == []
+    needs_limits(queue)
+    queue.limit("smtp", concurrency=1)
+
+    def look(held: int) -> tuple[Any, Any]:
+        return invoke(app, "limits"), invoke(app, "show", str(held), "--json")
+
+    _, held, (listed, shown) = hold_one(queue, handler, look)
+
+    assert (listed.exit_code, shown.exit_code) == (0, 0), listed.output
+    assert listed.output.splitlines()[1].split() == ["smtp", "1", "-", "-", "1", "1"]
+    details = json.loads(shown.output)
+    assert (details["limits"], details["held_by"]) == (["smtp"], "smtp")
 
 
 @pytest.mark.parametrize("timeout", ["inf", "nan", "-1"])

@@ -3,6 +3,7 @@ on every store, and the security checks the README promises."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import threading
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from limits_helpers import WhileHeld, hold_one, needs_limits
 from werkzeug.test import Client as WerkzeugClient
 from werkzeug.test import TestResponse
 
@@ -757,3 +759,77 @@ def test_a_schedule_whose_next_slot_no_datetime_holds_shows_none_on_the_overview
     row = re.search(r"<td>reports\.two_hourly</td>.*?</tr>", page.text, re.S)
     assert row is not None, page.text
     assert "<td>—</td>" in row.group(0)
+
+
+# -- limits --------------------------------------------------------------------------
+
+
+def limit_row(page: str, name: str) -> list[str]:
+    """The cells of the overview's row of limit ``name``, as text."""
+    row = re.search(rf'<tr data-limit="{re.escape(name)}">(.*?)</tr>', page, re.S)
+    assert row is not None, page
+    return [re.sub(r"<[^>]+>", "", cell).strip()
+            for cell in re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)]  # fmt: skip
+
+
+def test_the_overview_lists_the_limits_and_a_held_job_says_which_one_holds_it(
+    make_queue: MakeQueue,
+) -> None:
+    handler: WhileHeld[dict[str, TestResponse]] = WhileHeld()
+    queue = make_queue(handler)
+    client = Client(make_app(queue))
+    assert '<h2 id="limits">' not in client.get("/").text
+    assert client.get("/stats.json").json["limits"] == []  # type: ignore[index]
+    needs_limits(queue)
+    queue.limit("smtp", concurrency=1, rate="10/s", burst=3)
+    queue.limit("account:*", concurrency=1)
+
+    def look(held: int) -> dict[str, TestResponse]:
+        paths = ["/", "/stats.json", "/jobs/due", f"/job/{held}"]
+        return {path: client.get(path) for path in paths}
+
+    _, held, seen = hold_one(queue, handler, look, ("smtp", "account:42"))
+
+    overview = seen["/"].text
+    assert limit_row(overview, "smtp") == ["smtp", "1", "10/s, burst 3", "1", "1"]
+    assert limit_row(overview, "account:*") == ["account:* each key", "1", "—", "0",
+                                                "0"]  # fmt: skip
+    assert seen["/stats.json"].json["limits"] == [  # type: ignore[index]
+        {"name": "account:*", "running": 0, "waiting": 0},
+        {"name": "smtp", "running": 1, "waiting": 1},
+    ]
+    due = seen["/jobs/due"].text
+    assert (
+        f'<a href="/job/{held}">{held}</a> <span class="state held">held by smtp' in due
+    )
+    page = seen[f"/job/{held}"].text
+    assert '<span class="state held">held by smtp</span>' in page
+    assert '<dd id="limits">smtp, account:42</dd>' in page
+    assert re.search(r'<dd id="held-by">smtp: waits', page)
+
+
+def test_limits_and_held_jobs_are_shown_as_the_queue_tells_them_escaped(
+    queue: jobq.JobQueue[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    usages = [jobq.LimitUsage(f"{XSS}:*", 2, None, 1, 5, 7),
+              jobq.LimitUsage("api", None, "100/m", 1, 0, 3)]  # fmt: skip
+    record = queue.get(1)
+    assert record is not None
+    held = dataclasses.replace(record, limits=(f"{XSS}:1", "api"), held_by="api")
+    monkeypatch.setattr(queue, "limits", lambda: usages)
+    monkeypatch.setattr(queue, "get", lambda job_id: held)
+    client = Client(make_app(queue))
+
+    overview = client.get("/").text
+    page = client.get("/job/1").text
+
+    assert XSS not in overview + page
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert limit_row(overview, f"{escaped}:*") == [f"{escaped}:* each key", "2", "—",
+                                                   "5", "7"]  # fmt: skip
+    assert limit_row(overview, "api") == ["api", "—", "100/m", "0", "3"]
+    assert f'<dd id="limits">{escaped}:1, api</dd>' in page
+    assert '<span class="state held">held by api</span>' in page
+    assert client.get("/stats.json").json["limits"][0] == {  # type: ignore[index]
+        "name": f"{XSS}:*", "running": 5, "waiting": 7,
+    }  # fmt: skip

@@ -5,9 +5,11 @@ in the process where each change happens: counted in plain lists
 (``Tally``) turned into metric families at each scrape, or in multiprocess
 mode in prometheus_client's file-backed metric objects. The gauges (jobs
 by state, the oldest wait, worker threads) are read from the queue when
-Prometheus scrapes, so they cost nothing between scrapes. Labels are task names only
-(``PLAIN_TASK`` for plain handler jobs): never job ids, keys or payloads,
-so the number of series stays that of the code's tasks.
+Prometheus scrapes, so they cost nothing between scrapes. Labels are task names
+(``PLAIN_TASK`` for plain handler jobs) and declared limits (a family's
+pattern, ``account:*``, summed over its keys): never job ids, keys, limit
+keys or payloads, so the number of series stays that of the code's tasks and
+limits.
 
 Under a server with several processes (gunicorn), prometheus_client's
 multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set before it is imported)
@@ -420,7 +422,10 @@ class ProcessWorkers:
 
 class StoreGauges:
     """The gauges read from the queue at each scrape: jobs by state, the
-    oldest wait, and (unless multiprocess) this process's worker threads."""
+    oldest wait, the attempts running and the jobs waiting under each limit
+    (labelled with the limit's declared name: a family's pattern, such as
+    ``account:*``, never one series per key), and (unless multiprocess)
+    this process's worker threads."""
 
     def __init__(self, queue: JobQueue[Any], namespace: str, *, workers: bool) -> None:
         self.queue = queue
@@ -435,10 +440,11 @@ class StoreGauges:
         try:
             stats = self.queue.stats()
             due = self.queue.next_due()
+            limits = self.queue.limits()
         except JobqError as exc:  # a closed queue, an unreachable store
             logger.warning("jobq metrics: cannot read the queue: %s", exc)
             return
-        jobs, oldest, workers, abandoned = self._families(every=True)
+        jobs, oldest, running, waiting, workers, abandoned = self._families(every=True)
         states = {
             "pending": stats.pending - stats.delayed,  # due now
             "delayed": stats.delayed,
@@ -450,7 +456,10 @@ class StoreGauges:
             jobs.add_metric([state], count)
         now = self.queue.clock()
         oldest.add_metric([], 0.0 if due is None else max(now - due, 0.0))
-        yield from (jobs, oldest)
+        for usage in limits:  # one series per declared name or family pattern
+            running.add_metric([usage.name], usage.running)
+            waiting.add_metric([usage.name], usage.waiting)
+        yield from (jobs, oldest, running, waiting)
         if self.workers:
             counts = self.queue.worker_stats()
             workers.add_metric(["busy"], counts.busy)
@@ -467,9 +476,15 @@ class StoreGauges:
                               labels=["state"]),
             GaugeMetricFamily(f"{prefix}oldest_pending_age_seconds",
                               "How long the job that runs next has been due."),
+            GaugeMetricFamily(f"{prefix}limit_running",
+                              "Attempts running under each limit (a family: "
+                              "summed over its keys).", labels=["limit"]),
+            GaugeMetricFamily(f"{prefix}limit_waiting",
+                              "Due jobs each limit holds back (a family: summed "
+                              "over its keys).", labels=["limit"]),
             GaugeMetricFamily(f"{prefix}workers", "Worker threads of this process.",
                               labels=["state"]),
             GaugeMetricFamily(f"{prefix}abandoned_threads",
                               "Worker threads given up at a time limit."),
         )  # fmt: skip
-        return families if self.workers or every else families[:2]
+        return families if self.workers or every else families[:4]

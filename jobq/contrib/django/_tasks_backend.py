@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import inspect
 import secrets
 import threading
 import weakref
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast
 
 from django.apps import apps
 from django.conf import settings
@@ -31,6 +32,7 @@ from jobq import errors
 from jobq.errors import Fatal
 from jobq.events import Event, EventKind
 from jobq.middleware import hands_over
+from jobq.options import check
 from jobq.queue import JobQueue
 from jobq.tasks import task_arguments
 from jobq.types import AttemptError, Enqueued, Job, JobRecord, JobState
@@ -64,7 +66,10 @@ else:
         from django_tasks.signals import task_enqueued, task_finished, task_started
         from django_tasks.utils import normalize_json
 
-__all__ = ["JobqBackend", "NotADjangoTask", "ReturnValueNotJSON"]
+__all__ = ["JobqBackend", "JobqTask", "NotADjangoTask", "ReturnValueNotJSON"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: ``TaskResult.worker_ids`` holds one entry per attempt; jobq does not record
 #: which worker ran an attempt, so every entry is this.
@@ -132,9 +137,68 @@ class ReturnValueNotJSON(Fatal, TypeError):
     __module__ = "jobq.contrib.django.tasks"
 
 
+if TYPE_CHECKING:
+    _Task = Task[P, R]
+else:
+
+    class _Task(Task, Generic[P, R]):
+        """``Task`` as a generic base: Django's own is generic only in its
+        type stubs (the backport's at run time too)."""
+
+        __slots__ = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class JobqTask(_Task[P, R]):
+    """The ``Task`` of ``JobqBackend`` (its ``task_class``, which Django's
+    ``@task`` builds): a Django ``Task`` with jobq's ``limits``, the names
+    every job of it runs under (``queue.limit``; see the README's "Limits").
+    ``@task(limits=["smtp"])`` gives them to the task, ``.using(limits=[...])``
+    adds a call's own (``f"account:{account_id}"``): a job runs under its
+    task's and its own, duplicates dropped. A name no ``queue.limit`` of the
+    project's queue declares is refused at ``enqueue`` (``ValueError``)."""
+
+    limits: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # The names' shape now (a list or tuple of concrete names); whether
+        # each is declared, at enqueue. Task.__post_init__ by name: a slotted
+        # dataclass has no zero-argument super().
+        names = check({"limits": self.limits}, "task").limits
+        object.__setattr__(self, "limits", () if names is None else names)
+        Task.__post_init__(self)
+
+    def using(
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: dt.datetime | None = None,
+        backend: str | None = None,
+        limits: Sequence[str] | None = None,
+    ) -> JobqTask[P, R]:
+        """``Task.using``, and ``limits`` added to the task's own."""
+        changed = cast(
+            "JobqTask[P, R]",
+            Task.using(
+                self,
+                priority=priority,
+                queue_name=queue_name,
+                run_after=run_after,
+                backend=backend,
+            ),
+        )
+        if limits is None:
+            return changed
+        if isinstance(limits, str):  # one name is a list of one, not of letters
+            raise TypeError(f"limits must be a list of limit names, not {limits!r}")
+        return dataclasses.replace(changed, limits=(*self.limits, *limits))
+
+
 class JobqBackend(BaseTaskBackend):
     """Enqueues Django Tasks as jobs of ``jobq.contrib.django.get_queue()``."""
 
+    task_class = JobqTask
     supports_defer = True
     supports_async_task = True
     supports_priority = True
@@ -198,6 +262,7 @@ class JobqBackend(BaseTaskBackend):
             priority=task.priority,
             meta=meta,
             task=task.module_path,
+            limits=_limits_of(task) or None,
             # Immediate mode stands in for Django's ImmediateBackend: one attempt.
             max_attempts=1 if queue.immediate else None,
             what=f"the arguments of task {task.module_path!r}",
@@ -244,6 +309,11 @@ class JobqBackend(BaseTaskBackend):
                 )
             )
         return messages
+
+
+def _limits_of(task: Task[Any, Any]) -> tuple[str, ...]:
+    """The limits a task's jobs run under: a ``JobqTask``'s, else none."""
+    return task.limits if isinstance(task, JobqTask) else ()
 
 
 def _show_immediate_outcome(result: TaskResult[Any, Any], queue: JobQueue[Any]) -> None:
@@ -360,6 +430,9 @@ def _to_result(task: Task[Any, Any], record: JobRecord[Any]) -> TaskResult[Any, 
     attempt: ``started_at`` and ``last_attempted_at`` are when it started,
     ``finished_at`` when the job finished (SUCCESSFUL or FAILED)."""
     task = _stored_task(task, record.priority, record.meta)
+    if isinstance(task, JobqTask) and task.limits != record.limits:
+        # The ones it was enqueued with (its task's, and the call's own).
+        task = dataclasses.replace(task, limits=record.limits)
     status = STATUSES[record.state]
     args, kwargs = task_arguments(record.payload)
     # Failed attempts, plus the one running or the one that succeeded.

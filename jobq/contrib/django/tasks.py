@@ -18,6 +18,11 @@ transaction commits: until then ``id`` is ``""`` and ``enqueued_at`` is
 ``None``; the commit fills them in and sends ``task_enqueued``, and a
 rollback leaves them so, with no job.
 
+Limits: the backend's ``task_class`` is ``JobqTask``, a Django ``Task``
+with jobq's ``limits``: ``@task(limits=["smtp"])`` for every job of the
+task, ``.using(limits=[f"account:{pk}"])`` for one call's (added to the
+task's), each declared with ``get_queue().limit(...)`` in every process.
+
 Statuses: pending READY, running RUNNING, completed SUCCESSFUL (kept only
 with ``KEEP_COMPLETED``; else ``get_result`` raises
 ``TaskResultDoesNotExist`` once it succeeded), dead FAILED. ``get_result``
@@ -35,12 +40,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jobq.contrib.django._tasks_backend import JobqBackend as JobqBackend
+    from jobq.contrib.django._tasks_backend import JobqTask as JobqTask
     from jobq.contrib.django._tasks_backend import NotADjangoTask as NotADjangoTask
     from jobq.contrib.django._tasks_backend import (
         ReturnValueNotJSON as ReturnValueNotJSON,
     )
 
-__all__ = ["JobqBackend", "NotADjangoTask", "ReturnValueNotJSON"]
+__all__ = ["JobqBackend", "JobqTask", "NotADjangoTask", "ReturnValueNotJSON"]
 
 
 def __getattr__(name: str) -> Any:

@@ -115,3 +115,9 @@ def spin() -> None:
     total = 0
     while True:
         total += 1
+
+
+@task(limits=["smtp"])  # JobqBackend's task_class (JobqTask) takes jobq's limits
+def send_limited(to: str) -> str:
+    seen.append(to)
+    return to
