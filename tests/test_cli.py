@@ -1648,7 +1648,7 @@ def test_limits_and_show_while_a_job_is_held(
             run(capsys, "show", str(held), *target.args),
         )
 
-    _, held, (text, as_json, shown) = hold_one(
+    _, _, (text, as_json, shown) = hold_one(
         queue, handler, look, ("smtp", "account:42")
     )
 

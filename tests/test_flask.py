@@ -423,7 +423,7 @@ def test_flask_jobq_limits_and_show_of_a_held_job(
     def look(held: int) -> tuple[Any, Any]:
         return invoke(app, "limits"), invoke(app, "show", str(held), "--json")
 
-    _, held, (listed, shown) = hold_one(queue, handler, look)
+    _, _, (listed, shown) = hold_one(queue, handler, look)
 
     assert (listed.exit_code, shown.exit_code) == (0, 0), listed.output
     assert listed.output.splitlines()[1].split() == ["smtp", "1", "-", "-", "1", "1"]

@@ -768,8 +768,8 @@ def limit_row(page: str, name: str) -> list[str]:
     """The cells of the overview's row of limit ``name``, as text."""
     row = re.search(rf'<tr data-limit="{re.escape(name)}">(.*?)</tr>', page, re.S)
     assert row is not None, page
-    return [re.sub(r"<[^>]+>", "", cell).strip()
-            for cell in re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)]  # fmt: skip
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1), re.S)
+    return [re.sub(r"<[^>]+>", "", cell).strip() for cell in cells]
 
 
 def test_the_overview_lists_the_limits_and_a_held_job_says_which_one_holds_it(
@@ -799,9 +799,7 @@ def test_the_overview_lists_the_limits_and_a_held_job_says_which_one_holds_it(
         {"name": "smtp", "running": 1, "waiting": 1},
     ]
     due = seen["/jobs/due"].text
-    assert (
-        f'<a href="/job/{held}">{held}</a> <span class="state held">held by smtp' in due
-    )
+    assert f'{held}</a> <span class="state held">held by smtp' in due
     page = seen[f"/job/{held}"].text
     assert '<span class="state held">held by smtp</span>' in page
     assert '<dd id="limits">smtp, account:42</dd>' in page

@@ -42,7 +42,8 @@ class WhileHeld(Generic[T]):
     def __call__(self, job: jobq.Job[Any]) -> None:
         if job.payload != OUTER:
             return
-        assert self.queue is not None and self.look is not None
+        assert self.queue is not None
+        assert self.look is not None
         assert self.queue.run_pending() == 0  # the other job is held, not run
         self.seen.append(self.look())
 
