@@ -162,10 +162,7 @@ def test_concurrency_holds_across_three_processes(
         queue.close()
         stop_children(processes)
     found = runs(log)
-    assert sorted(job_id for _, job_id, _, _ in found) == sorted(set(
-        job_id for _, job_id, _, _ in found
-    ))  # fmt: skip
-    assert len(found) == 300
+    assert len({job_id for _, job_id, _, _ in found}) == len(found) == 300
     assert most_at_once([(s, e) for _, _, s, e in found]) == 2
     took = max(e for *_, e in found) - min(s for *_, s, _ in found)
     print(f"300 x 20 ms under concurrency=2: {took:.2f} s (ideal 3.00 s)")
@@ -211,7 +208,7 @@ def test_the_keys_of_a_family_run_in_parallel_and_each_alone(
     log = start_children(processes, tmp_path, where)
     queue = parent_queue(make_store)
     try:
-        for n in range(10):
+        for _ in range(10):
             for account in range(10):
                 queue.enqueue(f"account:{account}", limits=[f"account:{account}"])
         assert queue.join(timeout=WAIT)
