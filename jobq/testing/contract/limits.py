@@ -470,6 +470,12 @@ class LimitTests(ContractBase):
 
         again = self.limit_store(open_store)
 
+        if not self.limits_persist:  # the declaration and the job's limits only
+            record = again.get(held, clock())
+            assert record is not None
+            assert (record.limits, record.attempts) == (("api",), 0)
+            assert [u.name for u in again.limit_usage(clock())] == ["api"]
+            return
         assert again.get(held, clock()) == before
         assert again.limit_usage(clock()) == [LimitUsage("api", None, "1/h", 1, 0, 1)]
         assert again.claim_many(clock(), 10) == []
