@@ -25,6 +25,7 @@ from jobq.stores.base import (
     Capabilities,
     FileStore,
     FinishedStore,
+    LimitStore,
     MigratingStore,
     NamedQueueStore,
     OwnedStore,
@@ -99,6 +100,7 @@ PROTOCOLS: dict[str, type] = {
     "owner_writes": OwnedStore,
     "migrates_on_open": MigratingStore,
     "named_queues": NamedQueueStore,
+    "limits": LimitStore,
 }
 
 
@@ -121,6 +123,7 @@ def test_each_built_in_store_declares_exactly_the_optional_parts_it_has(
             owner_writes=False,
             migrates_on_open=False,
             named_queues=False,
+            limits=False,
         )
 
 

@@ -20,9 +20,17 @@ MakeQueue = Callable[..., jobq.JobQueue[Any]]
 
 
 def test_the_option_lists_are_the_typed_dicts() -> None:
-    assert {"delay", "at", "key", "priority", "meta", "timeout"} == JOB_OPTIONS
+    assert {
+        "delay",
+        "at",
+        "key",
+        "priority",
+        "meta",
+        "timeout",
+        "limits",
+    } == JOB_OPTIONS
     assert JOB_OPTIONS | {"connection"} == SEND_OPTIONS
-    assert {"name", "max_attempts", "priority", "timeout"} == TASK_OPTIONS
+    assert {"name", "max_attempts", "priority", "timeout", "limits"} == TASK_OPTIONS
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ class TestMemoryStore(StoreContractTests):
 
 class TestJsonFileStore(StoreContractTests):
     persistent = True
+    limits_persist = False
 
     def make_store(self, *, queue_clock: bool = False) -> Store:
         return JsonFileStore(self.tmp_path / "jobs.json")

@@ -44,11 +44,12 @@ CancelTuple = tuple[float, str, int | None, float]
 
 #: id, payload, key, priority, run_at, created_at, max_attempts, task, state,
 #: attempts, last_error, errors, result, expires_at, started_at, finished_at,
-#: timeout, meta (payload, result, meta: JSON text), cancellation.
+#: timeout, meta (payload, result, meta: JSON text), cancellation, limits.
 Entry = tuple[
     int, str, str | None, int, float, float, int, str | None,
     str, int, str | None, tuple[ErrorTuple, ...], str | None, float | None,
     float | None, float | None, float | None, str | None, CancelTuple | None,
+    tuple[str, ...],
 ]  # fmt: skip
 
 ID: Final = 0
@@ -70,6 +71,7 @@ FINISHED_AT: Final = 15
 TIMEOUT: Final = 16
 META: Final = 17
 CANCELLATION: Final = 18
+LIMITS: Final = 19
 
 _FIELDS = {
     "run_at": RUN_AT,
@@ -94,11 +96,12 @@ def new_entry(
     task: str | None,
     timeout: float | None,
     meta: str | None,
+    limits: tuple[str, ...] = (),
 ) -> Entry:
     """A pending job with no attempts yet."""
     return (job_id, payload, key, priority, run_at, created_at, max_attempts, task,
             PENDING, 0, None, (), None, None, None, None, timeout, meta,
-            None)  # fmt: skip
+            None, limits)  # fmt: skip
 
 
 def started(entry: Entry, at: float | None) -> Entry:
@@ -128,8 +131,8 @@ def failed(entry: Entry, error: AttemptError, **changes: Any) -> Entry:
     return tuple(values)  # type: ignore[return-value]  # same shape as entry
 
 
-def record(entry: Entry, running: bool) -> JobRecord[Any]:
-    """The job as callers see it."""
+def record(entry: Entry, running: bool, held_by: str | None = None) -> JobRecord[Any]:
+    """The job as callers see it (``held_by``: the limit holding it back)."""
     result = entry[RESULT]
     cancel = entry[CANCELLATION]
     return JobRecord(
@@ -151,4 +154,6 @@ def record(entry: Entry, running: bool) -> JobRecord[Any]:
         timeout=entry[TIMEOUT],
         meta=decode_meta(entry[META]),
         cancellation=None if cancel is None else Cancellation(*cancel[:3]),
+        limits=entry[LIMITS],
+        held_by=held_by,
     )

@@ -39,6 +39,7 @@ from jobq.stores._entry import (
     ID,
     KEY,
     LAST_ERROR,
+    LIMITS,
     MAX_ATTEMPTS,
     META,
     PAYLOAD,
@@ -57,6 +58,7 @@ from jobq.stores._entry import (
     record,
     started,
 )
+from jobq.stores._limiter import Limiter
 from jobq.stores.base import (
     CancelOutcome,
     Capabilities,
@@ -78,7 +80,7 @@ from jobq.stores.helpers import (
     OneJobCalls,
 )
 from jobq.stores.pages import JobPage, JobQuery, sort_key, take_page
-from jobq.types import AttemptError, Enqueued, JobRecord, JobState
+from jobq.types import AttemptError, Enqueued, JobRecord, JobState, Limit, LimitUsage
 
 
 class _JobTable:
@@ -158,6 +160,9 @@ class ChangeRecorder(Protocol):
     def scheduled(self, state: SlotState) -> None:
         """A schedule's state was stored (``enqueue_slot``)."""
 
+    def declared(self, limit: Limit) -> None:
+        """A limit's declaration was stored (``declare_limit``)."""
+
     def settled(self) -> None:
         """A job left pending or running: the recorder wakes ``join``
         callers (``Signal.job_settled_locked``) once it has recorded that."""
@@ -174,7 +179,7 @@ class MemoryStore(OneJobCalls):
     shared_between_processes = False
     keeps_results = False
     transactional_add = False
-    capabilities = Capabilities(pages=True, schedules=True)
+    capabilities = Capabilities(pages=True, schedules=True, limits=True)
     location = "memory"
     #: Nothing survives a crash here, so workers may always take several jobs.
     claim_batch: int = 32
@@ -198,6 +203,8 @@ class MemoryStore(OneJobCalls):
             self._pending += 1
             self._due.push((-entry[PRIORITY], entry[RUN_AT], job_id))
         self._claims.clear()
+        for item in self._limiter.restart(self._limiter.declarations()):
+            self._due.push(item)
 
     def _clear(self) -> None:
         self._jobs = _JobTable()
@@ -212,6 +219,7 @@ class MemoryStore(OneJobCalls):
         self._pending = 0  # waiting, not running
         self._next_id = 1
         self._schedules: dict[str, SlotState] = {}
+        self._limiter = Limiter()
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -248,7 +256,8 @@ class MemoryStore(OneJobCalls):
                 job_id = self._next_id
                 self._next_id = job_id + 1
                 entry = new_entry(job_id, payload, key, priority, run_at, now,
-                                  max_attempts, task, timeout, meta)  # fmt: skip
+                                  max_attempts, task, timeout, meta,
+                                  limits)  # fmt: skip
                 self._jobs[job_id] = entry
                 if key is not None:
                     keys[key] = job_id
@@ -272,17 +281,25 @@ class MemoryStore(OneJobCalls):
         claims: list[Claim] = []
         recorder = self._recorder
         with self._lock:
-            delayed, due = self._delayed, self._due
+            delayed, due, limiter = self._delayed, self._due, self._limiter
+            if limiter.next_ready() is not None:
+                self._push_due(limiter.ready(now))
             while delayed and delayed[0][0] <= now:
                 run_at, job_id = heapq.heappop(delayed)
                 entry = self._pending_entry(run_at, job_id)
                 if entry is not None:
                     due.push((-entry[PRIORITY], run_at, job_id))
             while len(claims) < limit and due:  # len first: due.__bool__ is a call
-                _, run_at, job_id = due.pop()
+                item = due.pop()
+                _, run_at, job_id = item
                 entry = self._pending_entry(run_at, job_id)
                 if entry is None:
                     continue  # cancelled or rescheduled since it was pushed
+                if entry[LIMITS]:
+                    admitted, released = limiter.admit(item, entry[LIMITS], now)
+                    self._push_due(released)
+                    if not admitted:
+                        continue  # held by a limit, until it allows
                 token = next(self._tokens)
                 self._claims[job_id] = (token, now)
                 self._pending -= 1
@@ -291,7 +308,8 @@ class MemoryStore(OneJobCalls):
                 attempt = entry[ATTEMPTS] + 1
                 claim = Claim(job_id, token, entry[PAYLOAD], attempt,
                               entry[MAX_ATTEMPTS], entry[KEY], entry[TASK],
-                              run_at, entry[TIMEOUT], entry[META])  # fmt: skip
+                              run_at, entry[TIMEOUT], entry[META],
+                              entry[LIMITS])  # fmt: skip
                 claims.append(claim)
         return claims
 
@@ -314,7 +332,7 @@ class MemoryStore(OneJobCalls):
     def _finish_locked(
         self, claim: Claim, result: str | None, keep_until: float | None, now: float
     ) -> bool:
-        ended = self._end_claim(claim)
+        ended = self._end_claim(claim, now)
         if ended is None:
             return False
         entry, start = ended
@@ -337,7 +355,7 @@ class MemoryStore(OneJobCalls):
         with self._lock:
             released = stopped = 0
             for claim in claims:
-                ended = self._end_claim(claim)
+                ended = self._end_claim(claim, now)
                 if ended is None:
                     continue
                 entry = started(ended[0], None)
@@ -362,7 +380,7 @@ class MemoryStore(OneJobCalls):
         with self._lock:
             due = settled = 0
             for claim, error, retry_at in failures:
-                ended = self._end_claim(claim)
+                ended = self._end_claim(claim, now)
                 if ended is None:
                     states.append(None)
                     continue
@@ -409,7 +427,7 @@ class MemoryStore(OneJobCalls):
                 return None
             held = self._claims.get(job_id)
             if held is None:
-                return record(entry, False)
+                return record(entry, False, self._limiter.held_by(job_id))
             return record(started(entry, held[1]), True)
 
     def list_jobs(
@@ -430,7 +448,8 @@ class MemoryStore(OneJobCalls):
             if running:
                 entries = [started(e, claims[e[ID]][1]) for e in entries]
         entries.sort(key=lambda e: (e[RUN_AT], -e[PRIORITY], e[ID]))
-        return [record(entry, running) for entry in entries[:limit]]
+        held_by = self._limiter.held_by
+        return [record(entry, running, held_by(entry[ID])) for entry in entries[:limit]]
 
     def revive(self, job_id: int, now: float) -> bool:
         with self._lock:
@@ -459,6 +478,28 @@ class MemoryStore(OneJobCalls):
             self._changed(job_id)
             return True
 
+    # -- limits (LimitStore) -----------------------------------------------------
+
+    def declare_limit(self, limit: Limit) -> Limit | None:
+        with self._lock:
+            replaced, released = self._limiter.declare(limit, self._signal.clock())
+            self._push_due(released)
+            if self._recorder is not None:
+                self._recorder.declared(limit)
+            return replaced
+
+    def limit_usage(self, now: float) -> list[LimitUsage]:
+        with self._lock:
+            return self._limiter.usage()
+
+    def limit_declarations(self) -> list[Limit]:
+        """The declarations, by name (``lock`` held: the JSON store's snapshot)."""
+        return self._limiter.declarations()
+
+    def restore_limits(self, limits: Sequence[Limit]) -> None:
+        """Replace the declarations with loaded ones (``lock`` held)."""
+        self._limiter.restart(limits)
+
     def cancel(
         self, job_id: int, now: float, *, by: str, keep_until: float
     ) -> CancelOutcome | None:
@@ -477,6 +518,7 @@ class MemoryStore(OneJobCalls):
             if self._cancelled:
                 self._expire(self._cancelled, CANCELLED, now)
             self._pending -= 1  # its heap item is skipped when it surfaces
+            self._limiter.forget(job_id)
             self._end_cancelled(evolve(entry, cancellation=(now, by, None, keep_until)))
             self._settled()
             return "cancelled"
@@ -538,7 +580,7 @@ class MemoryStore(OneJobCalls):
                     if query.admits(e[TASK], e[KEY], e[LAST_ERROR])
                 ),
                 query,
-                lambda entry: record(entry, running),
+                lambda entry: record(entry, running, self._limiter.held_by(entry[ID])),
             )
 
     def next_due(self) -> float | None:
@@ -551,7 +593,11 @@ class MemoryStore(OneJobCalls):
             delayed = self._delayed
             while delayed and not self._pending_entry(*delayed[0]):
                 heapq.heappop(delayed)
-            return delayed[0][0] if delayed else None
+            times = [delayed[0][0]] if delayed else []
+            rate = self._limiter.next_ready()  # a held job a rate lets go then
+            if rate is not None:
+                times.append(rate)
+            return min(times, default=None)
 
     # -- periodic jobs (ScheduleStore) ----------------------------------------
 
@@ -667,15 +713,25 @@ class MemoryStore(OneJobCalls):
         held = self._claims.get(claim.id)
         return held is not None and held[0] == claim.token
 
-    def _end_claim(self, claim: Claim) -> tuple[Entry, float | None] | None:
+    def _end_claim(self, claim: Claim, now: float) -> tuple[Entry, float | None] | None:
         """The claimed entry and its attempt's ``started_at``, the claim
-        ended; ``None`` if the token is stale (``_current``, inlined: this
-        runs for every job)."""
+        ended and its limits' slots freed; ``None`` if the token is stale
+        (``_current``, inlined: this runs for every job)."""
         held = self._claims.get(claim.id)
         if held is None or held[0] != claim.token:
             return None
         del self._claims[claim.id]
-        return self._jobs[claim.id], held[1]
+        entry = self._jobs[claim.id]
+        if entry[LIMITS]:
+            self._push_due(self._limiter.free(entry[LIMITS], now))
+        return entry, held[1]
+
+    def _push_due(self, items: list[tuple[int, float, int]]) -> None:
+        """Held jobs a limit let go: due again, in their order, waking workers."""
+        if items:
+            for item in items:
+                self._due.push(item)
+            self._signal.jobs_added_locked(len(items))
 
     def _release_key(self, entry: Entry) -> None:
         if entry[KEY] is not None and self._keys.get(entry[KEY]) == entry[ID]:

@@ -61,6 +61,7 @@ class Row:
     task: str | None
     timeout: float | None
     meta: str | None  # JSON object text
+    limits: tuple[str, ...] = ()  # kept, never enforced: no Capabilities.limits
     state: JobState = JobState.PENDING
     attempts: int = 0
     last_error: str | None = None
@@ -478,4 +479,5 @@ class DictStore:
             timeout=row.timeout,
             meta=MappingProxyType(json.loads(row.meta or "{}")),
             cancellation=row.cancellation,
+            limits=row.limits,
         )

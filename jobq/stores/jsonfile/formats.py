@@ -11,7 +11,10 @@ Version 2 added ``started_at``, ``finished_at``, ``timeout`` and ``meta`` to
 rows and the attempt's start to ``run`` records; version 1 files, which have
 none of them, load with those ``None``. Version 3 added the ``cancelled``
 state and a row's ``cancel`` member (``[at, by, attempt, keep_until]``,
-only where a job was asked to stop); older files load with none.
+only where a job was asked to stop), a row's ``limits`` (only where a job
+runs under some), and limits' declarations: the header's ``limits`` list and
+``limit`` journal records (``[name, concurrency, rate, per, burst]``); older
+files load with none.
 
 Periodic jobs' schedule states (``SlotState``) live in the snapshot header's
 ``schedules`` list and in ``slot`` journal records; files without them
@@ -42,6 +45,7 @@ from jobq.stores._entry import (
     ID,
     KEY,
     LAST_ERROR,
+    LIMITS,
     MAX_ATTEMPTS,
     META,
     PAYLOAD,
@@ -59,6 +63,7 @@ from jobq.stores._entry import (
     started,
 )
 from jobq.stores.base import SlotState
+from jobq.types import Limit
 
 FORMAT = "jobq"
 VERSION = 3
@@ -75,7 +80,7 @@ _PUT_OPEN = '["put",'
 _PAYLOAD_MEMBER = ',"payload":'
 _RESULT_MEMBER = ',"result":'
 _STATES = frozenset((PENDING, RUNNING, DEAD, COMPLETED, CANCELLED))
-_OPERATIONS = frozenset(("put", "del", "run", "slot"))
+_OPERATIONS = frozenset(("put", "del", "run", "slot", "limit"))
 _ROW_CHECK = re.compile(rb'\{"crc32":([0-9]{1,10}),')
 _ROW_START = re.compile(re.escape(b'{"crc32":'))
 _TRAILER = re.compile(rb'.\], "crc32": [0-9]+\}$', re.DOTALL)  # after a hit newline
@@ -112,7 +117,7 @@ def row(entry: Entry, running: bool) -> str:
         f'"started_at":{_number(entry[STARTED_AT])},'
         f'"finished_at":{_number(entry[FINISHED_AT])},'
         f'"timeout":{_number(entry[TIMEOUT])},"meta":{_text(entry[META])},'
-        f"{_cancel_member(entry[CANCELLATION])}"
+        f"{_cancel_member(entry[CANCELLATION])}{_limits_member(entry[LIMITS])}"
         f'"payload":{entry[PAYLOAD]},'
         f'"result":{"null" if entry[RESULT] is None else entry[RESULT]}}}'
     )
@@ -124,6 +129,22 @@ def _cancel_member(cancel: CancelTuple | None) -> str:
         return ""
     at, by, attempt, keep_until = cancel
     return f'"cancel":[{at!r},{_string(by)},{_number(attempt)},{keep_until!r}],'
+
+
+def _limits_member(limits: tuple[str, ...]) -> str:
+    """A row's ``limits`` member with its comma; none for the usual job."""
+    if not limits:
+        return ""
+    return f'"limits":[{",".join(_string(name) for name in limits)}],'
+
+
+def _limit_names(value: object) -> tuple[str, ...]:
+    """A row's ``limits`` read back (``()``: none)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"expected a list of limit names, not {value!r}")
+    return tuple(value)
 
 
 def _cancellation(value: object) -> CancelTuple | None:
@@ -169,6 +190,14 @@ def slot_record(state: SlotState) -> bytes:
     return json.dumps(["slot", *state], ensure_ascii=True).encode()
 
 
+def limit_record(limit: Limit) -> bytes:
+    return json.dumps(["limit", *_limit_fields(limit)], ensure_ascii=True).encode()
+
+
+def _limit_fields(limit: Limit) -> list[object]:
+    return [limit.name, limit.concurrency, limit.rate, limit.per, limit.burst]
+
+
 def serialize(
     live: Iterable[Entry],
     dead: Sequence[Entry],
@@ -176,6 +205,7 @@ def serialize(
     next_id: int,
     seq: int,
     schedules: Sequence[SlotState] = (),
+    limits: Sequence[Limit] = (),
 ) -> Iterator[bytes]:
     """A snapshot that, with the journal's records after ``seq`` replayed on
     top, is the whole queue: the ``live`` jobs, then the ``dead`` ones in
@@ -191,7 +221,8 @@ def serialize(
     """
     head = json.dumps(
         {"format": FORMAT, "version": VERSION, "seq": seq, "next_id": next_id,
-         "schedules": [list(state) for state in schedules]}
+         "schedules": [list(state) for state in schedules],
+         "limits": [_limit_fields(limit) for limit in limits]}
     )  # fmt: skip
     chunk = f'{head[:-1]}, "jobs": [\n'.encode()
     crc = zlib.crc32(chunk)
@@ -237,6 +268,7 @@ class State:
         self.next_id = 1
         self.seq = 0  # the newest change this state holds
         self.schedules: dict[str, SlotState] = {}
+        self.limits: dict[str, Limit] = {}
 
     def load_snapshot(self, data: bytes) -> None:
         """Read a snapshot line by line: one job per line, so a million jobs
@@ -324,6 +356,25 @@ class State:
             raise TypeError(f"expected a list of schedules, not {listed!r}")
         for item in listed:
             self._slot(item)
+        declared = head.get("limits", [])
+        if not isinstance(declared, list):
+            raise TypeError(f"expected a list of limits, not {declared!r}")
+        for item in declared:
+            self._limit(item)
+
+    def _limit(self, item: object) -> None:
+        """A limit's declaration: ``[name, concurrency, rate, per, burst]``."""
+        if not isinstance(item, list) or len(item) != 5:
+            raise ValueError(f"malformed limit: {item!r}")
+        name, concurrency, rate, per, burst = item
+        if not isinstance(name, str) or not all(
+            value is None or type(value) is int for value in (concurrency, rate)
+        ):
+            raise TypeError(f"malformed limit: {item!r}")
+        if type(burst) is not int or (rate is None) != (per is None):
+            raise TypeError(f"malformed limit: {item!r}")
+        per_seconds = None if per is None else _float(per)
+        self.limits[name] = Limit(name, concurrency, rate, per_seconds, burst)
 
     def _slot(self, item: object) -> None:
         """A schedule's state: ``[name, expression, last_slot, last_job_id]``."""
@@ -360,8 +411,8 @@ class State:
                     f"a journal record of kind {operation!r} was written by a "
                     "newer jobq: upgrade jobq"
                 )
-            if operation == "slot":
-                self._slot(record[1:])
+            if operation in ("slot", "limit"):
+                (self._slot if operation == "slot" else self._limit)(record[1:])
                 self.seq = seq
                 return
             if len(record) < 2 or type(record[1]) is not int:  # a bool is no id
@@ -512,6 +563,7 @@ def _entry(text_row: str) -> tuple[Entry, bool]:
         _optional_float(item.get("timeout")),
         _optional_str(item.get("meta")),
         _cancellation(item.get("cancel")),  # version 3
+        _limit_names(item.get("limits")),  # version 3
     )
     return entry, state == RUNNING
 

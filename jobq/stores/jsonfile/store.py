@@ -68,7 +68,7 @@ from jobq.stores.jsonfile.reading import (
 )
 from jobq.stores.memory import MemoryStore
 from jobq.stores.pages import JobPage, JobQuery
-from jobq.types import Enqueued, JobRecord, JobState
+from jobq.types import Enqueued, JobRecord, JobState, Limit, LimitUsage
 
 logger = logging.getLogger("jobq.stores.jsonfile")
 
@@ -94,7 +94,7 @@ class JsonFileStore(OneJobCalls):
     keeps_results = True  # the file outlives the process
     transactional_add = False
     capabilities = Capabilities(
-        pages=True, schedules=True, files=True, owner_writes=True
+        pages=True, schedules=True, files=True, owner_writes=True, limits=True
     )
 
     def __init__(
@@ -298,6 +298,20 @@ class JsonFileStore(OneJobCalls):
         self._refresh()
         return self._memory.page_jobs(query, now)
 
+    def declare_limit(self, limit: Limit) -> Limit | None:
+        """The owner's declarations rule: a reader's (a command, a
+        dashboard) are not written."""
+        if self.read_only:
+            return None
+        self._require_owner()
+        replaced = self._memory.declare_limit(limit)
+        self._commit()
+        return replaced
+
+    def limit_usage(self, now: float) -> list[LimitUsage]:
+        self._refresh()
+        return self._memory.limit_usage(now)
+
     def schedule_states(self) -> list[SlotState]:
         self._refresh()
         return self._memory.schedule_states()
@@ -338,6 +352,9 @@ class JsonFileStore(OneJobCalls):
 
     def stopping(self, entry: Entry, started_at: float | None) -> None:
         self._record(fmt.put_record(started(entry, started_at), running=True))
+
+    def declared(self, limit: Limit) -> None:
+        self._record(fmt.limit_record(limit))
 
     def scheduled(self, state: SlotState) -> None:
         self._record(fmt.slot_record(state))
@@ -439,6 +456,7 @@ class JsonFileStore(OneJobCalls):
                     seq = self._seq
                     blocks, dead, running, next_id = self._memory.view()
                     schedules = self._memory.schedule_states()
+                    limits = self._memory.limit_declarations()
                 if self._broken is None:
                     try:  # so the old segment holds everything up to seq, durably:
                         if records:  # callers that wait for _sync find it synced
@@ -455,7 +473,7 @@ class JsonFileStore(OneJobCalls):
                 if self._broken is None:
                     self._written = self._synced = seq
             data = fmt.serialize(
-                self._live_jobs(blocks), dead, running, next_id, seq, schedules
+                self._live_jobs(blocks), dead, running, next_id, seq, schedules, limits
             )
             self._snapshot_size = durable_replace(self.path, data, io=self._io)
             with self._journal_lock, self._sync_lock:
@@ -592,6 +610,7 @@ class JsonFileStore(OneJobCalls):
                 self._memory.clock(), recover=recover,
             )  # fmt: skip
             self._memory.restore_schedules(list(state.schedules.values()))
+            self._memory.restore_limits(list(state.limits.values()))
             if not recover:
                 self._buffer.clear()
                 return

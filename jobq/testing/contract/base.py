@@ -139,6 +139,10 @@ class ContractBase:
     #: ones) when it is closed: a second store over the same place sees them,
     #: as after a restart. ``False``: the restart tests are skipped.
     persistent: ClassVar[bool] = False
+    #: Its limits' state (the jobs held back, the rates' last starts) outlives
+    #: the store object, as its jobs do (SQLite, PostgreSQL); ``False``: a
+    #: restart starts them afresh, the declarations and jobs kept (JSON).
+    limits_persist: ClassVar[bool] = True
 
     #: This test's own directory (pytest's ``tmp_path``).
     tmp_path: Path
