@@ -1633,8 +1633,11 @@ def test_limits_of_a_store_that_holds_none(
 
 
 def test_limits_and_show_while_a_job_is_held(
-    target: Target, capsys: pytest.CaptureFixture[str]
+    shared_target: Target, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # A store shared between processes: a JSON file's reader (the command)
+    # sees the declarations, not the owner's running and held counts.
+    target = shared_target
     handler: WhileHeld[tuple[Result, Result, Result]] = WhileHeld()
     queue = target.queue(handler)
     needs_limits(queue)
@@ -1648,9 +1651,7 @@ def test_limits_and_show_while_a_job_is_held(
             run(capsys, "show", str(held), *target.args),
         )
 
-    _, _, (text, as_json, shown) = hold_one(
-        queue, handler, look, ("smtp", "account:42")
-    )
+    _, _, (text, as_json, shown) = hold_one(queue, handler, look, also=("account:42",))
 
     assert (text.code, as_json.code, shown.code) == (0, 0, 0), text.err + shown.err
     assert [line.split() for line in text.out.splitlines()[1:]] == [

@@ -788,7 +788,7 @@ def test_the_overview_lists_the_limits_and_a_held_job_says_which_one_holds_it(
         paths = ["/", "/stats.json", "/jobs/due", f"/job/{held}"]
         return {path: client.get(path) for path in paths}
 
-    _, held, seen = hold_one(queue, handler, look, ("smtp", "account:42"))
+    _, held, seen = hold_one(queue, handler, look, also=("account:42",))
 
     overview = seen["/"].text
     assert limit_row(overview, "smtp") == ["smtp", "1", "10/s, burst 3", "1", "1"]
