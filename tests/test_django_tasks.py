@@ -27,10 +27,11 @@ from django.core.exceptions import SuspiciousOperation
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
+from limits_helpers import needs_limits
 
 import jobq.contrib.django as contrib
 from jobq.contrib.django import DjangoJobQueue, get_queue
-from jobq.contrib.django.tasks import JobqBackend, ReturnValueNotJSON
+from jobq.contrib.django.tasks import JobqBackend, JobqTask, ReturnValueNotJSON
 from jobq.errors import ProcessDied
 from jobq.events import Event, EventKind
 from jobq.stores import MemoryStore, SqliteStore, Store
@@ -527,6 +528,48 @@ def test_get_result_rebuilds_the_task_as_it_was_enqueued(
     assert fetched == other
     assert on_store.cancel(int(result.id))
     assert on_store.cancel(int(other.id))
+
+
+def test_the_backend_s_tasks_carry_jobq_s_limits() -> None:
+    from djapp.dtasks import record, send_limited
+
+    assert JobqBackend.task_class is JobqTask
+    assert isinstance(send_limited, JobqTask)
+    assert send_limited.limits == ("smtp",)
+    assert record.limits == ()
+    per_call = send_limited.using(limits=["account:42", "smtp"], priority=3)
+    assert (per_call.limits, per_call.priority) == (("smtp", "account:42"), 3)
+    assert send_limited.using(priority=1).limits == ("smtp",)
+    with pytest.raises(TypeError, match="list of limit names"):
+        send_limited.using(limits="smtp")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="concrete limits"):
+        send_limited.using(limits=["account:*"])
+    with pytest.raises(TypeError, match="list of limit names"):
+        dataclasses.replace(record, limits="smtp")
+
+
+@pytest.mark.parametrize("store_kind", PERSISTENT)
+def test_a_task_s_jobs_run_under_its_limits_and_the_call_s(
+    on_store: DjangoJobQueue,
+) -> None:
+    from djapp.dtasks import send_limited
+
+    with pytest.raises(ValueError, match="'smtp' is not declared"):
+        send_limited.enqueue("ann@example.com")
+    needs_limits(on_store)
+    on_store.limit("smtp", concurrency=2)
+    on_store.limit("account:*", concurrency=1)
+
+    result = send_limited.using(limits=["account:42"]).enqueue("ann@example.com")
+
+    record = on_store.get(int(result.id))
+    assert record is not None
+    assert record.limits == ("smtp", "account:42")
+    fetched = send_limited.get_result(result.id)
+    assert fetched.task.limits == ("smtp", "account:42")  # type: ignore[attr-defined]
+    assert on_store.run_pending() == 1
+    fetched.refresh()
+    assert fetched.return_value == "ann@example.com"
 
 
 def test_an_error_of_the_project_resolves_to_its_class() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from limits_helpers import WhileHeld, hold_one, needs_limits
 
 pytest.importorskip("prometheus_client")
 from prometheus_client import CollectorRegistry, generate_latest
@@ -254,6 +255,53 @@ def test_the_oldest_pending_age_grows_while_jobs_wait(
     assert found["app_jobs_oldest_pending_age_seconds", ()] == 12
     assert found["app_jobs_jobs", (("state", "pending"),)] == 2
     assert found["app_jobs_jobs", (("state", "delayed"),)] == 0
+
+
+def test_the_limit_gauges_show_each_declared_limit_a_family_as_one_series(
+    registry: CollectorRegistry, make_queue: Any
+) -> None:
+    handler: WhileHeld[Samples] = WhileHeld()
+    queue = make_queue(handler)
+    instrument(queue, registry)
+    assert only(samples(registry), "jobq_limit_running") == {}
+    needs_limits(queue)
+    queue.limit("account:*", concurrency=1)
+    queue.limit("smtp", concurrency=5, rate="100/m")
+
+    *_, found = hold_one(queue, handler, lambda held: samples(registry), "account:7")
+
+    assert only(found, "jobq_limit_running") == {
+        (("limit", "account:*"),): 1,
+        (("limit", "smtp"),): 0,
+    }
+    assert only(found, "jobq_limit_waiting") == {
+        (("limit", "account:*"),): 1,
+        (("limit", "smtp"),): 0,
+    }
+    text = generate_latest(registry).decode()
+    assert "account:7" not in text  # a key is never a series of its own
+    assert "# TYPE jobq_limit_running gauge" in text
+
+
+def test_the_limit_gauges_follow_queue_limits(
+    registry: CollectorRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    usages = [jobq.LimitUsage("api", None, "100/m", 1, 0, 12),
+              jobq.LimitUsage("tenant:*", 2, None, 1, 6, 40)]  # fmt: skip
+    monkeypatch.setattr(queue, "limits", lambda: usages)
+    instrument(queue, registry)
+
+    found = samples(registry)
+
+    assert only(found, "jobq_limit_running") == {
+        (("limit", "api"),): 0,
+        (("limit", "tenant:*"),): 6,
+    }
+    assert only(found, "jobq_limit_waiting") == {
+        (("limit", "api"),): 12,
+        (("limit", "tenant:*"),): 40,
+    }
 
 
 def test_a_queue_is_instrumented_once(registry: CollectorRegistry) -> None:
