@@ -21,12 +21,14 @@ from typing import Any
 import pytest
 from dashboard_helpers import XSS, django_dead_job, no_autostart  # noqa: F401 (fixture)
 from flask import Flask
+from limits_helpers import WhileHeld, hold_one, needs_limits
 from werkzeug.serving import make_server
 
 import jobq
 from jobq import Fatal, Job
 from jobq.contrib.flask import JobQ
 from jobq.stores import SqliteStore
+from jobq.web import make_app
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -250,6 +252,66 @@ def test_a_script_in_a_payload_is_shown_as_text(
     page.goto(base + f"/job/{job_id}")
     expect(page.locator("#payload")).to_have_text(f'"{XSS}"')
     assert page.dialogs == []
+
+
+@pytest.fixture
+def limited_site() -> Iterator[tuple[str, jobq.JobQueue[Any], WhileHeld[None]]]:
+    """A dashboard (refreshing every 0.2 s) of a queue in memory with a
+    limit, served on a free port; its handler holds a job back (see
+    ``limits_helpers``)."""
+    handler: WhileHeld[None] = WhileHeld()
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(handler)
+    needs_limits(queue)
+    queue.limit("smtp", concurrency=1)
+    queue.limit("account:*", concurrency=1)
+    server = make_server("127.0.0.1", 0, make_app(queue, refresh_seconds=0.2),
+                         threaded=True)  # fmt: skip
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}", queue, handler
+    server.shutdown()
+    thread.join()
+    server.server_close()
+    queue.close()
+
+
+def test_a_limit_s_counts_and_a_held_job_in_a_browser(
+    limited_site: tuple[str, jobq.JobQueue[Any], WhileHeld[None]],
+    page: Any,
+    shots: Path,
+) -> None:
+    from playwright.sync_api import expect
+
+    base, queue, handler = limited_site
+
+    def look(held: int) -> None:
+        """While the first job holds smtp's one slot, and the second waits."""
+        page.goto(base + "/")
+        smtp = page.locator('tr[data-limit="smtp"]')
+        expect(smtp.locator('[data-limit-count="running"]')).to_have_text("1")
+        expect(smtp.locator('[data-limit-count="waiting"]')).to_have_text("1")
+        expect(page.locator('tr[data-limit="account:*"]')).to_contain_text("each key")
+        queue.enqueue("waits too", limits=["smtp"])
+        assert queue.run_pending() == 0  # held as well
+        expect(smtp.locator('[data-limit-count="waiting"]')).to_have_text("2")
+        page.screenshot(path=str(shots / "dashboard-limits.png"), full_page=True)
+        page.click('a[href="/jobs/due"] >> nth=0')
+        expect(page.locator(f'a[href="/job/{held}"] + .state.held')).to_have_text(
+            "held by smtp"
+        )
+        page.click(f'a[href="/job/{held}"]')
+        expect(page.locator("h1 .state.held")).to_have_text("held by smtp")
+        expect(page.locator("#limits")).to_have_text("smtp, account:42")
+        expect(page.locator("#held-by")).to_contain_text("smtp: waits")
+
+    hold_one(queue, handler, look, also=("account:42",))
+
+    assert queue.run_pending() == 0  # both ran once the slot was free
+    assert queue.stats().pending == 0
+    page.goto(base + "/")
+    smtp = page.locator('tr[data-limit="smtp"]')
+    expect(smtp.locator('[data-limit-count="running"]')).to_have_text("0")
+    expect(smtp.locator('[data-limit-count="waiting"]')).to_have_text("0")
 
 
 def test_the_standalone_command_in_a_browser(tmp_path: Path, page: Any) -> None:
