@@ -28,7 +28,7 @@ import pytest
 from old_schemas import sqlite_at, sqlite_v1
 
 import jobq
-from jobq import Cancellation, Enqueued, JobState
+from jobq import Cancellation, Enqueued, JobState, Limit, LimitUsage
 from jobq.stores import SqliteStore, store_from
 from jobq.stores.base import Claim, NewJob, Signal, StoreStats
 from jobq.stores.sqlite import statements as sqlite_statements
@@ -75,8 +75,11 @@ def new_job(
     key: str | None = None,
     priority: int = 0,
     max_attempts: int = 5,
+    limits: tuple[str, ...] = (),
 ) -> NewJob:
-    return NewJob(json.dumps(payload), run_at, key, priority, max_attempts)
+    return NewJob(
+        json.dumps(payload), run_at, key, priority, max_attempts, limits=limits
+    )
 
 
 def add(store: SqliteStore, *jobs: NewJob, now: float = T0) -> list[int]:
@@ -705,6 +708,84 @@ def test_claim_statements_use_the_partial_indexes(
     }
 
 
+def test_limit_statements_use_their_indexes(open_store: OpenStore, path: Path) -> None:
+    """A claim finds the keys that may release through ``jobq_limit_ready``,
+    a key's held jobs through ``jobq_held``, and its slots by primary key:
+    never a scan however many jobs are held or run."""
+    store = open_store()
+    add(store, *(new_job(n, run_at=T0 + 3600, priority=9) for n in range(500)))
+    statements = [
+        ("ANY_DUE", (T0,)),
+        ("READY_KEYS", (T0,)),
+        ("READY_KEY_EXISTS", (T0,)),
+        ("KEY_STATE", ("smtp",)),
+        ("RELEASE_HELD", ("smtp", 2)),
+        ("NEXT_DUE", ()),
+        ("HOLD", ("smtp", 1)),
+        ("TAKE_SLOT", ("smtp", 1)),
+        ("SET_KEY", (T0, T0, "smtp")),
+    ]
+    with raw(path) as conn:
+        plans = {
+            name: plan(conn, getattr(sqlite_statements, name), params)
+            for name, params in statements
+        }
+        # The triggers' statements, as a claim's end runs them.
+        freed = plan(conn, "DELETE FROM jobq_slots WHERE job_id = ?", (1,))
+        marked = plan(
+            conn,
+            "UPDATE jobq_limit_keys SET ready_at = 0 WHERE held > 0"
+            " AND name IN (SELECT name FROM jobq_slots WHERE job_id = ?)",
+            (1,),
+        )
+
+    assert "USING INDEX jobq_limit_ready (ready_at<?)" in plans["READY_KEYS"]
+    assert "USING INDEX jobq_limit_ready (ready_at<?)" in plans["ANY_DUE"]
+    assert "USING INDEX jobq_limit_ready" in plans["NEXT_DUE"]
+    assert "USING INDEX jobq_held (held_by=?)" in plans["RELEASE_HELD"]
+    assert "SEARCH jobq_slots USING PRIMARY KEY (name=?)" in plans["KEY_STATE"]
+    assert "USING COVERING INDEX jobq_slots_job (job_id=?)" in freed
+    assert "USING COVERING INDEX jobq_slots_job (job_id=?)" in marked
+    assert "SCAN jobq_limit_keys" not in marked
+    assert "SCAN jobq_limit_keys" not in "\n".join(plans.values())
+    assert {name: full_scans(text) for name, text in plans.items()} == {
+        name: [] for name in plans
+    }
+
+
+def test_a_version_5_file_is_migrated_and_keeps_its_jobs(
+    path: Path, open_store: OpenStore
+) -> None:
+    """Version 6 rebuilds the jobs table (the state 'held'): every job, the
+    id sequence and the keys come through, with no limits."""
+    sqlite_at(path, 5)
+    with raw(path) as conn:  # job 4 was taken, then deleted: its id stays used
+        conn.execute("INSERT INTO jobq_jobs (id, state, payload, priority, run_at,"
+                     " created_at, max_attempts) VALUES (4, 'ready', '0', 0, ?, ?, 1)",
+                     (T0, T0))  # fmt: skip
+        conn.execute("DELETE FROM jobq_jobs WHERE id = 4")
+
+    store = open_store()
+
+    records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
+    shown = [(r.state, r.payload, r.key, r.attempts, r.limits, r.held_by)
+             for r in records if r is not None]  # fmt: skip
+    assert shown == [
+        (JobState.PENDING, "due", "k", 0, (), None),
+        (JobState.PENDING, {"n": 1}, None, 1, (), None),
+        (JobState.DEAD, "dead", None, 1, (), None),
+    ]
+    assert store.stats() == StoreStats(2, 0, 1, delayed=1)
+    with raw(path) as conn:
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (6,)
+    assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
+    assert add(store, new_job("new")) == [5]
+    store.declare_limit(Limit("smtp", concurrency=1))
+    add(store, new_job("a", limits=("smtp",)), new_job("b", limits=("smtp",)))
+    assert [c.id for c in store.claim_many(T0, 10)] == [1, 5, 6]
+    assert store.limit_usage(T0) == [LimitUsage("smtp", 1, None, 1, 1, 1)]
+
+
 def vm_steps(store: SqliteStore, action: Callable[[], object]) -> int:
     """SQLite virtual-machine instructions ``action`` runs on this thread's
     connection: the work a query does, independent of the machine's speed."""
@@ -987,7 +1068,7 @@ def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
 def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
     sqlite_v1(path)
 
-    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 5
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 6
     assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
 
     with raw(path) as conn:
@@ -1037,7 +1118,7 @@ def test_a_version_4_file_is_migrated_and_keeps_its_jobs_ids_and_keys(
     ]
     assert store.stats() == StoreStats(2, 0, 1, delayed=1, kept=1, cancelled=0)
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (5,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (6,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
     assert add(store, new_job("new")) == [6]
     assert claim(store).id == 1

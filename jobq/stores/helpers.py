@@ -8,6 +8,7 @@ imports them.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
@@ -44,6 +45,7 @@ def positive_seconds(value: object, name: str) -> float:
 DATABASE_STATES = {
     "scheduled": JobState.PENDING,
     "ready": JobState.PENDING,
+    "held": JobState.PENDING,  # due, held back by a limit
     "running": JobState.RUNNING,
     "dead": JobState.DEAD,
     "completed": JobState.COMPLETED,
@@ -56,12 +58,14 @@ def record_from_row(
     errors: Iterable[Sequence[Any]],
     *,
     cancels_at: int | None = None,
+    limits_at: int | None = None,
 ) -> JobRecord[Any]:
     """A job as the database stores select it: (id, state, payload, attempts,
     run_at, created_at, last_error, key, priority, result, task, errors,
     max_attempts, started_at, finished_at, timeout, meta, ...), with
     ``errors`` already parsed; its cancellation's (at, by, attempt) from
-    column ``cancels_at`` on (``None``: the store keeps none)."""
+    column ``cancels_at`` on (``None``: the store keeps none), its limits
+    (JSON array text or NULL) and ``held_by`` from column ``limits_at`` on."""
     (job_id, state, payload, attempts, run_at, created_at, last_error, key, priority,
      result, task, _, max_attempts, started_at, finished_at, timeout,
      meta) = row[:17]  # fmt: skip
@@ -86,7 +90,16 @@ def record_from_row(
         timeout=timeout,
         meta=decode_meta(meta),
         cancellation=None if cancels_at is None else cancellation_of(row, cancels_at),
+        **({} if limits_at is None else limits_of(row, limits_at)),
     )
+
+
+def limits_of(row: Sequence[Any], start: int) -> dict[str, Any]:
+    """A record's ``limits`` and ``held_by`` from a row's (limits, held_by)
+    at ``start``: limits as JSON array text, or NULL for none."""
+    limits, held_by = row[start : start + 2]
+    return {"limits": () if limits is None else tuple(json.loads(limits)),
+            "held_by": held_by}  # fmt: skip
 
 
 def cancellation_of(row: Sequence[Any], start: int) -> Cancellation | None:
@@ -102,13 +115,16 @@ def database_page(
     load_errors: Callable[[Any], Iterable[Sequence[Any]]],
     *,
     cancels_at: int | None = None,
+    limits_at: int | None = None,
 ) -> JobPage:
     """A page from up to ``limit`` + 1 rows, each a record's ``width``
     columns (``record_from_row``, ``cancels_at`` as there) and then its sort
     key: one row more than the page means another page, after the last one
     shown."""
     jobs = [
-        record_from_row(row, load_errors(row[11]), cancels_at=cancels_at)
+        record_from_row(
+            row, load_errors(row[11]), cancels_at=cancels_at, limits_at=limits_at
+        )
         for row in rows[:limit]
     ]
     more = len(rows) > limit

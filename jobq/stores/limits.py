@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from jobq.types import Limit
+from jobq.types import Limit, LimitUsage
 
 #: A key that never started anything: every rate allows it.
 NEVER = float("-inf")
@@ -58,3 +58,30 @@ def next_tat(limit: Limit, tat: float, now: float) -> float:
 def has_room(limit: Limit, running: int) -> bool:
     """Whether one more attempt of a key with ``running`` attempts fits."""
     return limit.concurrency is None or running < limit.concurrency
+
+
+def usage_of(
+    limits: Iterable[Limit],
+    running: Iterable[tuple[str, int]],
+    held: Iterable[tuple[str, int]],
+) -> list[LimitUsage]:
+    """``limit_usage`` from the declarations and the attempts running and
+    jobs held per concrete key: each key counted under the declaration that
+    governs it (a family's keys summed), by name."""
+    declared = sorted(limits, key=lambda limit: limit.name)
+    counts = {limit.name: [0, 0] for limit in declared}
+    for column, per_key in enumerate((running, held)):
+        for key, count in per_key:
+            limit = governing(declared, key)
+            if limit is not None:
+                counts[limit.name][column] += count
+    return [
+        LimitUsage(
+            limit.name,
+            limit.concurrency,
+            limit.rate_text,
+            limit.burst,
+            *counts[limit.name],
+        )
+        for limit in declared
+    ]

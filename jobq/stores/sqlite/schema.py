@@ -5,9 +5,10 @@ or migrated from an older version, or its version checked).
 Tables carry a ``jobq_`` prefix so that the queue can live in a database the
 application also uses. States: scheduled and ready (both "pending"), running,
 dead, completed (kept with its result until ``expires_at``), cancelled (kept
-likewise); a running job with a ``cancel_at`` is stopping (it holds no key).
+likewise), held (pending, due, held back by a limit: version 6); a running
+job with a ``cancel_at`` is stopping (it holds no key).
 Counts per state live in a small table kept by triggers, so ``stats`` reads
-six rows, never the jobs (plus the few scheduled jobs already due and
+seven rows, never the jobs (plus the few scheduled jobs already due and
 completed or cancelled ones already expired that no write moved yet).
 """
 
@@ -23,7 +24,7 @@ from jobq.stores.sqlite.connections import Database, primary_code
 logger = logging.getLogger("jobq.stores.sqlite")
 
 #: The schema this code writes; a file with a newer one is refused.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA_V1 = (
     """CREATE TABLE jobq_meta (
@@ -171,9 +172,92 @@ SCHEMA_V5 = (
     *(sql for sql in SCHEMA_V1 if sql.startswith("CREATE TRIGGER")),
 )
 
+# Version 6: limits (see "Limits" in ``jobq.stores.base``). A job keeps its
+# ``limits`` (JSON array text, NULL for none); a due job a limit holds back
+# is ``held`` (pending to callers) with the key in ``held_by``: out of
+# ``jobq_ready``, so no claim looks at it until its key releases it. Per
+# concrete key, ``jobq_limit_keys`` keeps the rate's ``tat``, how many jobs
+# it holds (kept by triggers) and ``ready_at``, when it may release one
+# (NULL: once a slot frees); ``jobq_slots`` has a row per running attempt
+# per key, deleted by triggers whichever way the attempt ends, which also
+# mark the key ready. None of it is read for a job without limits. The state
+# "held" needs a new CHECK: the table is rebuilt as for version 5.
+_V5_COLUMNS = f"""{_V4_COLUMNS}, cancel_at, cancel_by, cancel_attempt"""
+_JOBS_V6 = (
+    SCHEMA_V5[0]
+    .replace("jobq_jobs_v5", "jobq_jobs_v6")
+    .replace("'completed', 'cancelled')", "'completed', 'cancelled', 'held')")
+    .replace(
+        "cancel_attempt INTEGER                 -- NULL: cancelled while pending",
+        """cancel_attempt INTEGER,                -- NULL: cancelled while pending
+        limits TEXT,                           -- JSON array of limit keys
+        held_by TEXT                           -- held jobs: the key holding""",
+    )
+)
+_LIVE = "('scheduled', 'ready', 'running', 'held')"
+_SLOT_FREED = """UPDATE jobq_limit_keys SET ready_at = 0 WHERE held > 0
+            AND name IN (SELECT name FROM jobq_slots WHERE job_id = OLD.id);
+        DELETE FROM jobq_slots WHERE job_id = OLD.id;"""
+SCHEMA_V6 = (
+    _JOBS_V6,
+    f"INSERT INTO jobq_jobs_v6 ({_V5_COLUMNS}) SELECT {_V5_COLUMNS} FROM jobq_jobs",  # noqa: S608
+    "DELETE FROM sqlite_sequence WHERE name = 'jobq_jobs_v6'",
+    "UPDATE sqlite_sequence SET name = 'jobq_jobs_v6' WHERE name = 'jobq_jobs'",
+    "DROP TABLE jobq_jobs",  # its indexes and triggers with it
+    "ALTER TABLE jobq_jobs_v6 RENAME TO jobq_jobs",
+    *(sql for sql in SCHEMA_V5 if sql.startswith("CREATE INDEX")),
+    f"""CREATE UNIQUE INDEX jobq_live_keys ON jobq_jobs (key)
+        WHERE key IS NOT NULL AND state IN {_LIVE} AND cancel_at IS NULL""",
+    # A key's held jobs in run order (releases), and all of them (pages).
+    """CREATE INDEX jobq_held ON jobq_jobs (held_by, priority DESC, run_at, id)
+        WHERE state = 'held'""",
+    """CREATE INDEX jobq_held_order ON jobq_jobs (priority DESC, run_at, id)
+        WHERE state = 'held'""",
+    "INSERT INTO jobq_counts (state, n) VALUES ('held', 0)",
+    *(sql for sql in SCHEMA_V1 if sql.startswith("CREATE TRIGGER")),
+    """CREATE TABLE jobq_limits (
+        name TEXT PRIMARY KEY,                 -- exact, or a family's "prefix:*"
+        concurrency INTEGER,
+        rate INTEGER,
+        per REAL,                              -- seconds
+        burst INTEGER NOT NULL
+    )""",
+    """CREATE TABLE jobq_limit_keys (
+        name TEXT PRIMARY KEY,                 -- a concrete key
+        tat REAL,                              -- the rate's; NULL: never started
+        ready_at REAL,                         -- may release then; NULL: no
+        held INTEGER NOT NULL DEFAULT 0        -- jobs it holds
+    )""",
+    "CREATE INDEX jobq_limit_ready ON jobq_limit_keys (ready_at) WHERE held > 0",
+    """CREATE TABLE jobq_slots (
+        name TEXT NOT NULL,
+        job_id INTEGER NOT NULL,
+        PRIMARY KEY (name, job_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX jobq_slots_job ON jobq_slots (job_id)",
+    """CREATE TRIGGER jobq_hold AFTER UPDATE OF state ON jobq_jobs
+        WHEN NEW.state = 'held' AND OLD.state IS NOT 'held' BEGIN
+        UPDATE jobq_limit_keys SET held = held + 1 WHERE name = NEW.held_by;
+    END""",
+    """CREATE TRIGGER jobq_unhold AFTER UPDATE OF state ON jobq_jobs
+        WHEN OLD.state = 'held' AND NEW.state IS NOT 'held' BEGIN
+        UPDATE jobq_limit_keys SET held = held - 1 WHERE name = OLD.held_by;
+    END""",
+    f"""CREATE TRIGGER jobq_slots_end AFTER UPDATE OF state ON jobq_jobs
+        WHEN OLD.state = 'running' AND NEW.state IS NOT 'running'
+        AND OLD.limits IS NOT NULL BEGIN
+        {_SLOT_FREED}
+    END""",
+    f"""CREATE TRIGGER jobq_slots_delete AFTER DELETE ON jobq_jobs
+        WHEN OLD.state = 'running' AND OLD.limits IS NOT NULL BEGIN
+        {_SLOT_FREED}
+    END""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
+    6: SCHEMA_V6,
 }  # fmt: skip
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"

@@ -13,12 +13,12 @@ from jobq.types import JobState
 
 # A stopping job (``cancel_at`` set) holds no key: ``jobq_live_keys``.
 HELD_KEY = """SELECT id FROM jobq_jobs
-    WHERE key = ? AND state IN ('scheduled', 'ready', 'running')
+    WHERE key = ? AND state IN ('scheduled', 'ready', 'running', 'held')
     AND cancel_at IS NULL"""
 INSERT = """INSERT INTO jobq_jobs
     (state, payload, key, priority, run_at, created_at, max_attempts, task,
-     timeout, meta)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"""
+     timeout, meta, limits)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"""
 
 # -- periodic jobs' schedules -----------------------------------------------------
 
@@ -31,21 +31,26 @@ PUT_SCHEDULE = """INSERT INTO jobq_schedules (name, expression, last_slot, last_
 SCHEDULES = """SELECT name, expression, last_slot, last_job_id FROM jobq_schedules
     ORDER BY name"""
 LIVE_JOB = """SELECT 1 FROM jobq_jobs
-    WHERE id = ? AND state IN ('scheduled', 'ready', 'running')"""
+    WHERE id = ? AND state IN ('scheduled', 'ready', 'running', 'held')"""
 
 # Cheap read first, so idle workers never take the write lock for nothing.
+# Its second column: whether a key may release held jobs (``READY_KEYS``).
 ANY_DUE = """SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'ready')
-    OR EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= ?)"""
+    OR EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= ?1),
+    EXISTS (SELECT 1 FROM jobq_limit_keys WHERE held > 0 AND ready_at <= ?1)"""
 PROMOTE = (
     "UPDATE jobq_jobs SET state = 'ready' WHERE state = 'scheduled' AND run_at <= ?"
 )
+# A job under limits keeps its attempt times until its limits admit it
+# (``ADMIT``): one they hold back never started.
 CLAIM = """UPDATE jobq_jobs SET state = 'running', token = token + 1,
-        started_at = ?, finished_at = NULL,
+        started_at = iif(limits IS NULL, ?1, started_at),
+        finished_at = iif(limits IS NULL, NULL, finished_at),
         lease_until = ?, owner_host = ?, owner_pid = ?, owner_nonce = ?
     WHERE id IN (SELECT id FROM jobq_jobs WHERE state = 'ready'
                  ORDER BY priority DESC, run_at, id LIMIT ?)
     RETURNING id, token, payload, attempts, max_attempts, key, task,
-        -priority, run_at, timeout, meta"""
+        -priority, run_at, timeout, meta, limits"""
 # A stopping job never started, so it ends cancelled, its attempts unchanged.
 RELEASE = """UPDATE jobq_jobs SET started_at = NULL,
         state = CASE WHEN cancel_at IS NULL THEN 'ready' ELSE 'cancelled' END
@@ -75,9 +80,9 @@ END_CANCELLED = """UPDATE jobq_jobs SET state = 'cancelled', attempts = ?,
     last_error = ?, errors = ?, finished_at = ? WHERE id = ?"""
 DEAD_COUNT = "SELECT n FROM jobq_counts WHERE state = 'dead'"
 PENDING_COUNT = """SELECT sum(n) FROM jobq_counts
-    WHERE state IN ('scheduled', 'ready')"""
+    WHERE state IN ('scheduled', 'ready', 'held')"""
 LIVE_COUNT = """SELECT sum(n) FROM jobq_counts
-    WHERE state IN ('scheduled', 'ready', 'running')"""
+    WHERE state IN ('scheduled', 'ready', 'running', 'held')"""
 OLDEST_DEAD = """SELECT id, last_error FROM jobq_jobs WHERE state = 'dead'
     ORDER BY buried LIMIT ?"""
 DELETE = "DELETE FROM jobq_jobs WHERE id = ?"
@@ -124,15 +129,17 @@ OWNED = f"""SELECT {_RECOVERED} FROM jobq_jobs
 
 _COLUMNS = """id, state, payload, attempts, run_at, created_at, last_error, key,
     priority, result, task, errors, max_attempts, started_at, finished_at,
-    timeout, meta, expires_at, cancel_at, cancel_by, cancel_attempt"""
+    timeout, meta, expires_at, cancel_at, cancel_by, cancel_attempt, limits,
+    held_by"""
 #: Where a record's columns (``_COLUMNS``) hold ``expires_at``, and the
-#: cancellation's (at, by, attempt) start; how many there are.
-EXPIRES_AT, CANCELS_AT, WIDTH = 17, 18, 21
+#: cancellation's (at, by, attempt) and the (limits, held_by) start; how
+#: many there are.
+EXPIRES_AT, CANCELS_AT, LIMITS_AT, WIDTH = 17, 18, 21, 23
 RECORD = f"SELECT {_COLUMNS} FROM jobq_jobs"  # noqa: S608
 GET = RECORD + " WHERE id = ?"
 LIST_DEAD = RECORD + " WHERE state = 'dead' ORDER BY buried LIMIT ?"
 LIST_PENDING = (
-    RECORD + " WHERE state IN ('scheduled', 'ready')"
+    RECORD + " WHERE state IN ('scheduled', 'ready', 'held')"
     " ORDER BY run_at, priority DESC, id LIMIT ?"
 )
 LIST_RUNNING = (
@@ -151,14 +158,17 @@ REVIVE = """UPDATE jobq_jobs SET state = 'ready', attempts = 0, run_at = ?,
 DELETE_DEAD = "DELETE FROM jobq_jobs WHERE id = ? AND state = 'dead'"
 CANCEL_STATE = "SELECT state, cancel_at IS NOT NULL FROM jobq_jobs WHERE id = ?"
 CANCEL_PENDING = """UPDATE jobq_jobs SET state = 'cancelled', cancel_at = ?,
-    cancel_by = ?, expires_at = ? WHERE id = ?"""
+    cancel_by = ?, expires_at = ?, held_by = NULL WHERE id = ?"""
 STOP_RUNNING = """UPDATE jobq_jobs SET cancel_at = ?, cancel_by = ?,
     cancel_attempt = attempts + 1, expires_at = ? WHERE id = ?"""
 COUNTS = "SELECT state, n FROM jobq_counts"
+# A key holding jobs may release one at its ``ready_at``.
 NEXT_DUE = """SELECT
     (SELECT run_at FROM jobq_jobs WHERE state = 'ready'
      ORDER BY priority DESC, run_at, id LIMIT 1),
-    (SELECT run_at FROM jobq_jobs WHERE state = 'scheduled' ORDER BY run_at LIMIT 1)"""
+    (SELECT run_at FROM jobq_jobs WHERE state = 'scheduled' ORDER BY run_at LIMIT 1),
+    (SELECT ready_at FROM jobq_limit_keys WHERE held > 0 AND ready_at IS NOT NULL
+     ORDER BY ready_at LIMIT 1)"""
 
 #: The statement that lists the jobs in each state (``list_jobs``).
 LISTS = {
@@ -206,7 +216,12 @@ _PAGE_DUE = f"""SELECT * FROM (
         FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= :now
         AND (priority < :c0 OR (priority = :c0 AND (run_at, id) > (:c1, :c2))){_FILTERS}
         ORDER BY priority DESC, run_at, id LIMIT :limit)
-    ) ORDER BY 22 DESC, 23, 24 LIMIT :limit"""  # noqa: S608
+    UNION ALL
+    SELECT * FROM (SELECT {_COLUMNS}, priority, run_at, id
+        FROM jobq_jobs INDEXED BY jobq_held_order WHERE state = 'held'
+        AND (priority < :c0 OR (priority = :c0 AND (run_at, id) > (:c1, :c2))){_FILTERS}
+        ORDER BY priority DESC, run_at, id LIMIT :limit)
+    ) ORDER BY 24 DESC, 25, 26 LIMIT :limit"""  # noqa: S608
 
 
 def _page_kept(state: str) -> str:
@@ -231,6 +246,8 @@ PAGES = {
     "completed": _page_kept("completed"),
     "cancelled": _page_kept("cancelled"),
 }
+#: Due jobs that no claim moved yet (scheduled and due, and held ones) are
+#: listed with the due ones: held jobs in ``jobq_held_order``.
 #: Scheduled jobs due at ``now`` that no claim moved yet: the delayed count is
 #: the scheduled count less these (a range of ``jobq_scheduled``; few).
 DUE_SCHEDULED = """SELECT count(*) FROM jobq_jobs
@@ -257,3 +274,37 @@ FINISHED_PER_MINUTE = """WITH RECURSIVE minutes(start) AS (SELECT :since
             WHERE state IN ('completed', 'dead') AND finished_at >= start
             AND finished_at < start + 60 AND state = 'dead')
     FROM minutes ORDER BY start"""
+
+# -- limits (see "Limits" in ``jobq.stores.base``; the tables in ``schema``) -----
+
+GET_LIMIT = """SELECT name, concurrency, rate, per, burst FROM jobq_limits
+    WHERE name = ?"""
+PUT_LIMIT = """INSERT INTO jobq_limits (name, concurrency, rate, per, burst)
+    VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency,
+        rate = excluded.rate, per = excluded.per, burst = excluded.burst"""
+LIMITS = "SELECT name, concurrency, rate, per, burst FROM jobq_limits ORDER BY name"
+#: Attempts running and jobs held, per concrete key (``limit_usage``).
+SLOTS_PER_KEY = "SELECT name, count(*) FROM jobq_slots GROUP BY name"
+HELD_PER_KEY = "SELECT name, held FROM jobq_limit_keys WHERE held > 0"
+#: The keys that may release held jobs now: a range of ``jobq_limit_ready``.
+READY_KEYS = """SELECT name, tat FROM jobq_limit_keys
+    WHERE held > 0 AND ready_at <= ?"""
+READY_KEY_EXISTS = """SELECT EXISTS (SELECT 1 FROM jobq_limit_keys
+    WHERE held > 0 AND ready_at <= ?)"""
+KEY_STATE = """SELECT tat, held,
+    (SELECT count(*) FROM jobq_slots WHERE jobq_slots.name = jobq_limit_keys.name)
+    FROM jobq_limit_keys WHERE name = ?"""
+NEW_KEY = "INSERT OR IGNORE INTO jobq_limit_keys (name) VALUES (?)"
+SET_KEY = "UPDATE jobq_limit_keys SET tat = ?, ready_at = ? WHERE name = ?"
+SET_READY = "UPDATE jobq_limit_keys SET ready_at = ? WHERE name = ?"
+TAKE_SLOT = "INSERT INTO jobq_slots (name, job_id) VALUES (?, ?)"
+#: A claimed job its limits admit starts now (``CLAIM`` left its times).
+ADMIT = "UPDATE jobq_jobs SET started_at = ?, finished_at = NULL WHERE id = ?"
+#: A claimed job a limit holds back: held by that key, as before the claim.
+HOLD = """UPDATE jobq_jobs SET state = 'held', held_by = ?, lease_until = NULL,
+    owner_host = NULL, owner_pid = NULL, owner_nonce = NULL WHERE id = ?"""
+#: A key's first held jobs, in run order, due again: a range of ``jobq_held``.
+RELEASE_HELD = """UPDATE jobq_jobs SET state = 'ready', held_by = NULL
+    WHERE id IN (SELECT id FROM jobq_jobs WHERE state = 'held' AND held_by = ?
+                 ORDER BY priority DESC, run_at, id LIMIT ?)"""

@@ -56,8 +56,16 @@ from jobq.stores.helpers import (
     positive_seconds,
     record_from_row,
 )
+from jobq.stores.limits import usage_of
 from jobq.stores.pages import DATABASE_FIRST, JobPage, JobQuery, read_cursor
 from jobq.stores.sqlite.connections import Database, guard, inherited
+from jobq.stores.sqlite.limiting import (
+    Limiter,
+    declare,
+    declared,
+    job_limits,
+    limits_text,
+)
 from jobq.stores.sqlite.schema import migrate_schema
 from jobq.stores.sqlite.statements import (
     ANY_DUE,
@@ -88,7 +96,9 @@ from jobq.stores.sqlite.statements import (
     GET,
     GET_SCHEDULE,
     HELD_KEY,
+    HELD_PER_KEY,
     INSERT,
+    LIMITS_AT,
     LISTS,
     LIVE_COUNT,
     LIVE_JOB,
@@ -100,11 +110,13 @@ from jobq.stores.sqlite.statements import (
     PENDING_COUNT,
     PROMOTE,
     PUT_SCHEDULE,
+    READY_KEY_EXISTS,
     RELEASE,
     RENEW_CHUNK,
     RETRY,
     REVIVE,
     SCHEDULES,
+    SLOTS_PER_KEY,
     STOP_RUNNING,
     SYNCHRONOUS,
     WIDTH,
@@ -112,7 +124,15 @@ from jobq.stores.sqlite.statements import (
     stops,
 )
 from jobq.stores.sqlite.wakeups import Watcher
-from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
+from jobq.types import (
+    AttemptError,
+    Enqueued,
+    FinishedMinute,
+    JobRecord,
+    JobState,
+    Limit,
+    LimitUsage,
+)
 
 logger = logging.getLogger("jobq.stores.sqlite")
 
@@ -192,7 +212,9 @@ def _load_errors(text: str) -> tuple[AttemptError, ...]:
 
 def _record(row: Sequence[Any]) -> JobRecord[Any]:
     """A job as ``RECORD`` selects it."""
-    return record_from_row(row, json.loads(row[11]), cancels_at=CANCELS_AT)
+    return record_from_row(
+        row, json.loads(row[11]), cancels_at=CANCELS_AT, limits_at=LIMITS_AT
+    )
 
 
 def _finish_one(
@@ -216,7 +238,8 @@ def _insert(conn: sqlite3.Connection, new: NewJob, now: float) -> Enqueued:
             return Enqueued(held[0], True)
     state = "ready" if new.run_at <= now else "scheduled"
     row = (state, new.payload, new.key, new.priority, new.run_at, now,
-           new.max_attempts, new.task, new.timeout, new.meta)  # fmt: skip
+           new.max_attempts, new.task, new.timeout, new.meta,
+           limits_text(new.limits))  # fmt: skip
     (job_id,) = conn.execute(INSERT, row).fetchone()
     return Enqueued(job_id, False)
 
@@ -240,7 +263,12 @@ class SqliteStore(OneJobCalls):
     keeps_results = True
     transactional_add = False
     capabilities = Capabilities(
-        pages=True, finished_counts=True, schedules=True, schema=True, files=True
+        pages=True,
+        finished_counts=True,
+        schedules=True,
+        schema=True,
+        files=True,
+        limits=True,
     )
 
     def __init__(
@@ -474,13 +502,19 @@ class SqliteStore(OneJobCalls):
         if watcher is not None:
             watcher.want_rings()  # before looking: nothing committed later is missed
         with self._reading() as conn:
-            if not conn.execute(ANY_DUE, (now,)).fetchone()[0]:
+            due, releasing = conn.execute(ANY_DUE, (now,)).fetchone()
+            if not (due or releasing):
                 return []
         owner = self._owner
         with self._write() as conn:
             conn.execute(PROMOTE, (now,))
+            limiter = Limiter(conn, now) if releasing else None
+            if limiter is not None:
+                limiter.release()
             lease = (now + self._lease, owner.host, owner.pid, owner.nonce)
             rows = conn.execute(CLAIM, (now, *lease, limit)).fetchall()
+            if any(row[11] is not None for row in rows):
+                rows = self._admit(conn, limiter or Limiter(conn, now), rows, limit)
         rows.sort(key=lambda row: (*row[7:9], row[0]))  # RETURNING keeps no order
         return [
             Claim(
@@ -494,6 +528,7 @@ class SqliteStore(OneJobCalls):
                 due,
                 timeout,
                 meta,
+                () if limits is None else job_limits(limits),
             )
             for (
                 job_id,
@@ -507,8 +542,38 @@ class SqliteStore(OneJobCalls):
                 due,
                 timeout,
                 meta,
+                limits,
             ) in rows
         ]
+
+    def _may_hold(self, conn: sqlite3.Connection, now: float) -> bool:
+        """Whether a key may release held jobs now: idle workers should look."""
+        return bool(conn.execute(READY_KEY_EXISTS, (now,)).fetchone()[0])
+
+    def _admit(
+        self,
+        conn: sqlite3.Connection,
+        limiter: Limiter,
+        rows: list[Any],
+        limit: int,
+    ) -> list[Any]:
+        """The claimed rows whose limits admit them; the others held, and
+        more claimed in their place until ``limit`` or nothing is ready."""
+        admitted: list[Any] = []
+        owner = self._owner
+        lease = (limiter.now + self._lease, owner.host, owner.pid, owner.nonce)
+        while rows:
+            rows.sort(key=lambda row: (*row[7:9], row[0]))
+            admitted += [
+                row
+                for row in rows
+                if row[11] is None or limiter.admit(row[0], job_limits(row[11]))
+            ]
+            wanted = limit - len(admitted)
+            if not wanted:
+                break
+            rows = conn.execute(CLAIM, (limiter.now, *lease, wanted)).fetchall()
+        return admitted
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
@@ -517,9 +582,21 @@ class SqliteStore(OneJobCalls):
             conn.execute(EXPIRE_COMPLETED, (now,))
             ended = [_finish_one(conn, d, keep_until, now) for d in done]
             settled = any(ended) and self._settled(conn)
+            freed = self._slots_freed(conn, [d.claim for d in done], now)
         if settled:
             self._job_settled()
+        if freed:
+            self._jobs_added(1)
         return ended
+
+    def _slots_freed(
+        self, conn: sqlite3.Connection, claims: Sequence[Claim], now: float
+    ) -> bool:
+        """Whether ending ``claims`` let a key release held jobs (a probe of
+        ``jobq_limit_ready``, only where one of them had limits)."""
+        if not any(claim.limits for claim in claims):
+            return False
+        return self._may_hold(conn, now)
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         """Pending again; a stopping job, which never started, cancelled."""
@@ -553,10 +630,11 @@ class SqliteStore(OneJobCalls):
                                                 error, retry_at, now, end)  # fmt: skip
                 states.append(end)
             settled = self._any_settled(conn, states, now)
+            freed = self._slots_freed(conn, [f.claim for f in failures], now)
         self._log_dropped(dropped)
         if settled:
             self._job_settled()
-        retried = states.count(JobState.PENDING)
+        retried = states.count(JobState.PENDING) + freed
         if retried:
             self._jobs_added(retried)
         return states
@@ -624,7 +702,7 @@ class SqliteStore(OneJobCalls):
             row = conn.execute(CANCEL_STATE, (job_id,)).fetchone()
             state, stopping = (None, False) if row is None else row
             request = (now, by, keep_until, job_id)
-            if state in ("scheduled", "ready"):
+            if state in ("scheduled", "ready", "held"):
                 conn.execute(CANCEL_PENDING, request)
                 outcome: CancelOutcome | None = "cancelled"
             elif state == "running":
@@ -662,7 +740,7 @@ class SqliteStore(OneJobCalls):
             expired = conn.execute(EXPIRED_COMPLETED, (now,)).fetchone()[0]
             gone = conn.execute(EXPIRED_CANCELLED, (now,)).fetchone()[0]
         return StoreStats(
-            counts["scheduled"] + counts["ready"],
+            counts["scheduled"] + counts["ready"] + counts["held"],
             counts["running"],
             counts["dead"],
             counts["scheduled"] - due,
@@ -694,14 +772,38 @@ class SqliteStore(OneJobCalls):
         with self._reading() as conn:
             rows = conn.execute(PAGES[query.view], params).fetchall()
         return database_page(
-            rows, query.limit, WIDTH, json.loads, cancels_at=CANCELS_AT
+            rows,
+            query.limit,
+            WIDTH,
+            json.loads,
+            cancels_at=CANCELS_AT,
+            limits_at=LIMITS_AT,
         )
 
     def next_due(self) -> float | None:
+        """The first ready job's due time, else the earliest of the first
+        scheduled job's and a holding key's ``ready_at``."""
         with self._reading() as conn:
-            ready, scheduled = conn.execute(NEXT_DUE).fetchone()
-        due = ready if ready is not None else scheduled
-        return None if due is None else float(due)
+            ready, scheduled, releasing = conn.execute(NEXT_DUE).fetchone()
+        if ready is not None:
+            return float(ready)
+        later = [float(t) for t in (scheduled, releasing) if t is not None]
+        return min(later) if later else None
+
+    # -- limits -------------------------------------------------------------------
+
+    def declare_limit(self, limit: Limit) -> Limit | None:
+        with self._write() as conn:
+            return declare(conn, limit)
+
+    def limit_usage(self, now: float) -> list[LimitUsage]:
+        """The declarations, and per key its slots and held jobs, summed
+        over the declaration that governs each key."""
+        with self._reading() as conn:
+            limits = declared(conn)
+            running = conn.execute(SLOTS_PER_KEY).fetchall()
+            held = conn.execute(HELD_PER_KEY).fetchall()
+        return usage_of(limits, running, held)
 
     # -- inside a write transaction: settling, failures, burial, recovery ----------
 
@@ -810,9 +912,10 @@ class SqliteStore(OneJobCalls):
                 )
                 states.append(end)
             settled = self._any_settled(conn, states, now)
+            freed = bool(recovered) and self._may_hold(conn, now)
         self._log_dropped(dropped)
         log_recovered(recovered)
-        retried = states.count(JobState.PENDING)
+        retried = states.count(JobState.PENDING) + freed
         if retried:
             self._jobs_added(retried)
         if settled:
