@@ -1619,14 +1619,15 @@ def test_show_prints_a_job_s_limits_and_the_one_holding_it() -> None:
 def test_limits_of_a_store_that_holds_none(
     target: Target, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    target.seed(pending=[1])
+    _, (job,) = target.seed(pending=[1])
 
     text = run(capsys, "limits", *target.args)
     as_json = run(capsys, "limits", "--json", *target.args)
-    shown = run(capsys, "show", "1", "--json", *target.args)
+    shown = run(capsys, "show", str(job), "--json", *target.args)
 
     assert (text.code, text.out) == (0, "no limits\n"), text.err
-    assert (as_json.code, json.loads(as_json.out)) == (0, [])
+    assert (as_json.code, shown.code) == (0, 0), as_json.err + shown.err
+    assert json.loads(as_json.out) == []
     assert (json.loads(shown.out)["limits"], json.loads(shown.out)["held_by"]) == (
         [], None
     )  # fmt: skip
