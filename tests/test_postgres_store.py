@@ -274,7 +274,10 @@ def test_the_schema_is_created_on_first_use_with_its_version(
                 sql.Identifier(fresh_schema, "meta")
             )
         ).fetchone() or (None,)
-    assert tables == {"jobs", "counts", "meta", "schedules"}
+    assert tables == {
+        "jobs", "counts", "meta", "schedules", "limits", "limit_keys", "slots",
+        "wakes",
+    }  # fmt: skip
     assert version == postgres_module.SCHEMA_VERSION
 
 
@@ -317,7 +320,7 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta),
                    r.cancellation) for r in records if r is not None]  # fmt: skip
     assert new_fields == [(None, None, None, {}, None)] * 3
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 5
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 6
     first = store.claim(T0 + 5)
     assert first is not None
     assert (first.id, first.meta, first.timeout) == (1, None, None)
@@ -339,7 +342,7 @@ def test_a_version_4_schema_is_migrated_to_cancelling_and_keeps_its_jobs_and_key
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 5
+    assert store.migrate() == postgres_module.SCHEMA_VERSION
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.cancellation) for r in records if r] == [
         (JobState.PENDING, "k", None),

@@ -44,6 +44,7 @@ def positive_seconds(value: object, name: str) -> float:
 DATABASE_STATES = {
     "scheduled": JobState.PENDING,
     "ready": JobState.PENDING,
+    "held": JobState.PENDING,  # held back by a limit (see "Limits")
     "running": JobState.RUNNING,
     "dead": JobState.DEAD,
     "completed": JobState.COMPLETED,
