@@ -144,7 +144,8 @@ START_LIMITED = (
 # that no one else holds now (SKIP LOCKED: a releaser never waits), their
 # wakes consumed, their slots counted and whether they hold jobs, all in one
 # snapshot: a wake left after it stays for the next claim. ``RELEASE_HELD``
-# makes the first ``n`` held jobs of each key due again, in run order.
+# makes the first ``n`` held jobs of each key due again, in run order, and
+# keeps the key's ``ready_at`` only if it holds more.
 RELEASABLE = """WITH cand AS (
         SELECT name FROM {wakes} WHERE queue = %(q)s
         UNION SELECT name FROM {limit_keys}
@@ -175,7 +176,11 @@ RELEASE_HELD = """WITH plan AS (
         WHERE j.id = r.id
         RETURNING j.id
     ), keys AS (
-        UPDATE {limit_keys} AS k SET ready_at = plan.ready_at
+        UPDATE {limit_keys} AS k SET ready_at = CASE WHEN EXISTS (
+                SELECT 1 FROM {jobs} WHERE queue = %(q)s AND state = 'held'
+                  AND held_by = plan.name
+                ORDER BY priority DESC, run_at, id OFFSET plan.n)
+            THEN plan.ready_at END
         FROM plan WHERE k.queue = %(q)s AND k.name = plan.name
     )
     SELECT count(*) FROM freed"""

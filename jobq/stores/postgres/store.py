@@ -247,10 +247,10 @@ CANCELS_AT = 17
 
 
 #: Where ``statements.RECORD``'s columns hold a job's limits and held_by.
-LIMITS_AT = 21
+LIMITS_AT = 20
 
 #: ``statements.RECORD``'s columns, and so where a page's sort key starts.
-RECORD_WIDTH = 24
+RECORD_WIDTH = 23
 
 
 def _record(row: Sequence[Any]) -> JobRecord[Any]:
@@ -966,6 +966,7 @@ class PostgresStore(OneJobCalls):
             ended = {row[0] for row in conn.execute(query, values).fetchall()}
             if ended:
                 self._settle(conn)
+        self._slots_freed([d.claim for d in done])
         return [d.claim.id in ended for d in done]
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
@@ -975,9 +976,20 @@ class PostgresStore(OneJobCalls):
             states = [DATABASE_STATES[state] for (state,) in rows]
             if JobState.CANCELLED in states:
                 self._settle(conn)  # stopping jobs given back ended
+        self._slots_freed(claims)
         released = states.count(JobState.PENDING)
         self._signal.jobs_added(released)
         self._notify_others(released)
+
+    def _slots_freed(self, claims: Sequence[Claim]) -> None:
+        """After claims ended: if one ran under a limit, its slots freed may
+        release held jobs, which a claim does: wake one."""
+        if self._limited and any(claim.limits for claim in claims):
+            self._wake_claimers()
+
+    def _wake_claimers(self) -> None:
+        self._signal.jobs_added(1)
+        self._notify_others(1)
 
     @staticmethod
     def _claim_arrays(claims: Sequence[Claim]) -> dict[str, list[int]]:
@@ -999,6 +1011,7 @@ class PostgresStore(OneJobCalls):
             with contextlib.nullcontext() if alone else conn.transaction():
                 states, dropped = self._fail_all(conn, attempts, now)
             self._after_failures(conn, states, dropped)
+        self._slots_freed([f.claim for f in failures])
         return states
 
     def _fail_all(
@@ -1082,6 +1095,8 @@ class PostgresStore(OneJobCalls):
                 states, dropped = self._fail_all(conn, attempts, now)
             self._after_failures(conn, states, dropped)
         recovered = [a.id for a, state in zip(attempts, states, strict=True) if state]
+        if recovered and self._limited:
+            self._wake_claimers()
         log_recovered(recovered)
         return len(recovered)
 

@@ -26,8 +26,9 @@ fixtures and helpers): ``enqueue`` (enqueue and keys), ``claims`` (claims and
 leases), ``retries`` (retries and burial), ``dead`` (dead letters), ``kept``
 (kept results), ``schedules`` (``ScheduleStore``: skipped for a store
 without it, as the optional reads are), ``pages``, ``reads``,
-``wakeups`` (the ``Signal`` calls that wake workers and ``join`` callers)
-and ``cancels`` (``cancel``, stopping jobs and how they end).
+``wakeups`` (the ``Signal`` calls that wake workers and ``join`` callers),
+``cancels`` (``cancel``, stopping jobs and how they end) and ``limits``
+(``LimitStore``, skipped for a store without it).
 ``StoreContractTests`` combines them: subclass it, not the parts.
 """
 
@@ -55,6 +56,7 @@ from jobq.testing.contract.claims import ClaimTests
 from jobq.testing.contract.dead import DeadLetterTests
 from jobq.testing.contract.enqueue import EnqueueTests
 from jobq.testing.contract.kept import KeptResultTests
+from jobq.testing.contract.limits import LimitTests
 from jobq.testing.contract.pages import PageTests
 from jobq.testing.contract.reads import ReadTests
 from jobq.testing.contract.retries import (
@@ -74,6 +76,7 @@ __all__ = [
     "EnqueueTests",
     "Interrupt",
     "KeptResultTests",
+    "LimitTests",
     "MakeQueue",
     "OpenStore",
     "PageTests",
@@ -102,6 +105,7 @@ __all__ = [
 # pytest collects the tests of the last base first: the topics are listed
 # backwards, so that they run (and are reported) in the order above.
 class StoreContractTests(
+    LimitTests,
     CancelTests,
     WakeUpTests,
     ReadTests,
