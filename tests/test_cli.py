@@ -1143,7 +1143,7 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_5(
     }
 
 
-def test_migrate_brings_a_postgres_schema_of_version_1_to_version_5(
+def test_migrate_brings_a_postgres_schema_of_version_1_to_version_6(
     postgres_schema: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import psycopg
@@ -1164,7 +1164,7 @@ def test_migrate_brings_a_postgres_schema_of_version_1_to_version_5(
             )
 
     assert migrated.code == 0, migrated.err
-    assert json.loads(migrated.out)["schema_version"] == 5
+    assert json.loads(migrated.out)["schema_version"] == 6
     assert json.loads(looked.out) == {
         "pending": 2,
         "delayed": 1,

@@ -40,8 +40,8 @@ import jobq
 from jobq import JobState, StoreError
 from jobq.stores import PostgresStore, store_from
 from jobq.stores import postgres as postgres_module
-from jobq.stores.base import Claim, Failure, NewJob, Signal
-from jobq.types import AttemptError
+from jobq.stores.base import Claim, Done, Failure, NewJob, Signal
+from jobq.types import AttemptError, Limit
 
 ROOT = Path(__file__).resolve().parents[1]
 URL = POSTGRES_URL
@@ -136,6 +136,11 @@ def url_as(role: str) -> str:
     params = psycopg.conninfo.conninfo_to_dict(URL)
     params["user"] = role
     return psycopg.conninfo.make_conninfo("", **params)
+
+
+def limited_job(payload: Any, *limits: str, priority: int = 0,
+                key: str | None = None) -> NewJob:  # fmt: skip
+    return NewJob(json.dumps(payload), 0.0, key, priority, 5, limits=limits)
 
 
 def new_job(payload: Any = None, *, run_at: float = 0.0, key: str | None = None,
@@ -274,7 +279,10 @@ def test_the_schema_is_created_on_first_use_with_its_version(
                 sql.Identifier(fresh_schema, "meta")
             )
         ).fetchone() or (None,)
-    assert tables == {"jobs", "counts", "meta", "schedules"}
+    assert tables == {
+        "jobs", "counts", "meta", "schedules", "limits", "limit_keys", "slots",
+        "wakes",
+    }  # fmt: skip
     assert version == postgres_module.SCHEMA_VERSION
 
 
@@ -317,7 +325,7 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta),
                    r.cancellation) for r in records if r is not None]  # fmt: skip
     assert new_fields == [(None, None, None, {}, None)] * 3
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 5
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 6
     first = store.claim(T0 + 5)
     assert first is not None
     assert (first.id, first.meta, first.timeout) == (1, None, None)
@@ -339,7 +347,7 @@ def test_a_version_4_schema_is_migrated_to_cancelling_and_keeps_its_jobs_and_key
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 5
+    assert store.migrate() == postgres_module.SCHEMA_VERSION
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.cancellation) for r in records if r] == [
         (JobState.PENDING, "k", None),
@@ -357,6 +365,34 @@ def test_a_version_4_schema_is_migrated_to_cancelling_and_keeps_its_jobs_and_key
     assert store.fail_many([Failure(claim, error(), None)], T0) == [JobState.CANCELLED]
     assert store.cancel(2, T0, by="t", keep_until=T0 + 60) == "cancelled"
     assert store.stats().cancelled == 2
+
+
+def test_a_version_5_schema_is_migrated_to_limits_and_keeps_its_jobs_and_keys(
+    pg: PG, fresh_schema: str
+) -> None:
+    """Version 6 widens the state check, adds the limits' columns and tables
+    and rebuilds the key index with held jobs in it: the jobs are as before,
+    the pending one keeps its key, and limits work at once."""
+    postgres_at(URL, fresh_schema, pg.queue, 5)
+
+    store = pg.opened(schema=fresh_schema, clock="queue")
+
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 6
+    records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
+    assert [(r.state, r.key, r.limits, r.held_by) for r in records if r] == [
+        (JobState.PENDING, "k", (), None),
+        (JobState.PENDING, None, (), None),
+        (JobState.DEAD, None, (), None),
+    ]
+    assert store.add([new_job("again", key="k")], T0)[0] == jobq.Enqueued(1, True)
+    assert store.declare_limit(Limit("smtp", concurrency=1)) is None
+    limited = [limited_job("m", "smtp", key=f"m{n}") for n in range(2)]
+    ids = [added.id for added in store.add(limited, T0)]
+    assert [c.id for c in store.claim_many(T0, 10)] == [1, ids[0]]
+    held = store.get(ids[1], T0)
+    assert held is not None
+    assert (held.state, held.held_by) == (JobState.PENDING, "smtp")
+    assert store.add([limited_job("m", "smtp", key="m1")], T0)[0].duplicate
 
 
 def test_a_newer_schema_version_is_refused(pg: PG, fresh_schema: str) -> None:
@@ -1368,3 +1404,123 @@ def test_a_database_restart_under_load_loses_nothing_acknowledged(
     assert (lost, unexpected) == (set(), set())
     assert all(n in ran for n in acknowledged[restarted_at:])  # workers came back
     wait_for(lambda: store.listening)
+
+
+# -- limits ---------------------------------------------------------------------------
+
+
+def test_the_limits_statements_read_indexes_beside_many_jobs(pg: PG) -> None:
+    """100,000 jobs, 20,000 of them held by 2,000 keys: releasing, the
+    claim's steps, next_due and usage read the indexes of their tables."""
+    store = pg.opened()
+    store.declare_limit(Limit("account:*", concurrency=1))
+    pg.rows(
+        """INSERT INTO {jobs} (queue, state, payload, priority, run_at, created_at,
+                               max_attempts, limits, held_by)
+           SELECT %s, CASE WHEN n %% 5 = 0 THEN 'held' ELSE 'ready' END, '0', 0,
+                  n, 0, 5, ARRAY['account:' || (n %% 2000)],
+                  CASE WHEN n %% 5 = 0 THEN 'account:' || (n %% 2000) END
+           FROM generate_series(1, 100000) AS n""",
+        pg.queue,
+    )
+    pg.rows("ANALYZE {jobs}")
+    statements = store._sql
+    common = {"q": pg.queue, "now": None}
+    keys = {**common, "keys": ["account:1", "account:2"]}
+    plans = {
+        "releasable": explain(store, statements.releasable, common),
+        "release_held": explain(store, statements.release_held, {
+            **keys, "counts": [1, 1], "ready": [None, None]}),
+        "limited_pick": explain(store, statements.limited_pick, {
+            **common, "batch": 1000, "limit": 8}),
+        "lock_keys": explain(store, statements.lock_keys, keys),
+        "key_use": explain(store, statements.key_use, keys),
+        "next_due": explain(store, statements.next_due, common),
+    }  # fmt: skip
+
+    assert "jobs_held" in plans["release_held"]
+    assert "limit_keys_ready" in plans["releasable"]
+    assert "jobs_held" in plans["releasable"]
+    assert "jobs_ready" in plans["limited_pick"]
+    assert "limit_keys_ready" in plans["next_due"]
+    seq_scans = {name: "Seq Scan on jobs" in text for name, text in plans.items()}
+    assert seq_scans == dict.fromkeys(plans, False), plans
+
+
+def test_two_stores_never_run_one_keys_jobs_at_once(pg: PG) -> None:
+    """Two stores (as two processes) claim from threads at once, batches of
+    3, under a family of keys with ``concurrency=1``: no key ever has two
+    claims at once, and every job runs once."""
+    stores = [pg.opened(), pg.opened()]
+    stores[0].declare_limit(Limit("account:*", concurrency=1))
+    jobs = [limited_job(n, f"account:{n % 4}") for n in range(120)]
+    stores[0].add(jobs, time.time())
+    lock = threading.Lock()
+    holding: collections.Counter[str] = collections.Counter()
+    most = collections.Counter[str]()
+    ran: list[int] = []
+
+    def work(store: PostgresStore) -> None:
+        deadline = time.monotonic() + WAIT
+        while len(ran) < len(jobs) and time.monotonic() < deadline:
+            claims = store.claim_many(time.time(), 3)
+            with lock:
+                for claim in claims:
+                    holding[claim.limits[0]] += 1
+                    most[claim.limits[0]] = max(most[claim.limits[0]],
+                                               holding[claim.limits[0]])  # fmt: skip
+                    ran.append(claim.id)
+            with lock:
+                for claim in claims:
+                    holding[claim.limits[0]] -= 1
+            store.finish_many([Done(c, None) for c in claims], None, time.time())
+
+    threads = [threading.Thread(target=work, args=(stores[n % 2],)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(ran) == len(set(ran)) == len(jobs)
+    assert set(most.values()) == {1}
+    assert stores[1].limit_usage(time.time())[0].running == 0
+
+
+def test_held_jobs_are_released_in_their_order_as_slots_free(pg: PG) -> None:
+    """A key held full: its held jobs start in priority, then due order as
+    the running one ends, whichever way (a success, a failure, a release)."""
+    store = pg.opened(clock="queue")
+    store.declare_limit(Limit("smtp", concurrency=1))
+    first_id = store.add([limited_job("first", "smtp", priority=10)], T0)[0].id
+    low, high, mid = (store.add([limited_job(p, "smtp", priority=p)], T0)[0].id
+                      for p in (1, 9, 5))  # fmt: skip
+    claim = store.claim(T0)
+    assert claim is not None
+    assert claim.id == first_id
+    assert store.claim_many(T0, 10) == []
+    usage = store.limit_usage(T0)
+    assert [(u.name, u.running, u.waiting) for u in usage] == [("smtp", 1, 3)]
+    assert store.stats().pending == 3
+
+    order = []
+    store.finish(claim, None, None, T0)
+    claim = store.claim(T0)
+    assert claim is not None
+    order.append(claim.id)
+    store.fail(claim, error(), T0 + 60, T0)
+    claim = store.claim(T0)
+    assert claim is not None
+    order.append(claim.id)
+    store.release([claim], T0)
+    claim = store.claim(T0)
+    assert claim is not None
+    order.append(claim.id)
+
+    assert order == [high, mid, mid]
+    assert store.claim_many(T0, 10) == []
+    assert store.get(low, T0) is not None
+    assert store.get(low, T0).held_by == "smtp"  # type: ignore[union-attr]
+    assert store.cancel(low, T0, by="t", keep_until=T0 + 60) == "cancelled"
+    cancelled = store.get(low, T0)
+    assert cancelled is not None
+    assert (cancelled.state, cancelled.held_by) == (JobState.CANCELLED, None)

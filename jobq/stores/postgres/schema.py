@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobq.stores.postgres")
 
 #: The schema this code writes; a database with a newer one is refused.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # -- schema (version 1) -------------------------------------------------------------
 # ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
@@ -177,9 +177,83 @@ SCHEMA_V5 = (
         WHERE state = 'cancelled'""",
 )
 
+# -- version 6: limits per key (``declare_limit``, ``limit_usage``) -------------------
+# A job's limits (NULL: none) and the key holding it back (state 'held', an
+# index per key in run order, apart from 'ready': no claim walks past it).
+# ``limits``: the declarations; ``limit_keys``: per concrete key its GCRA
+# ``tat`` and ``ready_at``, when its rate may release a held job (NULL:
+# nothing to release by time); ``slots``: one row per running attempt per
+# key (running = count, at most the concurrency). Claimers of a key lock its
+# row; nothing else does. A limited job leaving 'running' (or 'ready' without
+# starting) drops its slots and leaves a ``wakes`` row per key, through a row
+# trigger whose WHEN is false for jobs under no limit: the next claim releases
+# that key's held jobs if a slot is free. Finishing never locks a key.
+
+SCHEMA_V6 = (
+    """ALTER TABLE {jobs}
+        ADD COLUMN limits text[],  -- concrete limit names; NULL: none
+        ADD COLUMN held_by text,   -- state 'held': the key holding it back
+        DROP CONSTRAINT jobs_state_check,
+        ADD CONSTRAINT jobs_state_check CHECK (state IN ('scheduled', 'ready',
+            'held', 'running', 'dead', 'completed', 'cancelled'))""",
+    "DROP INDEX {schema}.{jobs_live_keys}",
+    """CREATE UNIQUE INDEX {jobs_live_keys} ON {jobs} (queue, key)
+        WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'held', 'running')
+          AND cancel_at IS NULL""",
+    """CREATE INDEX {jobs_held} ON {jobs} (queue, held_by, priority DESC, run_at, id)
+        WHERE state = 'held'""",
+    """CREATE TABLE {limits} (
+        queue text NOT NULL,
+        name text NOT NULL,           -- exact, or a family's 'prefix:*'
+        concurrency integer,
+        rate integer,
+        per double precision,
+        burst integer NOT NULL,
+        PRIMARY KEY (queue, name)
+    )""",
+    """CREATE TABLE {limit_keys} (
+        queue text NOT NULL,
+        name text NOT NULL,
+        tat double precision NOT NULL DEFAULT '-infinity',
+        ready_at double precision,
+        PRIMARY KEY (queue, name)
+    ) WITH (fillfactor = 50)""",
+    """CREATE INDEX {limit_keys_ready} ON {limit_keys} (queue, ready_at)
+        WHERE ready_at IS NOT NULL""",
+    """CREATE TABLE {slots} (
+        queue text NOT NULL,
+        name text NOT NULL,
+        job_id bigint NOT NULL,
+        PRIMARY KEY (queue, name, job_id)
+    )""",
+    "CREATE INDEX {slots_jobs} ON {slots} (job_id)",
+    "CREATE TABLE {wakes} (queue text NOT NULL, name text NOT NULL)",
+    "CREATE INDEX {wakes_names} ON {wakes} (queue, name)",
+    """CREATE FUNCTION {free_limits}() RETURNS trigger LANGUAGE plpgsql
+    SET search_path = {schema}, pg_temp AS $body$
+    BEGIN
+        IF OLD.state = 'running' THEN
+            DELETE FROM slots WHERE job_id = OLD.id;
+        END IF;
+        INSERT INTO wakes (queue, name) SELECT OLD.queue, unnest(OLD.limits);
+        RETURN NULL;
+    END
+    $body$""",
+    """CREATE TRIGGER free_limits_update AFTER UPDATE OF state ON {jobs}
+        FOR EACH ROW WHEN (OLD.limits IS NOT NULL AND (
+            (OLD.state = 'running' AND NEW.state <> 'running')
+            OR (OLD.state = 'ready' AND NEW.state NOT IN ('ready', 'running'))))
+        EXECUTE FUNCTION {free_limits}()""",
+    """CREATE TRIGGER free_limits_delete AFTER DELETE ON {jobs}
+        FOR EACH ROW WHEN (OLD.limits IS NOT NULL
+            AND OLD.state IN ('ready', 'running'))
+        EXECUTE FUNCTION {free_limits}()""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
+    6: SCHEMA_V6,
 }  # fmt: skip
 
 # -- looking at the schema, and changing it ----------------------------------------
@@ -207,6 +281,15 @@ PRIVILEGES = (
     ("table", "schedules_name", "SELECT"),
     ("table", "schedules_name", "INSERT"),
     ("table", "schedules_name", "UPDATE"),
+    ("table", "limits_name", "SELECT"),
+    ("table", "limits_name", "INSERT"),
+    ("table", "limits_name", "UPDATE"),
+    ("table", "limit_keys_name", "INSERT"),
+    ("table", "limit_keys_name", "UPDATE"),
+    ("table", "slots_name", "INSERT"),
+    ("table", "slots_name", "DELETE"),
+    ("table", "wakes_name", "INSERT"),
+    ("table", "wakes_name", "DELETE"),
     ("sequence", "burials_name", "USAGE"),
 )
 HAS_PRIVILEGE = {

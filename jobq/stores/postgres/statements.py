@@ -20,17 +20,19 @@ DB_NOW = "extract(epoch FROM statement_timestamp())::float8"
 NOW = f"coalesce(%(now)s::float8, {DB_NOW})"
 
 #: ``{holds_key}``: the jobs that hold their key (``jobs_live_keys``'s
-#: predicate): pending or running, not stopping.
-HOLDS_KEY = "state IN ('scheduled', 'ready', 'running') AND cancel_at IS NULL"
+#: predicate): pending (held too) or running, not stopping.
+HOLDS_KEY = "state IN ('scheduled', 'ready', 'held', 'running') AND cancel_at IS NULL"
 
 ADD = """WITH added AS (
         INSERT INTO {jobs} AS j (queue, state, payload, key, priority, run_at,
-                                  created_at, max_attempts, task, timeout, meta)
+                                  created_at, max_attempts, task, timeout, meta,
+                                  limits)
         VALUES (%(q)s,
                 CASE WHEN %(run_in)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
                 %(payload)s::json, %(key)s::text, %(priority)s::bigint,
                 {now} + %(run_in)s::float8, {now}, %(max_attempts)s::integer,
-                %(task)s::text, %(timeout)s::float8, %(meta)s::text)
+                %(task)s::text, %(timeout)s::float8, %(meta)s::text,
+                %(limits)s::text[])
         ON CONFLICT (queue, key) WHERE key IS NOT NULL AND {holds_key}
             DO NOTHING
         RETURNING id
@@ -62,7 +64,7 @@ SET_SLOT_JOB = """UPDATE {schedules} SET last_job_id = %(job)s
 SCHEDULES = """SELECT name, expression, last_slot, last_job_id FROM {schedules}
     WHERE queue = %(q)s ORDER BY name"""
 LIVE_JOB = """SELECT EXISTS (SELECT 1 FROM {jobs} WHERE id = %(job)s
-    AND state IN ('scheduled', 'ready', 'running'))"""
+    AND state IN ('scheduled', 'ready', 'held', 'running'))"""
 
 # ``{lazy_commit}``: claims and successes commit without waiting for the WAL
 # flush (``lazy``, a one-row CTE the statement joins, so that it is
@@ -71,27 +73,136 @@ LIVE_JOB = """SELECT EXISTS (SELECT 1 FROM {jobs} WHERE id = %(job)s
 # (enqueues, failed attempts, dead letters) waits for the flush as usual.
 LAZY_COMMIT = "lazy AS (SELECT set_config('synchronous_commit', 'off', true))"
 
-CLAIM = """WITH due AS MATERIALIZED (
-        SELECT id, priority, run_at FROM {jobs}
+# A claim by a store that knows of no limit takes only jobs under none
+# (``limits IS NULL``: a filter on rows the claim reads anyway), so that a
+# process that has not seen a declaration yet never starts a limited job.
+_PICK = """WITH due AS MATERIALIZED (
+        SELECT id, priority, run_at, limits FROM {jobs}
         WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}
         ORDER BY run_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED
     ), ready AS MATERIALIZED (
-        SELECT id, priority, run_at FROM {jobs}
-        WHERE queue = %(q)s AND state = 'ready'
+        SELECT id, priority, run_at, limits FROM {jobs}
+        WHERE queue = %(q)s AND state = 'ready' AND limits IS NULL
         ORDER BY priority DESC, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
     ), pick AS MATERIALIZED (
-        SELECT id FROM (SELECT * FROM due UNION ALL SELECT * FROM ready) AS c
+        SELECT id, limits FROM (SELECT * FROM due UNION ALL SELECT * FROM ready)
+            AS c WHERE limits IS NULL
         ORDER BY priority DESC, run_at, id LIMIT %(limit)s
     ), promoted AS (
         UPDATE {jobs} SET state = 'ready'
         WHERE id IN (SELECT id FROM due) AND id NOT IN (SELECT id FROM pick)
-    ), {lazy_commit}
-    UPDATE {jobs} AS j SET state = 'running', token = %(token)s,
+    )"""
+_START = """UPDATE {jobs} AS j SET state = 'running', token = %(token)s,
         started_at = {now}, finished_at = NULL,
         lease_until = {db_now} + %(lease)s, owner = %(owner)s
     FROM pick, lazy WHERE j.id = pick.id
     RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task,
-        -j.priority, j.run_at, j.timeout, j.meta"""
+        -j.priority, j.run_at, j.timeout, j.meta, j.limits"""
+CLAIM = _PICK + ", {lazy_commit}\n    " + _START
+# With limits: the candidates in run order, locked (``LIMITED_PICK``), then
+# their keys locked in name order (``LOCK_KEYS``, which creates missing
+# ones), their slots counted in a statement after it (``KEY_USE``: its
+# snapshot sees every claim of those keys that committed before), and the
+# outcome written at once (``START_LIMITED``): jobs started, jobs held, their
+# slots, the keys' new ``tat`` and ``ready_at``.
+LIMITED_PICK = (
+    _PICK.replace(" AND limits IS NULL\n", "\n").replace(  # noqa: S608
+        "AS c WHERE limits IS NULL", "AS c"
+    )
+    + "\n    SELECT id, limits FROM pick ORDER BY priority DESC, run_at, id"
+).replace("SELECT id, limits FROM (", "SELECT id, limits, priority, run_at FROM (")
+LOCK_KEYS = """INSERT INTO {limit_keys} AS k (queue, name)
+    SELECT %(q)s, name FROM unnest(%(keys)s::text[]) WITH ORDINALITY AS u(name, n)
+    ORDER BY n
+    ON CONFLICT (queue, name) DO UPDATE SET tat = k.tat
+    RETURNING k.name, k.tat"""
+KEY_USE = """SELECT u.name, (SELECT count(*) FROM {slots} AS s
+        WHERE s.queue = %(q)s AND s.name = u.name), {now}
+    FROM unnest(%(keys)s::text[]) AS u(name)"""
+START_LIMITED = (
+    """WITH pick AS (SELECT unnest(%(ids)s::bigint[]) AS id),
+    held AS (
+        UPDATE {jobs} AS j SET state = 'held', held_by = h.name
+        FROM unnest(%(held)s::bigint[], %(held_by)s::text[]) AS h(id, name)
+        WHERE j.id = h.id
+    ), slots AS (
+        INSERT INTO {slots} (queue, name, job_id)
+        SELECT %(q)s, s.name, s.id
+        FROM unnest(%(slot_names)s::text[], %(slot_ids)s::bigint[]) AS s(name, id)
+    ), keys AS (
+        UPDATE {limit_keys} AS k SET tat = u.tat,
+            ready_at = coalesce(u.ready_at, k.ready_at)
+        FROM unnest(%(keys)s::text[], %(tats)s::float8[], %(ready)s::float8[])
+            AS u(name, tat, ready_at)
+        WHERE k.queue = %(q)s AND k.name = u.name
+    ), {lazy_commit}
+    """  # noqa: S608
+    + _START
+)
+# Releasing held jobs, a transaction of its own before the claim: the keys
+# that may release (a wake left by a freed slot, or ``ready_at`` passed)
+# that no one else holds now (SKIP LOCKED: a releaser never waits), their
+# wakes consumed, their slots counted and whether they hold jobs, all in one
+# snapshot: a wake left after it stays for the next claim. ``RELEASE_HELD``
+# makes the first ``n`` held jobs of each key due again, in run order, and
+# keeps the key's ``ready_at`` only if it holds more.
+RELEASABLE = """WITH cand AS (
+        SELECT name FROM {wakes} WHERE queue = %(q)s
+        UNION SELECT name FROM {limit_keys}
+        WHERE queue = %(q)s AND ready_at <= {now}
+    ), k AS (
+        SELECT name, tat FROM {limit_keys}
+        WHERE queue = %(q)s AND name IN (SELECT name FROM cand)
+        ORDER BY name FOR UPDATE SKIP LOCKED
+    ), woke AS (
+        DELETE FROM {wakes} WHERE queue = %(q)s AND name IN (SELECT name FROM k)
+    )
+    SELECT k.name, k.tat,
+        (SELECT count(*) FROM {slots} AS s WHERE s.queue = %(q)s AND s.name = k.name),
+        EXISTS (SELECT 1 FROM {jobs} AS j WHERE j.queue = %(q)s AND j.state = 'held'
+                AND j.held_by = k.name),
+        {now}
+    FROM k"""
+RELEASE_HELD = """WITH plan AS (
+        SELECT * FROM unnest(%(keys)s::text[], %(counts)s::integer[],
+                             %(ready)s::float8[]) AS p(name, n, ready_at)
+    ), freed AS (
+        UPDATE {jobs} AS j SET state = 'ready', held_by = NULL
+        FROM (SELECT h.id FROM plan CROSS JOIN LATERAL (
+                SELECT id FROM {jobs} WHERE queue = %(q)s AND state = 'held'
+                  AND held_by = plan.name
+                ORDER BY priority DESC, run_at, id LIMIT plan.n
+                FOR UPDATE SKIP LOCKED) AS h) AS r
+        WHERE j.id = r.id
+        RETURNING j.id
+    ), keys AS (
+        UPDATE {limit_keys} AS k SET ready_at = CASE WHEN EXISTS (
+                SELECT 1 FROM {jobs} WHERE queue = %(q)s AND state = 'held'
+                  AND held_by = plan.name
+                ORDER BY priority DESC, run_at, id OFFSET plan.n)
+            THEN plan.ready_at END
+        FROM plan WHERE k.queue = %(q)s AND k.name = plan.name
+    )
+    SELECT count(*) FROM freed"""
+#: Whether the queue has limits declared (a claim then checks them).
+HAS_LIMITS = "SELECT EXISTS (SELECT 1 FROM {limits} WHERE queue = %(q)s)"
+LIMITS = """SELECT name, concurrency, rate, per, burst FROM {limits}
+    WHERE queue = %(q)s ORDER BY name"""
+# One statement: the stored declaration as it was (none: new), and the new one.
+DECLARE_LIMIT = """WITH old AS (
+        SELECT concurrency, rate, per, burst FROM {limits}
+        WHERE queue = %(q)s AND name = %(name)s FOR UPDATE
+    ), stored AS (
+        INSERT INTO {limits} AS l (queue, name, concurrency, rate, per, burst)
+        VALUES (%(q)s, %(name)s, %(concurrency)s, %(rate)s, %(per)s, %(burst)s)
+        ON CONFLICT (queue, name) DO UPDATE SET concurrency = excluded.concurrency,
+            rate = excluded.rate, per = excluded.per, burst = excluded.burst
+    )
+    SELECT concurrency, rate, per, burst FROM old"""
+RUNNING_PER_KEY = """SELECT name, count(*) FROM {slots} WHERE queue = %(q)s
+    GROUP BY name"""
+HELD_PER_KEY = """SELECT held_by, count(*) FROM {jobs}
+    WHERE queue = %(q)s AND state = 'held' GROUP BY held_by"""
 
 # ``{purge}``: kept jobs past their time, up to ``batch`` of each state: a
 # CTE of the statements that finish and cancel jobs (each state read
@@ -192,14 +303,14 @@ EXPIRED = """SELECT id, token, attempts, max_attempts, cancel_at IS NOT NULL
 _COLUMNS = """id, state, payload::text, attempts, run_at, created_at, last_error,
     key, priority, result::text, task, errors, max_attempts, started_at,
     finished_at, timeout, meta, cancel_at, cancel_by, cancel_attempt,
-    state IN ('completed', 'cancelled') AND expires_at <= {now}"""
+    limits, held_by, state IN ('completed', 'cancelled') AND expires_at <= {now}"""
 RECORD = "SELECT " + _COLUMNS + " FROM {jobs}"  # noqa: S608
 GET = RECORD + " WHERE id = %(id)s AND queue = %(q)s"
 LIST_DEAD = (
     RECORD + " WHERE queue = %(q)s AND state = 'dead' ORDER BY buried LIMIT %(limit)s"
 )
 LIST_PENDING = (
-    RECORD + " WHERE queue = %(q)s AND state IN ('scheduled', 'ready')"
+    RECORD + " WHERE queue = %(q)s AND state IN ('scheduled', 'ready', 'held')"
     " ORDER BY run_at, priority DESC, id LIMIT %(limit)s"
 )
 LIST_RUNNING = (
@@ -234,6 +345,7 @@ DELETE_DEAD = """DELETE FROM {jobs} WHERE id = %(id)s AND queue = %(q)s
 CANCEL = """WITH {purge}
     UPDATE {jobs} SET
         state = CASE WHEN state = 'running' THEN 'running' ELSE 'cancelled' END,
+        held_by = NULL,
         cancel_at = coalesce(cancel_at, {now}),
         cancel_by = coalesce(cancel_by, %(by)s::text),
         cancel_attempt = CASE WHEN state = 'running'
@@ -241,7 +353,7 @@ CANCEL = """WITH {purge}
         expires_at = CASE WHEN cancel_at IS NULL
                           THEN {now} + %(keep_for)s::float8 ELSE expires_at END
     WHERE id = %(id)s AND queue = %(q)s
-      AND state IN ('scheduled', 'ready', 'running')
+      AND state IN ('scheduled', 'ready', 'held', 'running')
     RETURNING state"""
 # The claims asked to stop, of those given (current ones only): by id.
 STOPS_REQUESTED = """SELECT j.id FROM {jobs} AS j
@@ -250,15 +362,17 @@ STOPS_REQUESTED = """SELECT j.id FROM {jobs} AS j
     WHERE j.queue = %(q)s AND j.state = 'running' AND j.cancel_at IS NOT NULL"""
 COUNTS = "SELECT state, sum(n) FROM {counts} WHERE queue = %(q)s GROUP BY state"
 PENDING = """SELECT coalesce(sum(n), 0) FROM {counts}
-    WHERE queue = %(q)s AND state IN ('scheduled', 'ready')"""
+    WHERE queue = %(q)s AND state IN ('scheduled', 'ready', 'held')"""
 LIVE = """SELECT coalesce(sum(n), 0) FROM {counts}
-    WHERE queue = %(q)s AND state IN ('scheduled', 'ready', 'running')"""
+    WHERE queue = %(q)s AND state IN ('scheduled', 'ready', 'held', 'running')"""
 NEXT_DUE = """SELECT
     (SELECT run_at FROM {jobs} WHERE queue = %(q)s AND state = 'ready'
      ORDER BY priority DESC, run_at, id LIMIT 1),
     (SELECT run_at FROM {jobs} WHERE queue = %(q)s AND state = 'scheduled'
      ORDER BY run_at LIMIT 1),
-    {now}"""
+    {now},
+    (SELECT ready_at FROM {limit_keys} WHERE queue = %(q)s AND ready_at IS NOT NULL
+     ORDER BY ready_at LIMIT 1)"""
 
 
 # -- pages of a list (``page_jobs``), as the SQLite store's: each selects a
@@ -282,7 +396,7 @@ _PAGE_DUE = (
     " AND (run_at, id) > (%(c1)s, %(c2)s)))"
     + _FILTERS
     + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)) AS due"
-    " ORDER BY 22 DESC, 23, 24 LIMIT %(limit)s"
+    " ORDER BY 24 DESC, 25, 26 LIMIT %(limit)s"
 )
 PAGES = {
     "due": _PAGE_DUE,
@@ -355,6 +469,11 @@ class Statements:
             "meta": ident("meta"),
             "burials": ident("burials"),
             "schedules": ident("schedules"),
+            "limits": ident("limits"),
+            "limit_keys": ident("limit_keys"),
+            "slots": ident("slots"),
+            "wakes": ident("wakes"),
+            "free_limits": ident("free_limits"),
             "count_jobs": ident("count_jobs"),
             "now": sql.SQL(NOW),
             "db_now": sql.SQL(DB_NOW),
@@ -362,8 +481,10 @@ class Statements:
             "holds_key": sql.SQL(HOLDS_KEY),
         }
         for index in ("ready", "scheduled", "running", "dead", "completed",
-                      "live_keys", "finished", "cancelled"):  # fmt: skip
+                      "live_keys", "finished", "cancelled", "held"):  # fmt: skip
             idents[f"jobs_{index}"] = sql.Identifier(f"jobs_{index}")
+        for index in ("limit_keys_ready", "slots_jobs", "wakes_names"):
+            idents[index] = sql.Identifier(index)
         #: Qualified names as text, for parameters such as ``::regclass``.
         self.names = {
             "schema": schema,
@@ -373,6 +494,8 @@ class Statements:
             "burials_name": ident("burials").as_string(None),
             "schedules_name": ident("schedules").as_string(None),
         }
+        for table in ("limits", "limit_keys", "slots", "wakes"):
+            self.names[f"{table}_name"] = ident(table).as_string(None)
         idents["purge"] = sql.SQL(PURGE).format(**idents)
         self._idents = idents
         render = self.render
@@ -415,6 +538,17 @@ class Statements:
         self.set_slot_job = render(SET_SLOT_JOB)
         self.schedules = render(SCHEDULES)
         self.live_job = render(LIVE_JOB)
+        self.limited_pick = render(LIMITED_PICK)
+        self.lock_keys = render(LOCK_KEYS)
+        self.key_use = render(KEY_USE)
+        self.start_limited = render(START_LIMITED)
+        self.releasable = render(RELEASABLE)
+        self.release_held = render(RELEASE_HELD)
+        self.has_limits = render(HAS_LIMITS)
+        self.limits = render(LIMITS)
+        self.declare_limit = render(DECLARE_LIMIT)
+        self.running_per_key = render(RUNNING_PER_KEY)
+        self.held_per_key = render(HELD_PER_KEY)
 
     def render(self, template: str) -> bytes:
         """``template`` with this schema's names in its ``{x}`` fields."""

@@ -27,6 +27,7 @@ clock or use freezegun; across hosts it assumes synchronized clocks.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import secrets
@@ -67,6 +68,13 @@ from jobq.stores.helpers import (
     positive_seconds,
     record_from_row,
 )
+from jobq.stores.limits import (
+    governing,
+    has_room,
+    next_tat,
+    rate_allows,
+    rate_ready_at,
+)
 from jobq.stores.pages import DATABASE_FIRST, JobPage, JobQuery, read_cursor
 from jobq.stores.postgres.connections import (
     Database,
@@ -83,7 +91,15 @@ from jobq.stores.postgres.schema import (
 )
 from jobq.stores.postgres.statements import Statements
 from jobq.stores.postgres.wakeups import Listener, Notifier, channel_name
-from jobq.types import AttemptError, Enqueued, FinishedMinute, JobRecord, JobState
+from jobq.types import (
+    AttemptError,
+    Enqueued,
+    FinishedMinute,
+    JobRecord,
+    JobState,
+    Limit,
+    LimitUsage,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -98,6 +114,97 @@ EXPIRE_BATCH = 100
 
 #: Tries to add a keyed job whose holder finishes between our insert and look-up.
 KEY_RETRIES = 10
+
+#: Seconds between looks at whether the queue has limits, while it has none
+#: (a declaration by another process is seen that much later; until then
+#: this process claims only jobs under no limit).
+LIMITS_LOOK = 2.0
+
+#: Held jobs released at once by a key no declaration governs any more.
+RELEASE_UNGOVERNED = 1000
+
+
+class _Outcome(NamedTuple):
+    """What a limited claim decided for its candidates: the jobs started,
+    the jobs held with the key holding each, the slots taken (key, job),
+    and each key's new (tat, ready_at: ``None`` keeps the stored one)."""
+
+    started: list[int]
+    held: list[tuple[int, str]]
+    slots: list[tuple[str, int]]
+    keys: dict[str, tuple[float, float | None]]
+
+
+def _blocker(
+    rules: list[tuple[str, Limit | None]],
+    tats: dict[str, float],
+    running: dict[str, int],
+    now: float,
+) -> str | None:
+    """The first of a job's keys that does not allow it to start now."""
+    for name, limit in rules:
+        if limit is None:
+            continue
+        if not (has_room(limit, running[name]) and rate_allows(limit, tats[name], now)):
+            return name
+    return None
+
+
+def _decide(
+    candidates: Sequence[tuple[int, list[str] | None]],
+    declared: list[Limit],
+    tats: dict[str, float],
+    running: dict[str, int],
+    now: float,
+) -> _Outcome:
+    """Start or hold each candidate in run order, counting the slots and
+    starts taken by those before it (``jobq.stores.limits``)."""
+    started: list[int] = []
+    held: list[tuple[int, str]] = []
+    slots: list[tuple[str, int]] = []
+    by_rate: dict[str, Limit] = {}
+    for job_id, names in candidates:
+        rules = [(name, governing(declared, name)) for name in names or ()]
+        blocker = _blocker(rules, tats, running, now)
+        if blocker is not None:
+            held.append((job_id, blocker))
+            limit = dict(rules)[blocker]
+            if limit is not None and has_room(limit, running[blocker]):
+                by_rate[blocker] = limit  # its rate holds it: due at ready_at
+            continue
+        started.append(job_id)
+        for name, limit in rules:
+            running[name] += 1
+            slots.append((name, job_id))
+            if limit is not None:
+                tats[name] = next_tat(limit, tats[name], now)
+    keys: dict[str, tuple[float, float | None]] = {
+        name: (tat, None) for name, tat in tats.items()
+    }
+    for name, limit in by_rate.items():
+        keys[name] = (tats[name], rate_ready_at(limit, tats[name]))
+    return _Outcome(started, held, slots, keys)
+
+
+def _release_plan(
+    limit: Limit | None, tat: float, running: int, holds: bool, now: float
+) -> tuple[int, float | None]:
+    """How many held jobs a key releases now, and its ``ready_at`` after:
+    as many as slots are free, one at a time under a rate (then due when
+    the rate allows the next); none while it is full (a freed slot wakes it
+    again) or its rate does not allow (due when it does)."""
+    if not holds:
+        return 0, None
+    if limit is None:
+        return RELEASE_UNGOVERNED, None
+    free = None if limit.concurrency is None else limit.concurrency - running
+    if free is not None and free <= 0:
+        return 0, None
+    if not rate_allows(limit, tat, now):
+        return 0, rate_ready_at(limit, tat)
+    if limit.rate is None:
+        return int(free or 0), None
+    return 1, rate_ready_at(limit, next_tat(limit, tat, now))
 
 
 def _dead_letters_lock_key(schema: str, queue: str) -> int:
@@ -118,6 +225,13 @@ class _Attempt(NamedTuple):
     retry_in: float | None
 
 
+def _summed(
+    declared: list[Limit], limit: Limit, counts: Sequence[tuple[str, int]]
+) -> int:
+    """The counts of the keys ``limit`` governs, summed."""
+    return sum(int(n) for key, n in counts if governing(declared, key) == limit)
+
+
 def _retry_after_crash(
     attempts: int, max_attempts: int, stopping: bool
 ) -> float | None:
@@ -132,9 +246,24 @@ def _retry_after_crash(
 CANCELS_AT = 17
 
 
+#: Where ``statements.RECORD``'s columns hold a job's limits and held_by.
+LIMITS_AT = 20
+
+#: ``statements.RECORD``'s columns, and so where a page's sort key starts.
+RECORD_WIDTH = 23
+
+
 def _record(row: Sequence[Any]) -> JobRecord[Any]:
     """A job as ``statements.RECORD`` selects it."""
-    return record_from_row(row, row[11], cancels_at=CANCELS_AT)
+    return _with_limits(record_from_row(row, row[11], cancels_at=CANCELS_AT), row)
+
+
+def _with_limits(record: JobRecord[Any], row: Sequence[Any]) -> JobRecord[Any]:
+    """``record`` with the limits and ``held_by`` of its row."""
+    limits, held_by = row[LIMITS_AT : LIMITS_AT + 2]
+    if limits is None and held_by is None:
+        return record
+    return dataclasses.replace(record, limits=tuple(limits or ()), held_by=held_by)
 
 
 class _Owner(NamedTuple):
@@ -183,7 +312,7 @@ class PostgresStore(OneJobCalls):
     transactional_add = True
     capabilities = Capabilities(
         pages=True, finished_counts=True, schedules=True, schema=True,
-        migrates_on_open=True, named_queues=True,
+        migrates_on_open=True, named_queues=True, limits=True,
     )  # fmt: skip
 
     def __init__(
@@ -317,6 +446,10 @@ class PostgresStore(OneJobCalls):
         self._notifier: Notifier | None = None
         #: Sent with our notifications, so that our own listener skips them.
         self._token = secrets.token_hex(8)
+        #: Whether the queue has limits (then claims check them), and when
+        #: that was last looked at while it had none (``LIMITS_LOOK``).
+        self._limited = False
+        self._limits_looked = float("-inf")
 
     def _after_fork_in_child(self) -> None:
         """Set the parent's pool and listener aside unused; ``open`` again to go on."""
@@ -491,6 +624,7 @@ class PostgresStore(OneJobCalls):
             "task": job.task,
             "timeout": job.timeout,
             "meta": job.meta,
+            "limits": list(job.limits) if job.limits else None,
         }
 
     def _insert_checked(
@@ -635,21 +769,16 @@ class PostgresStore(OneJobCalls):
         return [SlotState(*row) for row in rows]
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
+        """One statement while the queue has no limits; else a few per
+        claim (``_claim_limited``)."""
         self._offset = now - time.time()  # for next_due: see there
         token = secrets.randbits(63) or 1  # one per batch: (id, token) fences
         with self._connection() as conn:
-            rows = conn.execute(
-                self._sql.claim,
-                {
-                    "q": self.queue,
-                    "now": self._now(now),
-                    "batch": PROMOTE_BATCH,
-                    "limit": limit,
-                    "token": token,
-                    "lease": self._lease,
-                    "owner": self._owner.text,
-                },
-            ).fetchall()
+            if self._has_limits(conn):
+                rows = self._claim_limited(conn, now, limit, token)
+            else:
+                params = self._claim_params(now, limit, token)
+                rows = conn.execute(self._sql.claim, params).fetchall()
         # RETURNING keeps no order (on a small table the plan scans the rows
         # as they lie): sort into run order, ties by id (first added first).
         rows.sort(key=lambda row: (*row[6:8], row[0]))
@@ -665,6 +794,7 @@ class PostgresStore(OneJobCalls):
                 run_at,
                 timeout,
                 meta,
+                () if limits is None else tuple(limits),
             )
             for (
                 job_id,
@@ -677,8 +807,145 @@ class PostgresStore(OneJobCalls):
                 run_at,
                 timeout,
                 meta,
+                limits,
             ) in rows
         ]
+
+    def _claim_params(self, now: float, limit: int, token: int) -> dict[str, Any]:
+        return {
+            "q": self.queue,
+            "now": self._now(now),
+            "batch": PROMOTE_BATCH,
+            "limit": limit,
+            "token": token,
+            "lease": self._lease,
+            "owner": self._owner.text,
+        }
+
+    def _has_limits(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether the queue has limits declared; while it has none, looked
+        up again every ``LIMITS_LOOK`` seconds (once it has, for good)."""
+        if self._limited:
+            return True
+        moment = time.monotonic()
+        if moment >= self._limits_looked + LIMITS_LOOK:
+            self._limits_looked = moment
+            found = conn.execute(self._sql.has_limits, {"q": self.queue}).fetchone()
+            self._limited = bool(first(found))
+        return self._limited
+
+    def _claim_limited(
+        self, conn: psycopg.Connection[Any], now: float, limit: int, token: int
+    ) -> list[Any]:
+        """Release what the keys allow, then claim in rounds, each one
+        transaction: a round that held jobs back takes more to fill ``limit``."""
+        declared = self._declared(conn)
+        released = self._release_held(conn, declared, now)
+        rows: list[Any] = []
+        while len(rows) < limit:
+            with conn.transaction():
+                started, held = self._limited_round(
+                    conn, declared, self._claim_params(now, limit - len(rows), token)
+                )
+            rows += started
+            if not held:
+                break
+        if released > len(rows):
+            self._notify_others(released - len(rows))
+        return rows
+
+    def _limited_round(
+        self,
+        conn: psycopg.Connection[Any],
+        declared: list[Limit],
+        params: dict[str, Any],
+    ) -> tuple[list[Any], int]:
+        """Lock candidates, lock their keys in name order (claimers of one
+        key wait for each other; no one else locks a key), count the keys'
+        slots after, decide, write: the claims' rows and how many were held."""
+        sql = self._sql
+        candidates = conn.execute(sql.limited_pick, params).fetchall()
+        if not candidates:
+            return [], 0
+        keys = sorted({name for _, names in candidates for name in names or ()})
+        tats: dict[str, float] = {}
+        running: dict[str, int] = {}
+        now = 0.0
+        if keys:
+            named = {"q": self.queue, "keys": keys, "now": params["now"]}
+            tats = dict(conn.execute(sql.lock_keys, named).fetchall())
+            use = conn.execute(sql.key_use, named).fetchall()
+            running = {name: int(count) for name, count, _ in use}
+            now = float(use[0][2])
+        outcome = _decide(candidates, declared, tats, running, now)
+        rows = conn.execute(sql.start_limited, {
+            **params,
+            "ids": outcome.started,
+            "held": [job_id for job_id, _ in outcome.held],
+            "held_by": [name for _, name in outcome.held],
+            "slot_names": [name for name, _ in outcome.slots],
+            "slot_ids": [job_id for _, job_id in outcome.slots],
+            "keys": list(outcome.keys),
+            "tats": [tat for tat, _ in outcome.keys.values()],
+            "ready": [ready for _, ready in outcome.keys.values()],
+        }).fetchall()  # fmt: skip
+        return rows, len(outcome.held)
+
+    def _release_held(
+        self, conn: psycopg.Connection[Any], declared: list[Limit], now: float
+    ) -> int:
+        """Make due again the held jobs their keys allow now (a transaction
+        of its own, which never waits for a key); how many."""
+        sql = self._sql
+        with conn.transaction():
+            keys = conn.execute(
+                sql.releasable, {"q": self.queue, "now": self._now(now)}
+            ).fetchall()
+            if not keys:
+                return 0
+            plans = [
+                _release_plan(governing(declared, name), tat, int(count), holds, t)
+                for name, tat, count, holds, t in keys
+            ]
+            row = conn.execute(sql.release_held, {
+                "q": self.queue,
+                "keys": [name for name, *_ in keys],
+                "counts": [n for n, _ in plans],
+                "ready": [ready for _, ready in plans],
+            }).fetchone()  # fmt: skip
+        return int(first(row) or 0)
+
+    def _declared(self, conn: psycopg.Connection[Any]) -> list[Limit]:
+        """The queue's declarations as the store holds them."""
+        rows = conn.execute(self._sql.limits, {"q": self.queue}).fetchall()
+        return [Limit(*row) for row in rows]
+
+    def declare_limit(self, limit: Limit) -> Limit | None:
+        values = {
+            "q": self.queue, "name": limit.name, "concurrency": limit.concurrency,
+            "rate": limit.rate, "per": limit.per, "burst": limit.burst,
+        }  # fmt: skip
+        with self._connection() as conn:
+            row = conn.execute(self._sql.declare_limit, values).fetchone()
+        self._limited = True
+        if row is None:
+            return None
+        stored = Limit(limit.name, *row)
+        return None if stored == limit else stored
+
+    def limit_usage(self, now: float) -> list[LimitUsage]:
+        """Each declaration with its keys' slots and held jobs summed."""
+        params = {"q": self.queue}
+        with self._connection() as conn, conn.transaction():
+            declared = self._declared(conn)
+            running = conn.execute(self._sql.running_per_key, params).fetchall()
+            waiting = conn.execute(self._sql.held_per_key, params).fetchall()
+        return [
+            LimitUsage(limit.name, limit.concurrency, limit.rate_text, limit.burst,
+                       _summed(declared, limit, running),
+                       _summed(declared, limit, waiting))
+            for limit in declared
+        ]  # fmt: skip
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
@@ -699,6 +966,7 @@ class PostgresStore(OneJobCalls):
             ended = {row[0] for row in conn.execute(query, values).fetchall()}
             if ended:
                 self._settle(conn)
+        self._slots_freed([d.claim for d in done])
         return [d.claim.id in ended for d in done]
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
@@ -708,9 +976,20 @@ class PostgresStore(OneJobCalls):
             states = [DATABASE_STATES[state] for (state,) in rows]
             if JobState.CANCELLED in states:
                 self._settle(conn)  # stopping jobs given back ended
+        self._slots_freed(claims)
         released = states.count(JobState.PENDING)
         self._signal.jobs_added(released)
         self._notify_others(released)
+
+    def _slots_freed(self, claims: Sequence[Claim]) -> None:
+        """After claims ended: if one ran under a limit, its slots freed may
+        release held jobs, which a claim does: wake one."""
+        if self._limited and any(claim.limits for claim in claims):
+            self._wake_claimers()
+
+    def _wake_claimers(self) -> None:
+        self._signal.jobs_added(1)
+        self._notify_others(1)
 
     @staticmethod
     def _claim_arrays(claims: Sequence[Claim]) -> dict[str, list[int]]:
@@ -732,6 +1011,7 @@ class PostgresStore(OneJobCalls):
             with contextlib.nullcontext() if alone else conn.transaction():
                 states, dropped = self._fail_all(conn, attempts, now)
             self._after_failures(conn, states, dropped)
+        self._slots_freed([f.claim for f in failures])
         return states
 
     def _fail_all(
@@ -815,6 +1095,8 @@ class PostgresStore(OneJobCalls):
                 states, dropped = self._fail_all(conn, attempts, now)
             self._after_failures(conn, states, dropped)
         recovered = [a.id for a, state in zip(attempts, states, strict=True) if state]
+        if recovered and self._limited:
+            self._wake_claimers()
         log_recovered(recovered)
         return len(recovered)
 
@@ -900,7 +1182,11 @@ class PostgresStore(OneJobCalls):
                 conn.execute(self._sql.expired_cancelled, params).fetchone()
             )
         return StoreStats(
-            int(counts.get("scheduled", 0) + counts.get("ready", 0)),
+            int(
+                counts.get("scheduled", 0)
+                + counts.get("ready", 0)
+                + counts.get("held", 0)
+            ),
             int(counts.get("running", 0)),
             int(counts.get("dead", 0)),
             int(counts.get("scheduled", 0) - due),
@@ -931,9 +1217,14 @@ class PostgresStore(OneJobCalls):
         params.update((f"c{i}", value) for i, value in enumerate(cursor))
         with self._serial_reads() as conn:
             rows = conn.execute(self._sql.pages[query.view], params).fetchall()
-        return database_page(
-            rows, query.limit, 21, lambda errors: errors, cancels_at=CANCELS_AT
-        )
+        page = database_page(
+            rows, query.limit, RECORD_WIDTH, lambda errors: errors,
+            cancels_at=CANCELS_AT,
+        )  # fmt: skip
+        jobs = [
+            _with_limits(job, row) for job, row in zip(page.jobs, rows, strict=False)
+        ]
+        return JobPage(jobs, page.after)
 
     def next_due(self) -> float | None:
         """When the earliest pending job falls due, on the queue's clock.
@@ -947,8 +1238,10 @@ class PostgresStore(OneJobCalls):
                 self._sql.next_due, {"q": self.queue, "now": None}
             ).fetchone()
         assert row is not None  # noqa: S101 - a SELECT without FROM has one row
-        ready, scheduled, db_now = row
+        ready, scheduled, db_now, rate_at = row
         due = ready if ready is not None else scheduled
+        if rate_at is not None:  # a rate that will release a held job
+            due = rate_at if due is None else min(due, rate_at)
         if due is None:
             return None
         if self.clock == "queue":
