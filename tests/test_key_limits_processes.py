@@ -13,6 +13,7 @@ process), never on sleeps.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import select
 import subprocess
@@ -51,7 +52,7 @@ log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 def handler(job):
     start = time.monotonic()
     if job.payload == "hang" and job.attempt == 1:  # its retry runs
-        print("hang", job.id, flush=True)
+        os.write(1, b"hang %d\n" % job.id)  # one write: threads do not mix
         threading.Event().wait()
     time.sleep(work)
     end = time.monotonic()
@@ -109,10 +110,12 @@ def start_children(
 
 
 def stop_children(processes: list[subprocess.Popen[str]]) -> None:
+    """Tell each live child to stop, and wait for it."""
     for child in processes:
         if child.poll() is None:
             assert child.stdin is not None
-            child.stdin.close()
+            child.stdin.write("stop\n")
+            child.stdin.flush()
     for child in processes:
         child.wait(WAIT)
 
@@ -121,9 +124,8 @@ def runs(log: Path) -> list[tuple[str, int, float, float]]:
     """(payload, job id, start, end) of each finished run in the log."""
     found = []
     for line in log.read_text().splitlines():
-        words = line.split()
-        if words[0] != "hang":
-            found.append((words[0], int(words[1]), float(words[2]), float(words[3])))
+        payload, job_id, start, end = line.split()
+        found.append((payload, int(job_id), float(start), float(end)))
     return found
 
 
@@ -256,18 +258,19 @@ def test_a_killed_process_s_slots_are_freed_at_lease_expiry(
 def hanging(
     processes: list[subprocess.Popen[str]], count: int
 ) -> list[subprocess.Popen[str]]:
-    """The children in whose handlers ``count`` jobs hang (each says so)."""
-    streams = {child.stdout: child for child in processes if child.stdout}
+    """The children in whose handlers ``count`` jobs hang (each says so on
+    its stdout, read here unbuffered so that no line waits in a buffer)."""
+    streams = {child.stdout.fileno(): child for child in processes if child.stdout}
     holders: list[subprocess.Popen[str]] = []
     seen = 0
     while seen < count:
         ready, _, _ = select.select(list(streams), [], [], WAIT)
         assert ready, "no handler hung in time"
-        for stream in ready:
-            assert stream is not None
-            line = stream.readline()
-            assert line.startswith("hang "), f"a child said {line!r}"
-            seen += 1
-            if streams[stream] not in holders:
-                holders.append(streams[stream])
+        for fd in ready:
+            said = os.read(fd, 4096).decode()
+            assert said, "a child ended early"
+            assert set(said.split()[::2]) == {"hang"}, f"a child said {said!r}"
+            seen += said.count("hang")
+            if streams[fd] not in holders:
+                holders.append(streams[fd])
     return holders
