@@ -58,7 +58,7 @@ def handler(job):
     end = time.monotonic()
     os.write(log, f"{job.payload} {job.id} {start!r} {end!r}\n".encode())
 
-queue = jobq.JobQueue(handler, store=store, timeout_grace=600)
+queue = jobq.JobQueue(handler, store=store, timeout_grace=600, keep_completed=600)
 queue.limit("smtp", concurrency=2)
 queue.limit("api", rate="50/s")
 queue.limit("account:*", concurrency=1)
@@ -176,29 +176,31 @@ def test_a_rate_holds_across_three_processes(
     tmp_path: Path,
 ) -> None:
     """rate="50/s" for 10 s: no window of one second holds more than 50
-    starts (burst 1), whichever process started them."""
+    starts (burst 1), whichever process started them. The starts are the
+    claims' times as the store kept them (``started_at``, on the clock the
+    rate is counted on): a handler's own clock adds the jitter of getting
+    the claimed job to its thread."""
     where, make_store = shared
-    log = start_children(processes, tmp_path, where, work=0.0)
+    start_children(processes, tmp_path, where, work=0.0)
     queue = parent_queue(make_store)
     try:
-        queue.enqueue_many(["api"] * 500, limits=["api"])
+        ids = [e.id for e in queue.enqueue_many(["api"] * 500, limits=["api"])]
         assert queue.join(timeout=WAIT)
+        records = [queue.get(job_id) for job_id in ids]
     finally:
         queue.close()
         stop_children(processes)
-    starts = sorted(s for _, _, s, _ in runs(log))
+    starts = sorted(r.started_at for r in records if r is not None and r.started_at)
     assert len(starts) == 500
     most, j = 0, 0
     for i, start in enumerate(starts):  # every window [start, start + 1 s)
         while j < len(starts) and starts[j] < start + 1.0:
             j += 1
         most = max(most, j - i)
-    # 50 a second, plus 1: a clock read before a start and the log's time
-    # after it differ by the start's own few microseconds
-    assert most <= 51, most
     took = starts[-1] - starts[0]
     print(f"500 under rate=50/s: {took:.2f} s, at most {most} starts in 1 s")
-    assert took >= 9.9 * 0.99
+    assert most <= 50
+    assert took >= 499 * 0.02 * 0.999  # evenly spaced: 20 ms apart
 
 
 def test_the_keys_of_a_family_run_in_parallel_and_each_alone(
