@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -125,3 +126,19 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=60)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> tuple[str, Callable[[], Store]]:
+    """A store shared between processes, for tests that run children: where
+    it is, as JSON for a child (``{"sqlite": path}`` or ``{"postgres":
+    [url, schema, queue]}``), and a factory of this process's stores on it."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "jobs.db")
+        return json.dumps({"sqlite": path}), lambda: SqliteStore(path)
+    schema = request.getfixturevalue("postgres_schema")
+    name = f"shared-{secrets.token_hex(4)}"
+    where = json.dumps({"postgres": [POSTGRES_URL, schema, name]})
+    return where, lambda: PostgresStore(POSTGRES_URL, schema=schema, queue=name)

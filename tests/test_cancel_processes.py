@@ -12,20 +12,15 @@ line and on ``cancel(wait=...)``, never on sleeps.
 
 from __future__ import annotations
 
-import json
-import secrets
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-from postgres_url import POSTGRES_URL
-
 import jobq
 from jobq import JobState
-from jobq.stores import PostgresStore, SqliteStore, Store
+from jobq.stores import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 30.0  # seconds; a cap so that a broken child fails the test, never hangs it
@@ -58,20 +53,6 @@ queue.start(workers=1)
 sys.stdin.readline()  # until the parent closes it
 """
 
-StoreFactory = Callable[[], Store]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, StoreFactory]:
-    """The child's store as JSON, and a factory of the parent's stores."""
-    if request.param == "sqlite":
-        path = str(tmp_path / "jobs.db")
-        return json.dumps({"sqlite": path}), lambda: SqliteStore(path)
-    schema = request.getfixturevalue("postgres_schema")
-    name = f"cancel-{secrets.token_hex(4)}"
-    where = json.dumps({"postgres": [POSTGRES_URL, schema, name]})
-    return where, lambda: PostgresStore(POSTGRES_URL, schema=schema, queue=name)
-
 
 def run_child(
     processes: list[subprocess.Popen[str]], where: str, kind: str, tmp_path: Path
@@ -98,7 +79,7 @@ def started(child: subprocess.Popen[str]) -> int:
 
 
 def test_a_request_from_another_process_stops_the_handler(
-    shared: tuple[str, StoreFactory],
+    shared: tuple[str, Callable[[], Store]],
     processes: list[subprocess.Popen[str]],
     tmp_path: Path,
 ) -> None:
@@ -126,7 +107,7 @@ def test_a_request_from_another_process_stops_the_handler(
 
 
 def test_a_job_whose_process_is_killed_after_the_request_ends_cancelled(
-    shared: tuple[str, StoreFactory],
+    shared: tuple[str, Callable[[], Store]],
     processes: list[subprocess.Popen[str]],
     tmp_path: Path,
 ) -> None:

@@ -12,9 +12,7 @@ process), never on sleeps.
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import select
 import subprocess
 import sys
@@ -23,11 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-from postgres_url import POSTGRES_URL
-
 import jobq
-from jobq.stores import PostgresStore, SqliteStore, Store
+from jobq.stores import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 120.0  # seconds; a cap so that a broken child fails the test, never hangs it
@@ -68,20 +63,6 @@ queue.start(workers=workers)
 sys.stdin.readline()
 queue.close(timeout=5)
 """
-
-StoreFactory = Callable[[], Store]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, StoreFactory]:
-    """The children's store as JSON, and a factory of the parent's stores."""
-    if request.param == "sqlite":
-        path = str(tmp_path / "jobs.db")
-        return json.dumps({"sqlite": path}), lambda: SqliteStore(path)
-    schema = request.getfixturevalue("postgres_schema")
-    name = f"limits-{secrets.token_hex(4)}"
-    where = json.dumps({"postgres": [POSTGRES_URL, schema, name]})
-    return where, lambda: PostgresStore(POSTGRES_URL, schema=schema, queue=name)
 
 
 def start_children(
@@ -139,7 +120,7 @@ def most_at_once(spans: list[tuple[float, float]]) -> int:
     return peak
 
 
-def parent_queue(make_store: StoreFactory) -> jobq.JobQueue[Any]:
+def parent_queue(make_store: Callable[[], Store]) -> jobq.JobQueue[Any]:
     queue: jobq.JobQueue[Any] = jobq.JobQueue(store=make_store())
     queue.limit("smtp", concurrency=2)
     queue.limit("api", rate="50/s")
@@ -148,7 +129,7 @@ def parent_queue(make_store: StoreFactory) -> jobq.JobQueue[Any]:
 
 
 def test_concurrency_holds_across_three_processes(
-    shared: tuple[str, StoreFactory],
+    shared: tuple[str, Callable[[], Store]],
     processes: list[subprocess.Popen[str]],
     tmp_path: Path,
 ) -> None:
@@ -171,7 +152,7 @@ def test_concurrency_holds_across_three_processes(
 
 
 def test_a_rate_holds_across_three_processes(
-    shared: tuple[str, StoreFactory],
+    shared: tuple[str, Callable[[], Store]],
     processes: list[subprocess.Popen[str]],
     tmp_path: Path,
 ) -> None:
@@ -204,7 +185,7 @@ def test_a_rate_holds_across_three_processes(
 
 
 def test_the_keys_of_a_family_run_in_parallel_and_each_alone(
-    shared: tuple[str, StoreFactory],
+    shared: tuple[str, Callable[[], Store]],
     processes: list[subprocess.Popen[str]],
     tmp_path: Path,
 ) -> None:
@@ -230,7 +211,7 @@ def test_the_keys_of_a_family_run_in_parallel_and_each_alone(
 
 
 def test_a_killed_process_s_slots_are_freed_at_lease_expiry(
-    shared: tuple[str, StoreFactory],
+    shared: tuple[str, Callable[[], Store]],
     processes: list[subprocess.Popen[str]],
     tmp_path: Path,
 ) -> None:

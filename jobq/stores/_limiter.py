@@ -16,7 +16,14 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable
 
-from jobq.stores.limits import governing, has_room, next_tat, rate_allows, rate_ready_at
+from jobq.stores.limits import (
+    governing,
+    has_room,
+    next_tat,
+    rate_allows,
+    rate_ready_at,
+    usage_of,
+)
 from jobq.types import Limit, LimitUsage
 
 #: A due job as the memory store orders them: (-priority, run_at, id).
@@ -133,23 +140,9 @@ class Limiter:
 
     def usage(self) -> list[LimitUsage]:
         """Each declaration with its keys' running attempts and held jobs."""
-        running: Counter[str] = Counter()
-        waiting: Counter[str] = Counter()
-        for state in self._keys.values():
-            running[state.limit.name] += state.running
-        for key in self._held_by.values():
-            waiting[self._keys[key].limit.name] += 1
-        return [
-            LimitUsage(
-                limit.name,
-                limit.concurrency,
-                limit.rate_text,
-                limit.burst,
-                running[limit.name],
-                waiting[limit.name],
-            )
-            for limit in self.declarations()
-        ]
+        held = Counter(self._held_by.values())
+        running = ((key, state.running) for key, state in self._keys.items())
+        return usage_of(self._limits.values(), running, held.items())
 
     def restart(self, declarations: Iterable[Limit]) -> list[Item]:
         """Nothing runs any more (a store loaded again, a forked child): keep
