@@ -33,7 +33,7 @@ Item = tuple[int, float, int]
 class KeyState:
     """One concrete key: its declaration, attempts running, the rate's
     ``tat``, the jobs it holds (a heap), and whether a rate wait for it is
-    in ``Limiter._waits``."""
+    in ``Limiter.waits``."""
 
     __slots__ = ("held", "limit", "running", "tat", "waiting_rate")
 
@@ -52,7 +52,9 @@ class Limiter:
         self._limits: dict[str, Limit] = {}
         self._keys: dict[str, KeyState] = {}
         self._held_by: dict[int, str] = {}  # job id -> the key holding it
-        self._waits: list[tuple[float, str]] = []  # (when its rate allows, key)
+        #: (when its rate allows a start, key) of the keys that hold jobs
+        #: only a rate holds back: a heap, read by the claims (``ready``).
+        self.waits: list[tuple[float, str]] = []
 
     # -- declarations ----------------------------------------------------------
 
@@ -112,7 +114,7 @@ class Limiter:
         """The held jobs whose key's rate allows one more start by ``now``,
         due again."""
         states = []
-        waits = self._waits
+        waits = self.waits
         while waits and waits[0][0] <= now:
             _, key = heapq.heappop(waits)
             state = self._keys[key]
@@ -122,7 +124,7 @@ class Limiter:
 
     def next_ready(self) -> float | None:
         """When a rate next lets a held job go (``None``: none waits on one)."""
-        return self._waits[0][0] if self._waits else None
+        return self.waits[0][0] if self.waits else None
 
     # -- what it shows ----------------------------------------------------------
 
@@ -156,7 +158,7 @@ class Limiter:
         self._limits = {limit.name: limit for limit in declarations}
         self._keys.clear()
         self._held_by.clear()
-        self._waits.clear()
+        self.waits.clear()
         return held
 
     # -- helpers ----------------------------------------------------------------
@@ -206,7 +208,7 @@ class Limiter:
         at = rate_ready_at(state.limit, state.tat)
         if at > now:
             state.waiting_rate = True
-            heapq.heappush(self._waits, (at, key))
+            heapq.heappush(self.waits, (at, key))
 
     def _release(self, key: str, state: KeyState) -> Item | None:
         """The best job ``key`` holds, no longer held (skipping cancelled

@@ -282,7 +282,7 @@ class MemoryStore(OneJobCalls):
         recorder = self._recorder
         with self._lock:
             delayed, due, limiter = self._delayed, self._due, self._limiter
-            if limiter.next_ready() is not None:
+            if limiter.waits:  # an attribute: this runs for every claim
                 self._push_due(limiter.ready(now))
             while delayed and delayed[0][0] <= now:
                 run_at, job_id = heapq.heappop(delayed)
