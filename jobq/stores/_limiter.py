@@ -122,10 +122,14 @@ class Limiter:
     def held_by(self, job_id: int) -> str | None:
         return self._held_by.get(job_id)
 
-    def forget(self, job_id: int) -> None:
-        """A held job is no longer pending (cancelled): its heap item is
-        skipped when it surfaces."""
-        self._held_by.pop(job_id, None)
+    def cancelled(self, job_id: int, keys: tuple[str, ...], now: float) -> list[Item]:
+        """A pending job under ``keys`` is no longer pending (cancelled): held,
+        its heap item is skipped when it surfaces; let go by a key that has
+        not started it yet, that key may let another go instead."""
+        if self._held_by.pop(job_id, None) is not None:
+            return []
+        states = [(key, self._keys[key]) for key in keys if key in self._keys]
+        return self._next(states, now)
 
     def usage(self) -> list[LimitUsage]:
         """Each declaration with its keys' running attempts and held jobs."""

@@ -518,7 +518,8 @@ class MemoryStore(OneJobCalls):
             if self._cancelled:
                 self._expire(self._cancelled, CANCELLED, now)
             self._pending -= 1  # its heap item is skipped when it surfaces
-            self._limiter.forget(job_id)
+            if entry[LIMITS]:
+                self._push_due(self._limiter.cancelled(job_id, entry[LIMITS], now))
             self._end_cancelled(evolve(entry, cancellation=(now, by, None, keep_until)))
             self._settled()
             return "cancelled"

@@ -198,6 +198,8 @@ _LIVE = "('scheduled', 'ready', 'running', 'held')"
 _SLOT_FREED = """UPDATE jobq_limit_keys SET ready_at = 0 WHERE held > 0
             AND name IN (SELECT name FROM jobq_slots WHERE job_id = OLD.id);
         DELETE FROM jobq_slots WHERE job_id = OLD.id;"""
+_KEYS_READY = """UPDATE jobq_limit_keys SET ready_at = 0 WHERE held > 0
+            AND name IN (SELECT value FROM json_each(OLD.limits));"""
 SCHEMA_V6 = (
     _JOBS_V6,
     f"INSERT INTO jobq_jobs_v6 ({_V5_COLUMNS}) SELECT {_V5_COLUMNS} FROM jobq_jobs",  # noqa: S608
@@ -251,6 +253,18 @@ SCHEMA_V6 = (
     f"""CREATE TRIGGER jobq_slots_delete AFTER DELETE ON jobq_jobs
         WHEN OLD.state = 'running' AND OLD.limits IS NOT NULL BEGIN
         {_SLOT_FREED}
+    END""",
+    # A released job counts against its keys until a claim takes it: one
+    # cancelled (or deleted) first gives its place back, or its key, whose
+    # ready_at waits for a slot, would keep the rest held.
+    f"""CREATE TRIGGER jobq_released_gone AFTER UPDATE OF state ON jobq_jobs
+        WHEN OLD.state = 'ready' AND NEW.state NOT IN ('running', 'held')
+        AND OLD.limits IS NOT NULL BEGIN
+        {_KEYS_READY}
+    END""",
+    f"""CREATE TRIGGER jobq_released_deleted AFTER DELETE ON jobq_jobs
+        WHEN OLD.state = 'ready' AND OLD.limits IS NOT NULL BEGIN
+        {_KEYS_READY}
     END""",
 )
 

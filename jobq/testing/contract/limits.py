@@ -454,6 +454,28 @@ class LimitTests(ContractBase):
         assert store.claim_many(clock(), 10) == []
         assert store.stats().pending == 0
 
+    def test_a_released_job_cancelled_before_its_claim_lets_the_next_go(
+        self, open_store: OpenStore, clock: Clock
+    ) -> None:
+        """A held job a freed slot let go counts against its key until a
+        claim takes it; cancelled first, it must give its place back, or
+        the jobs still held would wait for a slot nothing will free."""
+        store = self.limit_store(open_store, Limit("one", concurrency=1))
+        first = (
+            claim_one(store, clock()) if add_limited(store, clock(), "one") else None
+        )
+        assert first is not None
+        released = add_limited(store, clock(), "one")
+        last = add_limited(store, clock(), "one")
+        assert store.claim_many(clock(), 10) == []  # both held
+        urgent = store.add([NewJob('"u"', clock(), None, 9, 3)], clock())[0].id
+        assert finish_one(store, first, None, None, clock())
+        assert claimed_ids(store, clock(), 1) == [urgent]  # the freed slot waits
+
+        assert store.cancel(released, clock(), by="t", keep_until=clock() + KEEP)
+
+        assert claimed_ids(store, clock()) == [last]
+
     def test_limits_and_held_jobs_are_the_same_after_a_restart(
         self, open_store: OpenStore, clock: Clock
     ) -> None:
