@@ -41,6 +41,7 @@ from jobq import JobState, StoreError
 from jobq.stores import PostgresStore, store_from
 from jobq.stores import postgres as postgres_module
 from jobq.stores.base import Claim, Done, Failure, NewJob, Signal
+from jobq.stores.pages import JobQuery
 from jobq.types import AttemptError, Limit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1411,7 +1412,8 @@ def test_a_database_restart_under_load_loses_nothing_acknowledged(
 
 def test_the_limits_statements_read_indexes_beside_many_jobs(pg: PG) -> None:
     """100,000 jobs, 20,000 of them held by 2,000 keys: releasing, the
-    claim's steps, next_due and usage read the indexes of their tables."""
+    claim's steps, next_due, usage and the due page (held jobs of every key
+    in run order) read the indexes of their tables."""
     store = pg.opened()
     store.declare_limit(Limit("account:*", concurrency=1))
     pg.rows(
@@ -1436,9 +1438,13 @@ def test_the_limits_statements_read_indexes_beside_many_jobs(pg: PG) -> None:
         "lock_keys": explain(store, statements.lock_keys, keys),
         "key_use": explain(store, statements.key_use, keys),
         "next_due": explain(store, statements.next_due, common),
+        "due_page": explain(store, statements.pages["due"], {
+            **common, "limit": 50, "c0": 2**63 - 1, "c1": -1e308, "c2": 0,
+            "task": None, "key": None, "error": None}),
     }  # fmt: skip
 
     assert "jobs_held" in plans["release_held"]
+    assert "jobs_held_order" in plans["due_page"]  # every key's, in run order
     assert "limit_keys_ready" in plans["releasable"]
     assert "jobs_held" in plans["releasable"]
     assert "jobs_ready" in plans["limited_pick"]
@@ -1524,3 +1530,35 @@ def test_held_jobs_are_released_in_their_order_as_slots_free(pg: PG) -> None:
     cancelled = store.get(low, T0)
     assert cancelled is not None
     assert (cancelled.state, cancelled.held_by) == (JobState.CANCELLED, None)
+
+
+def test_the_due_page_lists_held_jobs_among_the_due_ones_page_by_page(
+    pg: PG,
+) -> None:
+    """Held jobs are pending and due: the due page lists them with the
+    ready ones in run order (priority, then due time, then id), two at a
+    time, none twice, none left out."""
+    store = pg.opened(clock="queue")
+    for name in ("smtp", "api"):
+        store.declare_limit(Limit(name, concurrency=1))
+        store.add([limited_job("running", name, priority=9)], T0)
+    assert len(store.claim_many(T0, 2)) == 2  # both keys full
+    keys = ((3, "smtp"), (5, "api"), (3, "api"), (1, "smtp"))
+    held = [store.add([limited_job(p, name, priority=p)], T0)[0].id for p, name in keys]
+    assert store.claim_many(T0, 10) == []  # all held
+    ready = [store.add([new_job(p, priority=p)], T0)[0].id for p in (5, 3, 0)]
+
+    seen, after = [], None
+    while True:
+        page = store.page_jobs(JobQuery("due", limit=2, after=after), T0)
+        seen += [(job.id, job.held_by) for job in page.jobs]
+        after = page.after
+        if after is None:
+            break
+
+    priority = dict(zip(held + ready, (3, 5, 3, 1, 5, 3, 0), strict=True))
+    in_order = sorted(held + ready, key=lambda job_id: (-priority[job_id], job_id))
+    assert [job_id for job_id, _ in seen] == in_order
+    assert [job_id for job_id, held_by in seen if held_by] == [
+        job_id for job_id in in_order if job_id in held
+    ]

@@ -17,7 +17,6 @@ from werkzeug.test import TestResponse
 
 import jobq
 from jobq import Fatal, Job, JobState
-from jobq.stores import PostgresStore
 from jobq.testing import Clock
 from jobq.web import Dashboard, make_app
 from jobq.web.security import CSRF_COOKIE, double_submit
@@ -803,8 +802,6 @@ def test_the_overview_lists_the_limits_and_a_held_job_says_which_one_holds_it(
     assert '<span class="state held">held by smtp</span>' in page
     assert '<dd id="limits">smtp, account:42</dd>' in page
     assert re.search(r'<dd id="held-by">smtp: waits', page)
-    if isinstance(queue.store, PostgresStore):  # remove once its due page has them
-        pytest.xfail("PostgreSQL's browse('due') leaves out held jobs (state 'held')")
     due = seen["/jobs/due"].text
     assert f'{held}</a> <span class="state held">held by smtp' in due
 

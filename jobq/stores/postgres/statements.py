@@ -103,7 +103,8 @@ CLAIM = _PICK + ", {lazy_commit}\n    " + _START
 # their keys locked in name order (``LOCK_KEYS``, which creates missing
 # ones), their slots counted in a statement after it (``KEY_USE``: its
 # snapshot sees every claim of those keys that committed before), and the
-# outcome written at once (``START_LIMITED``): jobs started, jobs held, their
+# outcome written at once (``START_LIMITED``): jobs started, jobs held (a
+# wake per key of theirs: the next claim looks at those keys again), their
 # slots, the keys' new ``tat`` and ``ready_at``.
 LIMITED_PICK = (
     _PICK.replace(" AND limits IS NULL\n", "\n").replace(  # noqa: S608
@@ -125,6 +126,9 @@ START_LIMITED = (
         UPDATE {jobs} AS j SET state = 'held', held_by = h.name
         FROM unnest(%(held)s::bigint[], %(held_by)s::text[]) AS h(id, name)
         WHERE j.id = h.id
+        RETURNING j.limits
+    ), held_woke AS (
+        INSERT INTO {wakes} (queue, name) SELECT %(q)s, unnest(limits) FROM held
     ), slots AS (
         INSERT INTO {slots} (queue, name, job_id)
         SELECT %(q)s, s.name, s.id
@@ -221,37 +225,34 @@ PURGE = """expired AS (
 
 # Ending claims: ``ids`` and ``tokens`` (and ``results``) are arrays, one
 # item per claim; the ids whose claim was current come back.
-FINISH = """WITH {purge}, {lazy_commit}
-    DELETE FROM {jobs} AS j
+_FINISH = """DELETE FROM {jobs} AS j
     USING unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token), lazy
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
-      AND j.state = 'running'
-    RETURNING j.id"""
+      AND j.state = 'running'"""
+FINISH = "WITH {purge}, {lazy_commit}\n    " + _FINISH + "\n    RETURNING j.id"
 # A stopping job whose handler returned completes: its request is dropped.
-COMPLETE = """WITH {purge}, {lazy_commit}
-    UPDATE {jobs} AS j SET state = 'completed', result = c.result::json,
+_COMPLETE = """UPDATE {jobs} AS j SET state = 'completed', result = c.result::json,
         expires_at = {now} + %(keep_for)s::float8, finished_at = {now},
         cancel_at = NULL, cancel_by = NULL, cancel_attempt = NULL
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::text[])
         AS c(id, token, result), lazy
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
-      AND j.state = 'running'
-    RETURNING j.id"""
+      AND j.state = 'running'"""
+COMPLETE = "WITH {purge}, {lazy_commit}\n    " + _COMPLETE + "\n    RETURNING j.id"
 # A stopping job given back never ran again: it ends cancelled.
-RELEASE = """UPDATE {jobs} AS j
+_RELEASE = """UPDATE {jobs} AS j
     SET state = CASE WHEN cancel_at IS NULL THEN 'ready' ELSE 'cancelled' END,
         started_at = NULL
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
-      AND j.state = 'running'
-    RETURNING j.state"""
+      AND j.state = 'running'"""
+RELEASE = _RELEASE + "\n    RETURNING j.state"
 
 # A failed attempt: pending again in ``retry_in`` seconds, or dead (``retry_in``
 # NULL), or cancelled whatever ``retry_in`` if it was stopping (kept until
 # the ``expires_at`` its cancel set), with the error appended to the newest
 # ``kept``.
-FAIL = """WITH failed AS (
-        UPDATE {jobs} SET
+_FAIL = """UPDATE {jobs} AS j SET
             state = CASE WHEN cancel_at IS NOT NULL THEN 'cancelled'
                          WHEN %(retry_in)s::float8 IS NULL THEN 'dead'
                          WHEN %(retry_in)s::float8 > 0 THEN 'scheduled'
@@ -269,10 +270,43 @@ FAIL = """WITH failed AS (
                 || jsonb_build_array(jsonb_build_array(%(etype)s::text,
                        %(emessage)s::text, %(etraceback)s::text,
                        {now} + %(error_in)s::float8))
-        WHERE id = %(id)s AND queue = %(q)s AND state = 'running' AND token = %(token)s
+        WHERE id = %(id)s AND queue = %(q)s AND state = 'running'
+          AND token = %(token)s"""
+FAIL = f"""WITH failed AS (
+        {_FAIL}
         RETURNING state
     )
-    SELECT state FROM failed"""
+    SELECT state FROM failed"""  # noqa: S608
+
+# Ending claims under limits (the store picks these for a claim whose
+# ``Claim.limits`` are not empty; any other ends as above, touching no limits
+# table, at no cost to queues without limits): the change as the CTE
+# ``ended``, then the slots of the rows it ended dropped and a wake left per
+# key, in the same statement (the next claim releases that key's held jobs
+# if a slot is free). A stale claim ends no row, so frees nothing: a new
+# attempt's slot of that job is never dropped.
+_FREED = """freed AS (
+        DELETE FROM {slots}
+        WHERE job_id IN (SELECT id FROM ended WHERE limits IS NOT NULL)
+    ), woke AS (
+        INSERT INTO {wakes} (queue, name) SELECT %(q)s, unnest(limits) FROM ended
+    )"""
+
+
+def _freeing(ctes: str, change: str, returned: str) -> str:
+    """``change`` (an UPDATE or DELETE aliasing the jobs ``j``), after
+    ``ctes``, freeing the slots of what it ended; ``returned`` of each row."""
+    return f"""WITH {ctes}ended AS (
+    {change}
+    RETURNING j.id, j.limits, j.state
+    ), {_FREED}
+    SELECT {returned} FROM ended"""  # noqa: S608
+
+
+FINISH_LIMITED = _freeing("{purge}, {lazy_commit}, ", _FINISH, "id")
+COMPLETE_LIMITED = _freeing("{purge}, {lazy_commit}, ", _COMPLETE, "id")
+RELEASE_LIMITED = _freeing("", _RELEASE, "state")
+FAIL_LIMITED = _freeing("", _FAIL, "state")
 # The dead-letter trim, in the transaction that buried: first LOCK_DEAD, a
 # lock per queue held until that transaction ends, then TRIM_DEAD in a
 # statement of its own, whose snapshot (READ COMMITTED: one per statement) is
@@ -295,7 +329,8 @@ RENEW = """UPDATE {jobs} AS j SET lease_until = {db_now} + %(lease)s
       AND j.state = 'running'"""
 ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM {jobs}
     WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now})"""
-EXPIRED = """SELECT id, token, attempts, max_attempts, cancel_at IS NOT NULL
+EXPIRED = """SELECT id, token, limits IS NOT NULL, attempts, max_attempts,
+        cancel_at IS NOT NULL
     FROM {jobs}
     WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now}
     ORDER BY id FOR UPDATE SKIP LOCKED"""
@@ -342,7 +377,10 @@ DELETE_DEAD = """DELETE FROM {jobs} WHERE id = %(id)s AND queue = %(q)s
 # for the row, then finds the first's request): a pending job ends
 # cancelled, a running one keeps running with the request (the first one
 # kept); the state comes back ('running': stopping). Purges as FINISH does.
-CANCEL = """WITH {purge}
+# A pending job under limits that ends leaves a wake per key: one released
+# from 'held' was counted on to take a free slot, which another takes now
+# (a wake for a scheduled or held one finds nothing to release).
+CANCEL = """WITH {purge}, ended AS (
     UPDATE {jobs} SET
         state = CASE WHEN state = 'running' THEN 'running' ELSE 'cancelled' END,
         held_by = NULL,
@@ -354,7 +392,12 @@ CANCEL = """WITH {purge}
                           THEN {now} + %(keep_for)s::float8 ELSE expires_at END
     WHERE id = %(id)s AND queue = %(q)s
       AND state IN ('scheduled', 'ready', 'held', 'running')
-    RETURNING state"""
+    RETURNING state, limits
+    ), woke AS (
+        INSERT INTO {wakes} (queue, name)
+        SELECT %(q)s, unnest(limits) FROM ended WHERE state = 'cancelled'
+    )
+    SELECT state FROM ended"""
 # The claims asked to stop, of those given (current ones only): by id.
 STOPS_REQUESTED = """SELECT j.id FROM {jobs} AS j
     JOIN unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
@@ -380,6 +423,9 @@ NEXT_DUE = """SELECT
 _FILTERS = """ AND (%(task)s::text IS NULL OR task = %(task)s)
     AND (%(key)s::text IS NULL OR key = %(key)s)
     AND (%(error)s::text IS NULL OR strpos(last_error, %(error)s) > 0)"""
+# Due jobs: ready ones (``jobs_ready``), scheduled ones due that no claim
+# moved yet (``jobs_scheduled``; few) and held ones (pending and due:
+# ``jobs_held_order``), each a range of its index after the cursor, merged.
 _PAGE_DUE = (
     "SELECT * FROM ((SELECT " + _COLUMNS + ", priority, run_at, id FROM {jobs}"  # noqa: S608
     " WHERE queue = %(q)s AND state = 'ready' AND priority = %(c0)s"
@@ -394,6 +440,15 @@ _PAGE_DUE = (
     " WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}"
     " AND (priority < %(c0)s OR (priority = %(c0)s"
     " AND (run_at, id) > (%(c1)s, %(c2)s)))"
+    + _FILTERS
+    + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    " UNION ALL (SELECT " + _COLUMNS + ", priority, run_at, id FROM {jobs}"
+    " WHERE queue = %(q)s AND state = 'held' AND priority = %(c0)s"
+    " AND (run_at, id) > (%(c1)s, %(c2)s)"
+    + _FILTERS
+    + " ORDER BY run_at, id LIMIT %(limit)s)"
+    " UNION ALL (SELECT " + _COLUMNS + ", priority, run_at, id FROM {jobs}"
+    " WHERE queue = %(q)s AND state = 'held' AND priority < %(c0)s"
     + _FILTERS
     + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)) AS due"
     " ORDER BY 24 DESC, 25, 26 LIMIT %(limit)s"
@@ -473,7 +528,6 @@ class Statements:
             "limit_keys": ident("limit_keys"),
             "slots": ident("slots"),
             "wakes": ident("wakes"),
-            "free_limits": ident("free_limits"),
             "count_jobs": ident("count_jobs"),
             "now": sql.SQL(NOW),
             "db_now": sql.SQL(DB_NOW),
@@ -481,7 +535,8 @@ class Statements:
             "holds_key": sql.SQL(HOLDS_KEY),
         }
         for index in ("ready", "scheduled", "running", "dead", "completed",
-                      "live_keys", "finished", "cancelled", "held"):  # fmt: skip
+                      "live_keys", "finished", "cancelled", "held",
+                      "held_order"):  # fmt: skip
             idents[f"jobs_{index}"] = sql.Identifier(f"jobs_{index}")
         for index in ("limit_keys_ready", "slots_jobs", "wakes_names"):
             idents[index] = sql.Identifier(index)
@@ -506,6 +561,10 @@ class Statements:
         self.finish = render(FINISH)
         self.complete = render(COMPLETE)
         self.fail = render(FAIL)
+        self.finish_limited = render(FINISH_LIMITED)
+        self.complete_limited = render(COMPLETE_LIMITED)
+        self.release_limited = render(RELEASE_LIMITED)
+        self.fail_limited = render(FAIL_LIMITED)
         self.lock_dead = render(LOCK_DEAD)
         self.trim_dead = render(TRIM_DEAD)
         self.renew = render(RENEW)

@@ -216,13 +216,21 @@ def _dead_letters_lock_key(schema: str, queue: str) -> int:
 
 
 class _Attempt(NamedTuple):
-    """A failed attempt to record: its claim's id and token, its error, and
-    the seconds until the job runs again (``None``: it is dead)."""
+    """A failed attempt to record: its claim's id and token, its error, the
+    seconds until the job runs again (``None``: it is dead), and whether the
+    job is under limits (its end then frees its slots)."""
 
     id: int
     token: int
     error: AttemptError
     retry_in: float | None
+    limited: bool
+
+
+def _limited(claims: Sequence[Claim]) -> bool:
+    """Whether a claim of these is under limits: ending them then frees
+    slots (``statements.FINISH_LIMITED``, ...); else nothing limit-related runs."""
+    return any(claim.limits for claim in claims)
 
 
 def _summed(
@@ -956,10 +964,12 @@ class PostgresStore(OneJobCalls):
             "batch": EXPIRE_BATCH,
             **self._claim_arrays([d.claim for d in done]),
         }
+        limited = _limited([d.claim for d in done])
+        sql = self._sql
         if keep_until is None:
-            query = self._sql.finish
+            query = sql.finish_limited if limited else sql.finish
         else:
-            query = self._sql.complete
+            query = sql.complete_limited if limited else sql.complete
             values["results"] = [d.result for d in done]
             values["keep_for"] = max(keep_until - now, 0.0)
         with self._connection() as conn:
@@ -971,8 +981,10 @@ class PostgresStore(OneJobCalls):
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
         values = {"q": self.queue, **self._claim_arrays(claims)}
+        sql = self._sql
+        query = sql.release_limited if _limited(claims) else sql.release
         with self._connection() as conn:
-            rows = conn.execute(self._sql.release, values).fetchall()
+            rows = conn.execute(query, values).fetchall()
             states = [DATABASE_STATES[state] for (state,) in rows]
             if JobState.CANCELLED in states:
                 self._settle(conn)  # stopping jobs given back ended
@@ -984,7 +996,7 @@ class PostgresStore(OneJobCalls):
     def _slots_freed(self, claims: Sequence[Claim]) -> None:
         """After claims ended: if one ran under a limit, its slots freed may
         release held jobs, which a claim does: wake one."""
-        if self._limited and any(claim.limits for claim in claims):
+        if self._limited and _limited(claims):
             self._wake_claimers()
 
     def _wake_claimers(self) -> None:
@@ -1004,7 +1016,8 @@ class PostgresStore(OneJobCalls):
         alone = len(failures) == 1 and failures[0].retry_at is not None
         attempts = [
             _Attempt(claim.id, claim.token, error,
-                     None if retry_at is None else max(retry_at - now, 0.0))
+                     None if retry_at is None else max(retry_at - now, 0.0),
+                     bool(claim.limits))
             for claim, error, retry_at in failures
         ]  # fmt: skip
         with self._connection() as conn:
@@ -1027,8 +1040,10 @@ class PostgresStore(OneJobCalls):
     def _fail_one(
         self, conn: psycopg.Connection[Any], attempt: _Attempt, now: float
     ) -> JobState | None:
-        values = self._fail_params(*attempt, now)
-        row = conn.execute(self._sql.fail, values).fetchone()
+        job_id, token, error, retry_in, limited = attempt
+        values = self._fail_params(job_id, token, error, retry_in, now)
+        query = self._sql.fail_limited if limited else self._sql.fail
+        row = conn.execute(query, values).fetchone()
         return None if row is None else DATABASE_STATES[row[0]]
 
     def _after_failures(
@@ -1089,8 +1104,8 @@ class PostgresStore(OneJobCalls):
             with conn.transaction():
                 rows = conn.execute(sql.expired, {"q": self.queue}).fetchall()
                 attempts = [
-                    _Attempt(job_id, token, error, _retry_after_crash(*ran))
-                    for job_id, token, *ran in rows
+                    _Attempt(job_id, token, error, _retry_after_crash(*ran), limited)
+                    for job_id, token, limited, *ran in rows
                 ]
                 states, dropped = self._fail_all(conn, attempts, now)
             self._after_failures(conn, states, dropped)
