@@ -201,16 +201,19 @@ class MemoryStore(OneJobCalls):
         for job_id in self._claims:
             entry = self._jobs[job_id] = started(self._jobs[job_id], None)
             self._pending += 1
-            self._due.push((-entry[PRIORITY], entry[RUN_AT], job_id))
+            self._due_of(entry).push((-entry[PRIORITY], entry[RUN_AT], job_id))
         self._claims.clear()
-        for item in self._limiter.restart(self._limiter.declarations()):
-            self._due.push(item)
+        self._push_due(self._limiter.restart(self._limiter.declarations()))
 
     def _clear(self) -> None:
         self._jobs = _JobTable()
         # running job id -> its claim's token and its attempt's started_at
         self._claims: dict[int, tuple[int, float | None]] = {}
         self._due = DueJobs()
+        # Due jobs under limits, apart: a claim looks at them only when there
+        # are any, so jobs under none cost a claim nothing more.
+        self._limited = DueJobs()
+        self._any_limited = False  # _limited may hold something
         self._delayed: list[tuple[float, int]] = []  # (run_at, id)
         self._keys: dict[str, int] = {}
         self._dead: OrderedDict[int, None] = OrderedDict()  # burial order
@@ -220,6 +223,7 @@ class MemoryStore(OneJobCalls):
         self._next_id = 1
         self._schedules: dict[str, SlotState] = {}
         self._limiter = Limiter()
+        self._rate_waits = self._limiter.waits  # the same list: read per claim
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -281,25 +285,30 @@ class MemoryStore(OneJobCalls):
         claims: list[Claim] = []
         recorder = self._recorder
         with self._lock:
-            delayed, due, limiter = self._delayed, self._due, self._limiter
-            if limiter.waits:  # an attribute: this runs for every claim
-                self._push_due(limiter.ready(now))
+            delayed, due = self._delayed, self._due
+            if self._rate_waits:  # held jobs a rate lets go by now
+                self._push_due(self._limiter.ready(now))
             while delayed and delayed[0][0] <= now:
                 run_at, job_id = heapq.heappop(delayed)
                 entry = self._pending_entry(run_at, job_id)
                 if entry is not None:
-                    due.push((-entry[PRIORITY], run_at, job_id))
-            while len(claims) < limit and due:  # len first: due.__bool__ is a call
-                item = due.pop()
-                _, run_at, job_id = item
-                entry = self._pending_entry(run_at, job_id)
-                if entry is None:
-                    continue  # cancelled or rescheduled since it was pushed
-                if entry[LIMITS]:
-                    admitted, released = limiter.admit(item, entry[LIMITS], now)
-                    self._push_due(released)
-                    if not admitted:
-                        continue  # held by a limit, until it allows
+                    self._due_of(entry).push((-entry[PRIORITY], run_at, job_id))
+            mixed = self._any_limited  # an attribute: no call for jobs under none
+            while len(claims) < limit:
+                if mixed and (top := self._limited.peek()) is None:
+                    mixed = self._any_limited = False
+                if mixed and (not due or top < due.peek()):  # type: ignore[operator]
+                    entry = self._admitted(self._limited.pop(), now)
+                    if entry is None:
+                        continue  # held by a limit (or gone)
+                    job_id, run_at = entry[ID], entry[RUN_AT]
+                elif due:
+                    _, run_at, job_id = due.pop()
+                    entry = self._pending_entry(run_at, job_id)
+                    if entry is None:
+                        continue  # cancelled or rescheduled since it was pushed
+                else:
+                    break
                 token = next(self._tokens)
                 self._claims[job_id] = (token, now)
                 self._pending -= 1
@@ -308,8 +317,9 @@ class MemoryStore(OneJobCalls):
                 attempt = entry[ATTEMPTS] + 1
                 claim = Claim(job_id, token, entry[PAYLOAD], attempt,
                               entry[MAX_ATTEMPTS], entry[KEY], entry[TASK],
-                              run_at, entry[TIMEOUT], entry[META],
-                              entry[LIMITS])  # fmt: skip
+                              run_at, entry[TIMEOUT], entry[META])  # fmt: skip
+                if mixed and entry[LIMITS]:  # rare: no field read for the others
+                    claim = claim._replace(limits=entry[LIMITS])
                 claims.append(claim)
         return claims
 
@@ -586,11 +596,13 @@ class MemoryStore(OneJobCalls):
 
     def next_due(self) -> float | None:
         with self._lock:
-            due = self._due
-            while (top := due.peek()) is not None and not self._pending_entry(*top[1:]):
-                due.pop()
-            if top is not None:
-                return top[1]
+            for due in (self._due, self._limited):
+                while (top := due.peek()) is not None and not self._pending_entry(
+                    *top[1:]
+                ):
+                    due.pop()
+                if top is not None:
+                    return top[1]
             delayed = self._delayed
             while delayed and not self._pending_entry(*delayed[0]):
                 heapq.heappop(delayed)
@@ -693,7 +705,7 @@ class MemoryStore(OneJobCalls):
         so that worker shortens its wait to the new due time.
         """
         if entry[RUN_AT] <= now:
-            self._due.push((-entry[PRIORITY], entry[RUN_AT], entry[ID]))
+            self._due_of(entry).push((-entry[PRIORITY], entry[RUN_AT], entry[ID]))
             return 1
         if not self._delayed or entry[RUN_AT] < self._delayed[0][0]:
             self._signal.jobs_added_locked()
@@ -727,11 +739,29 @@ class MemoryStore(OneJobCalls):
             self._push_due(self._limiter.free(entry[LIMITS], now))
         return entry, held[1]
 
+    def _due_of(self, entry: Entry) -> DueJobs:
+        """Where a due job waits for a claim: apart if it has limits."""
+        if entry[LIMITS]:
+            self._any_limited = True
+            return self._limited
+        return self._due
+
+    def _admitted(self, item: tuple[int, float, int], now: float) -> Entry | None:
+        """The pending job of a due ``item`` under limits, its slots and
+        starts taken; ``None`` if its limits hold it back (or it is gone)."""
+        entry = self._pending_entry(item[1], item[2])
+        if entry is None:
+            return None
+        admitted, released = self._limiter.admit(item, entry[LIMITS], now)
+        self._push_due(released)
+        return entry if admitted else None
+
     def _push_due(self, items: list[tuple[int, float, int]]) -> None:
         """Held jobs a limit let go: due again, in their order, waking workers."""
         if items:
+            self._any_limited = True
             for item in items:
-                self._due.push(item)
+                self._limited.push(item)
             self._signal.jobs_added_locked(len(items))
 
     def _release_key(self, entry: Entry) -> None:
