@@ -8,7 +8,12 @@ as the key allows now, back to ``ready`` in their run order. It then claims
 as ever; each claimed row with limits is admitted (a slot of each key, a
 start of each rate) or held by the first key that refuses it. A key's
 ``ready_at`` says when it may release again: its rate's next start, or
-NULL while its slots are full (the trigger that frees one sets it to 0).
+NULL while its slots are full (``free_slots``, which frees one, sets it to 0).
+
+No trigger does any of it: the statements that hold or release a job keep
+its key's ``held``, and the store calls ``free_slots`` (and ``cancelled``)
+only for a claim (a job) with limits, so a job under none runs exactly the
+statements it ran before limits existed.
 """
 
 from __future__ import annotations
@@ -20,9 +25,13 @@ from collections.abc import Sequence
 from jobq.stores.limits import NEVER, governing, has_room, next_tat, rate_ready_at
 from jobq.stores.sqlite.statements import (
     ADMIT,
+    FREE_SLOTS,
     GET_LIMIT,
+    HELD_FEWER,
+    HELD_MORE,
     HOLD,
     KEY_STATE,
+    KEYS_READY,
     LIMITS,
     NEW_KEY,
     PUT_LIMIT,
@@ -30,12 +39,13 @@ from jobq.stores.sqlite.statements import (
     RELEASE_HELD,
     SET_KEY,
     SET_READY,
+    SLOTS_READY,
     TAKE_SLOT,
 )
 from jobq.types import Limit
 
-#: ``ready_at`` for a key that may release now (the slot-freeing triggers'
-#: value too): before any claim's ``now``.
+#: ``ready_at`` for a key that may release now (``free_slots``' value too):
+#: before any claim's ``now``.
 AT_ONCE = 0.0
 
 
@@ -88,11 +98,14 @@ class Limiter:
     def _release_key(self, name: str, tat: float) -> int:
         limit = governing(self.limits, name)
         if limit is None:  # its declaration is gone: nothing holds it
-            return int(self.conn.execute(RELEASE_HELD, (name, -1)).rowcount)
+            released = int(self.conn.execute(RELEASE_HELD, (name, -1)).rowcount)
+            self.conn.execute(HELD_FEWER, (released, name))
+            return released
         _, held, running = self._state(name)
         count = min(held, self._allowance(limit, running, tat))
         if count:
-            self.conn.execute(RELEASE_HELD, (name, count))
+            moved = self.conn.execute(RELEASE_HELD, (name, count)).rowcount
+            self.conn.execute(HELD_FEWER, (moved, name))
             # As if they started: a claim that holds them again sets it anew.
             running, tat = running + count, next_tat(limit, tat, self.now)
         ready = _ready_at(limit, running, tat) if count < held else None
@@ -147,11 +160,32 @@ class Limiter:
         states: Sequence[tuple[str, Limit | None, float, int, int]],
     ) -> None:
         self.conn.execute(HOLD, (key, job_id))
+        self.conn.execute(HELD_MORE, (key,))
         self.conn.execute(SET_READY, (_ready_at(limit, running, tat), key))
         for other, other_limit, other_tat, held, other_running in states:
             if other != key and held and other_limit is not None:
                 ready = _ready_at(other_limit, other_running, other_tat)
                 self.conn.execute(SET_READY, (ready, other))
+
+
+def free_slots(conn: sqlite3.Connection, job_id: int) -> None:
+    """A limited claim of ``job_id`` ended (finished, failed, released,
+    recovered, stopped; its statement changed the row): its keys may release
+    a held job, and its slots are free."""
+    conn.execute(SLOTS_READY, (job_id,))
+    conn.execute(FREE_SLOTS, (job_id,))
+
+
+def cancelled(
+    conn: sqlite3.Connection, state: str, limits: str | None, held_by: str | None
+) -> None:
+    """A pending job with limits was cancelled in ``state``: a held one no
+    longer counts against its key; a ready one (perhaps released, counting
+    against its keys until a claim took it) gives its keys' place back."""
+    if state == "held":
+        conn.execute(HELD_FEWER, (1, held_by))
+    elif state == "ready":
+        conn.execute(KEYS_READY, (limits,))
 
 
 def job_limits(text: str | None) -> tuple[str, ...]:

@@ -121,7 +121,8 @@ ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM jobq_jobs
     WHERE state = 'running' AND lease_until <= ?)"""
 OWNERS = """SELECT DISTINCT owner_pid, owner_nonce FROM jobq_jobs
     WHERE state = 'running' AND owner_host = ?"""
-_RECOVERED = "id, attempts, max_attempts, errors, cancel_at IS NOT NULL"
+_RECOVERED = """id, attempts, max_attempts, errors, cancel_at IS NOT NULL,
+    limits IS NOT NULL"""
 EXPIRED = f"""SELECT {_RECOVERED} FROM jobq_jobs
     WHERE state = 'running' AND lease_until <= ?"""  # noqa: S608
 OWNED = f"""SELECT {_RECOVERED} FROM jobq_jobs
@@ -156,7 +157,8 @@ DEAD_KEY = "SELECT key FROM jobq_jobs WHERE id = ? AND state = 'dead'"
 REVIVE = """UPDATE jobq_jobs SET state = 'ready', attempts = 0, run_at = ?,
     buried = NULL WHERE id = ?"""
 DELETE_DEAD = "DELETE FROM jobq_jobs WHERE id = ? AND state = 'dead'"
-CANCEL_STATE = "SELECT state, cancel_at IS NOT NULL FROM jobq_jobs WHERE id = ?"
+CANCEL_STATE = """SELECT state, cancel_at IS NOT NULL, limits, held_by FROM jobq_jobs
+    WHERE id = ?"""
 CANCEL_PENDING = """UPDATE jobq_jobs SET state = 'cancelled', cancel_at = ?,
     cancel_by = ?, expires_at = ?, held_by = NULL WHERE id = ?"""
 STOP_RUNNING = """UPDATE jobq_jobs SET cancel_at = ?, cancel_by = ?,
@@ -304,6 +306,17 @@ ADMIT = "UPDATE jobq_jobs SET started_at = ?, finished_at = NULL WHERE id = ?"
 #: A claimed job a limit holds back: held by that key, as before the claim.
 HOLD = """UPDATE jobq_jobs SET state = 'held', held_by = ?, lease_until = NULL,
     owner_host = NULL, owner_pid = NULL, owner_nonce = NULL WHERE id = ?"""
+#: A key holds one more job, or ``?`` fewer.
+HELD_MORE = "UPDATE jobq_limit_keys SET held = held + 1 WHERE name = ?"
+HELD_FEWER = "UPDATE jobq_limit_keys SET held = held - ? WHERE name = ?"
+#: A limited claim ended: its keys may release a held job (``ready_at`` 0),
+#: then its slots are gone (``limiting.free_slots``).
+SLOTS_READY = """UPDATE jobq_limit_keys SET ready_at = 0 WHERE held > 0
+    AND name IN (SELECT name FROM jobq_slots WHERE job_id = ?)"""
+FREE_SLOTS = "DELETE FROM jobq_slots WHERE job_id = ?"
+#: A released job cancelled before a claim took it gives its keys' place back.
+KEYS_READY = """UPDATE jobq_limit_keys SET ready_at = 0 WHERE held > 0
+    AND name IN (SELECT value FROM json_each(?))"""
 #: A key's first held jobs, in run order, due again: a range of ``jobq_held``.
 RELEASE_HELD = """UPDATE jobq_jobs SET state = 'ready', held_by = NULL
     WHERE id IN (SELECT id FROM jobq_jobs WHERE state = 'held' AND held_by = ?

@@ -61,8 +61,10 @@ from jobq.stores.pages import DATABASE_FIRST, JobPage, JobQuery, read_cursor
 from jobq.stores.sqlite.connections import Database, guard, inherited
 from jobq.stores.sqlite.limiting import (
     Limiter,
+    cancelled,
     declare,
     declared,
+    free_slots,
     job_limits,
     limits_text,
 )
@@ -224,9 +226,21 @@ def _finish_one(
     claim was current."""
     claim = done.claim
     if keep_until is None:
-        return bool(conn.execute(DELETE_CLAIMED, (claim.id, claim.token)).rowcount)
-    values = (done.result, keep_until, now, claim.id, claim.token)
-    return bool(conn.execute(COMPLETE, values).rowcount)
+        ended = conn.execute(DELETE_CLAIMED, (claim.id, claim.token)).rowcount
+    else:
+        values = (done.result, keep_until, now, claim.id, claim.token)
+        ended = conn.execute(COMPLETE, values).rowcount
+    if ended and claim.limits:
+        free_slots(conn, claim.id)
+    return bool(ended)
+
+
+def _release_one(conn: sqlite3.Connection, claim: Claim) -> list[Any]:
+    """Give the claim's job back (``RELEASE``); the rows it returned."""
+    rows = conn.execute(RELEASE, (claim.id, claim.token)).fetchall()
+    if rows and claim.limits:
+        free_slots(conn, claim.id)
+    return rows
 
 
 def _insert(conn: sqlite3.Connection, new: NewJob, now: float) -> Enqueued:
@@ -601,12 +615,9 @@ class SqliteStore(OneJobCalls):
     def release(self, claims: Sequence[Claim], now: float) -> None:
         """Pending again; a stopping job, which never started, cancelled."""
         with self._write() as conn:
-            ended = [
-                conn.execute(RELEASE, (claim.id, claim.token)).fetchall()
-                for claim in claims
-            ]
-            cancelled = any(row == [(1,)] for row in ended)
-            settled = cancelled and self._settled(conn)
+            ended = [_release_one(conn, claim) for claim in claims]
+            stopped = any(row == [(1,)] for row in ended)
+            settled = stopped and self._settled(conn)
         self._jobs_added(len(claims))
         if settled:
             self._job_settled()
@@ -628,6 +639,8 @@ class SqliteStore(OneJobCalls):
                 )  # fmt: skip
                 dropped += self._record_failure(conn, claim.id, attempts, errors,
                                                 error, retry_at, now, end)  # fmt: skip
+                if claim.limits:
+                    free_slots(conn, claim.id)
                 states.append(end)
             settled = self._any_settled(conn, states, now)
             freed = self._slots_freed(conn, [f.claim for f in failures], now)
@@ -700,10 +713,14 @@ class SqliteStore(OneJobCalls):
         with self._write() as conn:
             conn.execute(EXPIRE_CANCELLED, (now,))
             row = conn.execute(CANCEL_STATE, (job_id,)).fetchone()
-            state, stopping = (None, False) if row is None else row
+            state, stopping, limits, held_by = (
+                (None, False, None, None) if row is None else row
+            )
             request = (now, by, keep_until, job_id)
             if state in ("scheduled", "ready", "held"):
                 conn.execute(CANCEL_PENDING, request)
+                if limits is not None:
+                    cancelled(conn, state, limits, held_by)
                 outcome: CancelOutcome | None = "cancelled"
             elif state == "running":
                 if not stopping:
@@ -905,11 +922,20 @@ class SqliteStore(OneJobCalls):
                 rows += conn.execute(OWNED, (self._owner.host, pid, nonce)).fetchall()
             recovered = {row[0]: row for row in rows}
             states: list[JobState | None] = []
-            for job_id, attempts, max_attempts, errors, stopping in recovered.values():
+            for (
+                job_id,
+                attempts,
+                max_attempts,
+                errors,
+                stopping,
+                limited,
+            ) in recovered.values():
                 end = ended_by_crash(attempts, max_attempts, bool(stopping))
                 dropped += self._record_failure(
                     conn, job_id, attempts, errors, error, now, now, end
                 )
+                if limited:
+                    free_slots(conn, job_id)
                 states.append(end)
             settled = self._any_settled(conn, states, now)
             freed = bool(recovered) and self._may_hold(conn, now)
