@@ -673,7 +673,7 @@ def test_claim_statements_use_the_partial_indexes(
         plans = {
             name: plan(conn, getattr(sqlite_statements, name), params)
             for name, params in [
-                ("ANY_DUE", (T0,)),
+                ("ANY_DUE", (T0, T0)),
                 ("PROMOTE", (T0,)),
                 ("CLAIM", (T0, T0 + 30, "h", 1, "n", 32)),
                 ("NEXT_DUE", ()),
@@ -715,7 +715,7 @@ def test_limit_statements_use_their_indexes(open_store: OpenStore, path: Path) -
     store = open_store()
     add(store, *(new_job(n, run_at=T0 + 3600, priority=9) for n in range(500)))
     statements = [
-        ("ANY_DUE", (T0,)),
+        ("ANY_DUE", (T0, T0)),
         ("READY_KEYS", (T0,)),
         ("READY_KEY_EXISTS", (T0,)),
         ("KEY_STATE", ("smtp",)),

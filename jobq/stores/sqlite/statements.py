@@ -36,15 +36,15 @@ LIVE_JOB = """SELECT 1 FROM jobq_jobs
 # Cheap read first, so idle workers never take the write lock for nothing.
 # Its second column: whether a key may release held jobs (``READY_KEYS``).
 ANY_DUE = """SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'ready')
-    OR EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= ?1),
-    EXISTS (SELECT 1 FROM jobq_limit_keys WHERE held > 0 AND ready_at <= ?1)"""
+    OR EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= ?),
+    EXISTS (SELECT 1 FROM jobq_limit_keys WHERE held > 0 AND ready_at <= ?)"""
 PROMOTE = (
     "UPDATE jobq_jobs SET state = 'ready' WHERE state = 'scheduled' AND run_at <= ?"
 )
 # A job under limits keeps its attempt times until its limits admit it
 # (``ADMIT``): one they hold back never started.
 CLAIM = """UPDATE jobq_jobs SET state = 'running', token = token + 1,
-        started_at = iif(limits IS NULL, ?1, started_at),
+        started_at = iif(limits IS NULL, ?, started_at),
         finished_at = iif(limits IS NULL, NULL, finished_at),
         lease_until = ?, owner_host = ?, owner_pid = ?, owner_nonce = ?
     WHERE id IN (SELECT id FROM jobq_jobs WHERE state = 'ready'

@@ -516,7 +516,7 @@ class SqliteStore(OneJobCalls):
         if watcher is not None:
             watcher.want_rings()  # before looking: nothing committed later is missed
         with self._reading() as conn:
-            due, releasing = conn.execute(ANY_DUE, (now,)).fetchone()
+            due, releasing = conn.execute(ANY_DUE, (now, now)).fetchone()
             if not (due or releasing):
                 return []
         owner = self._owner
