@@ -14,12 +14,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import jobq
 from jobq import JobState
+from jobq.stores import JsonFileStore
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 WAIT = 10.0
@@ -324,3 +326,23 @@ def test_a_retry_s_backoff_holds_no_slot(make_queue: MakeQueue) -> None:
     assert queue.run_pending() == 2  # the retry waits; the slot is free
     assert attempts == ["flaky", "next"]
     assert queue.limits()[0].running == 0
+
+
+def test_a_json_file_another_owner_holds_opens_with_limits_declared(
+    tmp_path: Path,
+) -> None:
+    """Declaring writes to the store; a JSON file has one owner, so another
+    process's declarations are not written, and it still reads the file."""
+    path = tmp_path / "jobs.json"
+    owner: jobq.JobQueue[Any] = jobq.JobQueue(store=JsonFileStore(path))
+    other: jobq.JobQueue[Any] = jobq.JobQueue(store=JsonFileStore(path))
+    try:
+        owner.limit("smtp", concurrency=2)
+        owner.enqueue("x", limits=["smtp"])
+        other.limit("smtp", concurrency=5)
+
+        assert other.stats().pending == 1  # opened: reads the owner's file
+        assert [u.concurrency for u in owner.limits()] == [2]
+    finally:
+        other.close()
+        owner.close()

@@ -303,7 +303,10 @@ class JsonFileStore(OneJobCalls):
         dashboard) are not written."""
         if self.read_only:
             return None
-        self._require_owner()
+        try:
+            self._require_owner()
+        except StoreLocked:  # another process owns the file: its rule
+            return None
         replaced = self._memory.declare_limit(limit)
         self._commit()
         return replaced
