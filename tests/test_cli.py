@@ -1103,11 +1103,11 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert created.code == 0, created.err
-    assert created.out == f"the SQLite file {path}: jobq schema at version 6\n"
+    assert created.out == f"the SQLite file {path}: jobq schema at version 7\n"
     assert again.code == 0, again.err
     assert json.loads(again.out) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 6,
+        "schema_version": 7,
     }
     assert json.loads(looked.out) == {
         "pending": 0,
@@ -1131,7 +1131,7 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_5(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert migrated.code == 0, migrated.err
-    assert migrated.out == f"the SQLite file {path}: jobq schema at version 6\n"
+    assert migrated.out == f"the SQLite file {path}: jobq schema at version 7\n"
     assert json.loads(looked.out) == {
         "pending": 2,
         "delayed": 1,

@@ -392,7 +392,7 @@ def test_manage_py_jobq_limits_lists_what_the_store_holds() -> None:
 def test_manage_py_jobq_migrate() -> None:
     out = io.StringIO()
     call_command("jobq", "migrate", "--json", stdout=out)
-    assert json.loads(out.getvalue())["schema_version"] == 6
+    assert json.loads(out.getvalue())["schema_version"] == 7
 
 
 def test_manage_py_jobq_worker_runs_jobs_and_stops_on_sigterm() -> None:

@@ -470,7 +470,7 @@ def test_flask_jobq_migrate_creates_the_schema(
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 6,
+        "schema_version": 7,
     }
     assert path.exists()
 

@@ -30,7 +30,7 @@ from old_schemas import sqlite_at, sqlite_v1
 import jobq
 from jobq import Cancellation, Enqueued, JobState, Limit, LimitUsage
 from jobq.stores import SqliteStore, store_from
-from jobq.stores.base import Claim, NewJob, Signal, StoreStats
+from jobq.stores.base import Claim, Done, NewJob, Signal, StoreStats
 from jobq.stores.sqlite import statements as sqlite_statements
 from jobq.stores.sqlite.schema import GET_VERSION, SCHEMA_VERSION
 from jobq.stores.sqlite.statements import FINISHED_PER_MINUTE
@@ -673,7 +673,7 @@ def test_claim_statements_use_the_partial_indexes(
         plans = {
             name: plan(conn, getattr(sqlite_statements, name), params)
             for name, params in [
-                ("ANY_DUE", (T0, T0)),
+                ("ANY_DUE_OR_READY", (T0, T0)),
                 ("PROMOTE", (T0,)),
                 ("CLAIM", (T0, T0 + 30, "h", 1, "n", 32)),
                 ("NEXT_DUE", ()),
@@ -715,7 +715,7 @@ def test_limit_statements_use_their_indexes(open_store: OpenStore, path: Path) -
     store = open_store()
     add(store, *(new_job(n, run_at=T0 + 3600, priority=9) for n in range(500)))
     statements = [
-        ("ANY_DUE", (T0, T0)),
+        ("ANY_DUE_OR_READY", (T0, T0)),
         ("READY_KEYS", (T0,)),
         ("READY_KEY_EXISTS", (T0,)),
         ("KEY_STATE", ("smtp",)),
@@ -740,7 +740,7 @@ def test_limit_statements_use_their_indexes(open_store: OpenStore, path: Path) -
         )
 
     assert "USING INDEX jobq_limit_ready (ready_at<?)" in plans["READY_KEYS"]
-    assert "USING INDEX jobq_limit_ready (ready_at<?)" in plans["ANY_DUE"]
+    assert "USING INDEX jobq_limit_ready (ready_at<?)" in plans["ANY_DUE_OR_READY"]
     assert "USING INDEX jobq_limit_ready" in plans["NEXT_DUE"]
     assert "USING INDEX jobq_held (held_by=?)" in plans["RELEASE_HELD"]
     assert "SEARCH jobq_slots USING PRIMARY KEY (name=?)" in plans["KEY_STATE"]
@@ -777,13 +777,96 @@ def test_a_version_5_file_is_migrated_and_keeps_its_jobs(
     ]
     assert store.stats() == StoreStats(2, 0, 1, delayed=1)
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (6,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (7,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
     assert add(store, new_job("new")) == [5]
     store.declare_limit(Limit("smtp", concurrency=1))
     add(store, new_job("a", limits=("smtp",)), new_job("b", limits=("smtp",)))
     assert [c.id for c in store.claim_many(T0, 10)] == [1, 5, 6]
     assert store.limit_usage(T0) == [LimitUsage("smtp", 1, None, 1, 1, 1)]
+
+
+def test_a_version_6_file_keeps_its_held_jobs_and_they_are_released(
+    path: Path, open_store: OpenStore
+) -> None:
+    """Version 7 rebuilds the held-job indexes on ``held_by``: a job held
+    under version 6 is still held, and its key releases it to a claim."""
+    sqlite_at(path, 6)
+    with raw(path) as conn:  # job 9 held by smtp, whose key may release it now
+        conn.execute("INSERT INTO jobq_jobs (id, state, payload, priority, run_at,"
+                     " created_at, max_attempts, limits, held_by) VALUES"
+                     " (9, 'held', '\"h\"', 0, ?, ?, 1, '[\"smtp\"]', 'smtp')",
+                     (T0, T0))  # fmt: skip
+        conn.execute("INSERT INTO jobq_limits VALUES ('smtp', 1, NULL, NULL, 1)")
+        conn.execute("INSERT INTO jobq_limit_keys VALUES ('smtp', NULL, 0, 1)")
+
+    store = open_store()
+
+    held = store.get(9, T0)
+    assert held is not None
+    assert (held.state, held.held_by) == (JobState.PENDING, "smtp")
+    with raw(path) as conn:
+        indexes = dict(conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE name LIKE 'jobq_held%'"
+        ).fetchall())  # fmt: skip
+    assert sorted(indexes) == ["jobq_held", "jobq_held_order"]
+    assert all("WHERE held_by IS NOT NULL" in sql for sql in indexes.values())
+    assert 9 in [c.id for c in store.claim_many(T0, 10)]
+    assert store.limit_usage(T0) == [LimitUsage("smtp", 1, None, 1, 1, 0)]
+
+
+def test_a_process_that_never_declared_a_limit_releases_held_jobs_within_a_second(
+    open_store: OpenStore,
+) -> None:
+    """Until a store sees a limit (its own declaration, a limited job it
+    claims, or a look at the file once a second), its claims skip the probe
+    for keys that may release held jobs. So when the process that held them
+    is gone, another that never declared the limit still releases them,
+    a second later at most."""
+    other = open_store()
+    assert other.claim_many(T0, 1) == []  # it looked: no limit in the file yet
+    holder = open_store()
+    holder.declare_limit(Limit("smtp", concurrency=1))
+    first, second = add(holder, new_job("a", limits=("smtp",)),
+                        new_job("b", limits=("smtp",)))  # fmt: skip
+    [running] = holder.claim_many(T0, 2)  # "b" held
+    assert holder.finish_many([Done(running, None)], None, T0) == [True]
+    holder.close()  # its process is gone before it released "b"
+
+    assert other.claim_many(T0 + 0.5, 1) == []  # not looked again yet
+    [released] = other.claim_many(T0 + 1.0, 1)
+    assert (running.id, released.id) == (first, second)
+    assert released.limits == ("smtp",)
+
+
+def index_writes(conn: sqlite3.Connection, statement: str) -> set[str]:
+    """The indexes ``statement`` opens for writing: those it maintains."""
+    roots = dict(conn.execute(
+        "SELECT rootpage, name FROM sqlite_master WHERE type = 'index'"
+    ).fetchall())  # fmt: skip
+    params = [None] * statement.count("?")
+    program = conn.execute(f"EXPLAIN {statement}", params).fetchall()
+    opened = {row[3] for row in program if row[1] == "OpenWrite"}
+    return {roots[page] for page in opened if page in roots}
+
+
+def test_claims_and_finishes_leave_the_held_job_indexes_alone(
+    open_store: OpenStore, path: Path
+) -> None:
+    """Claims and finishes write ``state`` on every job; the held-job indexes
+    key on ``held_by``, which only holds, releases and cancels write, so a
+    claim or a finish of a job under no limit never maintains them."""
+    open_store()
+    with raw(path) as conn:
+        writes = {
+            name: index_writes(conn, getattr(sqlite_statements, name))
+            for name in ("CLAIM", "COMPLETE", "RETRY", "HOLD", "RELEASE_HELD")
+        }
+    held = {"jobq_held", "jobq_held_order"}
+    assert not writes["CLAIM"] & held
+    assert not writes["COMPLETE"] & held
+    assert held <= writes["HOLD"]  # the test can tell
+    assert held <= writes["RELEASE_HELD"]
 
 
 def vm_steps(store: SqliteStore, action: Callable[[], object]) -> int:
@@ -1068,7 +1151,7 @@ def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
 def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
     sqlite_v1(path)
 
-    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 6
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 7
     assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
 
     with raw(path) as conn:
@@ -1118,7 +1201,7 @@ def test_a_version_4_file_is_migrated_and_keeps_its_jobs_ids_and_keys(
     ]
     assert store.stats() == StoreStats(2, 0, 1, delayed=1, kept=1, cancelled=0)
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (6,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (7,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
     assert add(store, new_job("new")) == [6]
     assert claim(store).id == 1

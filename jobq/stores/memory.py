@@ -292,36 +292,60 @@ class MemoryStore(OneJobCalls):
                 run_at, job_id = heapq.heappop(delayed)
                 entry = self._pending_entry(run_at, job_id)
                 if entry is not None:
-                    self._due_of(entry).push((-entry[PRIORITY], run_at, job_id))
-            mixed = self._any_limited  # an attribute: no call for jobs under none
-            while len(claims) < limit:
-                if mixed and (top := self._limited.peek()) is None:
-                    mixed = self._any_limited = False
-                if mixed and (not due or top < due.peek()):  # type: ignore[operator]
-                    entry = self._admitted(self._limited.pop(), now)
-                    if entry is None:
-                        continue  # held by a limit (or gone)
-                    job_id, run_at = entry[ID], entry[RUN_AT]
-                elif due:
-                    _, run_at, job_id = due.pop()
-                    entry = self._pending_entry(run_at, job_id)
-                    if entry is None:
-                        continue  # cancelled or rescheduled since it was pushed
-                else:
-                    break
+                    lane = self._due_of(entry) if entry[LIMITS] else due
+                    lane.push((-entry[PRIORITY], run_at, job_id))
+            if self._any_limited:
+                self._claim_mixed(claims, now, limit)
+                return claims
+            # Jobs under no limit: ``_claimed`` inlined, so that such a claim
+            # costs no call more than it did before limits existed.
+            while len(claims) < limit and due:  # len first: due.__bool__ is a call
+                _, run_at, job_id = due.pop()
+                entry = self._pending_entry(run_at, job_id)
+                if entry is None:
+                    continue  # cancelled or rescheduled since it was pushed
                 token = next(self._tokens)
                 self._claims[job_id] = (token, now)
                 self._pending -= 1
                 if recorder is not None:
                     recorder.claimed(job_id, now)
-                attempt = entry[ATTEMPTS] + 1
-                claim = Claim(job_id, token, entry[PAYLOAD], attempt,
-                              entry[MAX_ATTEMPTS], entry[KEY], entry[TASK],
-                              run_at, entry[TIMEOUT], entry[META])  # fmt: skip
-                if mixed and entry[LIMITS]:  # rare: no field read for the others
-                    claim = claim._replace(limits=entry[LIMITS])
-                claims.append(claim)
+                claims.append(Claim(job_id, token, entry[PAYLOAD], entry[ATTEMPTS] + 1,
+                                    entry[MAX_ATTEMPTS], entry[KEY], entry[TASK],
+                                    run_at, entry[TIMEOUT], entry[META]))  # fmt: skip
         return claims
+
+    def _claim_mixed(self, claims: list[Claim], now: float, limit: int) -> None:
+        """``claim_many``'s loop while jobs under limits are due: the two
+        lanes merged in run order, each limited job admitted or held."""
+        due, limited = self._due, self._limited
+        while len(claims) < limit:
+            top, first = limited.peek(), due.peek()
+            if top is None:
+                self._any_limited = False  # the next claim takes the usual loop
+            if top is not None and (first is None or top < first):
+                entry = self._admitted(limited.pop(), now)
+                if entry is None:
+                    continue  # held by a limit (or gone)
+            elif first is not None:
+                _, run_at, job_id = due.pop()
+                entry = self._pending_entry(run_at, job_id)
+                if entry is None:
+                    continue  # cancelled or rescheduled since it was pushed
+            else:
+                return
+            claims.append(self._claimed(entry, now))
+
+    def _claimed(self, entry: Entry, now: float) -> Claim:
+        """The due ``entry`` claimed: running under a new token."""
+        job_id = entry[ID]
+        token = next(self._tokens)
+        self._claims[job_id] = (token, now)
+        self._pending -= 1
+        if self._recorder is not None:
+            self._recorder.claimed(job_id, now)
+        return Claim(job_id, token, entry[PAYLOAD], entry[ATTEMPTS] + 1,
+                     entry[MAX_ATTEMPTS], entry[KEY], entry[TASK], entry[RUN_AT],
+                     entry[TIMEOUT], entry[META], entry[LIMITS])  # fmt: skip
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
@@ -705,7 +729,8 @@ class MemoryStore(OneJobCalls):
         so that worker shortens its wait to the new due time.
         """
         if entry[RUN_AT] <= now:
-            self._due_of(entry).push((-entry[PRIORITY], entry[RUN_AT], entry[ID]))
+            due = self._due_of(entry) if entry[LIMITS] else self._due  # no call: usual
+            due.push((-entry[PRIORITY], entry[RUN_AT], entry[ID]))
             return 1
         if not self._delayed or entry[RUN_AT] < self._delayed[0][0]:
             self._signal.jobs_added_locked()

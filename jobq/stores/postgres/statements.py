@@ -97,7 +97,9 @@ _START = """UPDATE {jobs} AS j SET state = 'running', token = %(token)s,
         lease_until = {db_now} + %(lease)s, owner = %(owner)s
     FROM pick, lazy WHERE j.id = pick.id
     RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task,
-        -j.priority, j.run_at, j.timeout, j.meta, j.limits"""
+        -j.priority, j.run_at, j.timeout, j.meta"""
+# The plain claim takes only jobs under no limit (``_PICK``): it returns no
+# column for their limits, which would cost every claim a column to load.
 CLAIM = _PICK + ", {lazy_commit}\n    " + _START
 # With limits: the candidates in run order, locked (``LIMITED_PICK``), then
 # their keys locked in name order (``LOCK_KEYS``, which creates missing
@@ -142,6 +144,7 @@ START_LIMITED = (
     ), {lazy_commit}
     """  # noqa: S608
     + _START
+    + ", j.limits"
 )
 # Releasing held jobs, a transaction of its own before the claim: the keys
 # that may release (a wake left by a freed slot, or ``ready_at`` passed)

@@ -781,16 +781,26 @@ class PostgresStore(OneJobCalls):
         claim (``_claim_limited``)."""
         self._offset = now - time.time()  # for next_due: see there
         token = secrets.randbits(63) or 1  # one per batch: (id, token) fences
+        params = {
+            "q": self.queue,
+            "now": self._now(now),
+            "batch": PROMOTE_BATCH,
+            "limit": limit,
+            "token": token,
+            "lease": self._lease,
+            "owner": self._owner.text,
+        }
         with self._connection() as conn:
-            if self._has_limits(conn):
-                rows = self._claim_limited(conn, now, limit, token)
-            else:
-                params = self._claim_params(now, limit, token)
-                rows = conn.execute(self._sql.claim, params).fetchall()
+            # The flag first: no call while the queue has no limits.
+            if self._limited or self._look_for_limits(conn):
+                rows, limits = self._claim_limited(conn, now, params)
+            else:  # jobs under no limit only, and no column for their limits
+                rows, limits = conn.execute(self._sql.claim, params).fetchall(), {}
         # RETURNING keeps no order (on a small table the plan scans the rows
         # as they lie): sort into run order, ties by id (first added first).
-        rows.sort(key=lambda row: (*row[6:8], row[0]))
-        return [
+        if len(rows) > 1:
+            rows.sort(key=lambda row: (*row[6:8], row[0]))
+        claims = [
             Claim(
                 job_id,
                 token,
@@ -802,7 +812,6 @@ class PostgresStore(OneJobCalls):
                 run_at,
                 timeout,
                 meta,
-                () if limits is None else tuple(limits),
             )
             for (
                 job_id,
@@ -815,26 +824,15 @@ class PostgresStore(OneJobCalls):
                 run_at,
                 timeout,
                 meta,
-                limits,
             ) in rows
         ]
+        if limits:
+            claims = [claim._replace(limits=limits[claim.id]) for claim in claims]
+        return claims
 
-    def _claim_params(self, now: float, limit: int, token: int) -> dict[str, Any]:
-        return {
-            "q": self.queue,
-            "now": self._now(now),
-            "batch": PROMOTE_BATCH,
-            "limit": limit,
-            "token": token,
-            "lease": self._lease,
-            "owner": self._owner.text,
-        }
-
-    def _has_limits(self, conn: psycopg.Connection[Any]) -> bool:
-        """Whether the queue has limits declared; while it has none, looked
-        up again every ``LIMITS_LOOK`` seconds (once it has, for good)."""
-        if self._limited:
-            return True
+    def _look_for_limits(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether the queue has limits declared, looked up at most every
+        ``LIMITS_LOOK`` seconds while it has none (once it has, for good)."""
         moment = time.monotonic()
         if moment >= self._limits_looked + LIMITS_LOOK:
             self._limits_looked = moment
@@ -843,24 +841,27 @@ class PostgresStore(OneJobCalls):
         return self._limited
 
     def _claim_limited(
-        self, conn: psycopg.Connection[Any], now: float, limit: int, token: int
-    ) -> list[Any]:
+        self, conn: psycopg.Connection[Any], now: float, params: dict[str, Any]
+    ) -> tuple[list[Any], dict[int, tuple[str, ...]]]:
         """Release what the keys allow, then claim in rounds, each one
-        transaction: a round that held jobs back takes more to fill ``limit``."""
+        transaction: a round that held jobs back takes more to fill the
+        limit. The claims' rows as the plain claim's, and each one's limits."""
         declared = self._declared(conn)
         released = self._release_held(conn, declared, now)
+        limit = params["limit"]
         rows: list[Any] = []
         while len(rows) < limit:
             with conn.transaction():
                 started, held = self._limited_round(
-                    conn, declared, self._claim_params(now, limit - len(rows), token)
+                    conn, declared, {**params, "limit": limit - len(rows)}
                 )
             rows += started
             if not held:
                 break
         if released > len(rows):
             self._notify_others(released - len(rows))
-        return rows
+        limits = {row[0]: tuple(row[-1] or ()) for row in rows}
+        return [row[:-1] for row in rows], limits
 
     def _limited_round(
         self,

@@ -34,10 +34,15 @@ LIVE_JOB = """SELECT 1 FROM jobq_jobs
     WHERE id = ? AND state IN ('scheduled', 'ready', 'running', 'held')"""
 
 # Cheap read first, so idle workers never take the write lock for nothing.
-# Its second column: whether a key may release held jobs (``READY_KEYS``).
 ANY_DUE = """SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'ready')
+    OR EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= ?)"""
+#: ``ANY_DUE`` where limits are in use: also whether a key may release held
+#: jobs (``READY_KEYS``), a probe of ``jobq_limit_ready``.
+ANY_DUE_OR_READY = """SELECT EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'ready')
     OR EXISTS (SELECT 1 FROM jobq_jobs WHERE state = 'scheduled' AND run_at <= ?),
     EXISTS (SELECT 1 FROM jobq_limit_keys WHERE held > 0 AND ready_at <= ?)"""
+#: Whether limits are in use in this file: declared by some process.
+LIMITS_DECLARED = "SELECT EXISTS (SELECT 1 FROM jobq_limits)"
 PROMOTE = (
     "UPDATE jobq_jobs SET state = 'ready' WHERE state = 'scheduled' AND run_at <= ?"
 )
@@ -220,7 +225,7 @@ _PAGE_DUE = f"""SELECT * FROM (
         ORDER BY priority DESC, run_at, id LIMIT :limit)
     UNION ALL
     SELECT * FROM (SELECT {_COLUMNS}, priority, run_at, id
-        FROM jobq_jobs INDEXED BY jobq_held_order WHERE state = 'held'
+        FROM jobq_jobs INDEXED BY jobq_held_order WHERE held_by IS NOT NULL
         AND (priority < :c0 OR (priority = :c0 AND (run_at, id) > (:c1, :c2))){_FILTERS}
         ORDER BY priority DESC, run_at, id LIMIT :limit)
     ) ORDER BY 24 DESC, 25, 26 LIMIT :limit"""  # noqa: S608

@@ -71,6 +71,7 @@ from jobq.stores.sqlite.limiting import (
 from jobq.stores.sqlite.schema import migrate_schema
 from jobq.stores.sqlite.statements import (
     ANY_DUE,
+    ANY_DUE_OR_READY,
     ANY_EXPIRED,
     BURY,
     CANCEL_PENDING,
@@ -101,6 +102,7 @@ from jobq.stores.sqlite.statements import (
     HELD_PER_KEY,
     INSERT,
     LIMITS_AT,
+    LIMITS_DECLARED,
     LISTS,
     LIVE_COUNT,
     LIVE_JOB,
@@ -137,6 +139,9 @@ from jobq.types import (
 )
 
 logger = logging.getLogger("jobq.stores.sqlite")
+
+#: Seconds between looks for a limit declared in another process (``claim_many``).
+LIMITS_LOOK = 1.0
 
 
 def path_from_url(url: str) -> str:
@@ -343,6 +348,10 @@ class SqliteStore(OneJobCalls):
         #: The last watcher started, kept after ``close`` until its thread has
         #: closed its connection, so that a fork meanwhile closes it first.
         self._watcher: Watcher | None = None
+        #: Whether a limit is declared in the file: until one is, a claim
+        #: does not probe for keys that may release held jobs (``claim_many``).
+        self._limits_in_use = False
+        self._look_for_limits_at = 0.0
 
     def _after_fork_in_child(self) -> None:
         """Set the parent's connections aside unused; ``open`` again to go on."""
@@ -516,8 +525,15 @@ class SqliteStore(OneJobCalls):
         if watcher is not None:
             watcher.want_rings()  # before looking: nothing committed later is missed
         with self._reading() as conn:
-            due, releasing = conn.execute(ANY_DUE, (now, now)).fetchone()
-            if not (due or releasing):
+            if not self._limits_in_use and now >= self._look_for_limits_at:
+                self._look_for_limits(conn, now)
+            if self._limits_in_use:
+                due, releasing = conn.execute(ANY_DUE_OR_READY, (now, now)).fetchone()
+                if not (due or releasing):
+                    return []
+            elif conn.execute(ANY_DUE, (now,)).fetchone()[0]:
+                releasing = 0  # as before limits existed: one probe less
+            else:
                 return []
         owner = self._owner
         with self._write() as conn:
@@ -527,9 +543,14 @@ class SqliteStore(OneJobCalls):
                 limiter.release()
             lease = (now + self._lease, owner.host, owner.pid, owner.nonce)
             rows = conn.execute(CLAIM, (now, *lease, limit)).fetchall()
-            if any(row[11] is not None for row in rows):
-                rows = self._admit(conn, limiter or Limiter(conn, now), rows, limit)
-        rows.sort(key=lambda row: (*row[7:9], row[0]))  # RETURNING keeps no order
+            for row in rows:  # a loop, not any(): no generator for each claim
+                if row[11] is not None:
+                    self._limits_in_use = True
+                    limiter = limiter or Limiter(conn, now)
+                    rows = self._admit(conn, limiter, rows, limit)
+                    break
+        if len(rows) > 1:  # RETURNING keeps no order
+            rows.sort(key=lambda row: (*row[7:9], row[0]))
         return [
             Claim(
                 job_id,
@@ -559,6 +580,14 @@ class SqliteStore(OneJobCalls):
                 limits,
             ) in rows
         ]
+
+    def _look_for_limits(self, conn: sqlite3.Connection, now: float) -> None:
+        """Whether some process declared a limit, looked at once a second:
+        a process that neither declared one nor claimed a limited job learns
+        so within a second, and only then releases held jobs by itself."""
+        self._look_for_limits_at = now + LIMITS_LOOK
+        if conn.execute(LIMITS_DECLARED).fetchone()[0]:
+            self._limits_in_use = True
 
     def _may_hold(self, conn: sqlite3.Connection, now: float) -> bool:
         """Whether a key may release held jobs now: idle workers should look."""
@@ -811,7 +840,9 @@ class SqliteStore(OneJobCalls):
 
     def declare_limit(self, limit: Limit) -> Limit | None:
         with self._write() as conn:
-            return declare(conn, limit)
+            found = declare(conn, limit)
+        self._limits_in_use = True
+        return found
 
     def limit_usage(self, now: float) -> list[LimitUsage]:
         """The declarations, and per key its slots and held jobs, summed
