@@ -129,13 +129,21 @@ def _package_of(filename: str) -> str:
 
 def handler_frames(frame: FrameType | None) -> list[FrameType] | None:
     """The frames from ``frame`` out to the handler call (innermost first),
-    or ``None`` if ``frame`` is not inside one."""
+    or ``None`` if ``frame`` is not inside one.
+
+    Another thread's frames, read while that thread is between two lines,
+    were seen on 3.11 to lead to an object that is no frame (a module's
+    globals, as ``f_back``): that is "not inside one" for this look, never
+    an error that would stop the limits thread; the next look reads again."""
     frames: list[FrameType] = []
-    while frame is not None:
-        if frame.f_code in _ENTRIES:
+    current: object = frame  # what a link reads may be no frame: checked
+    while current is not None:
+        if not isinstance(current, FrameType):
+            return None
+        if current.f_code in _ENTRIES:
             return frames
-        frames.append(frame)
-        frame = frame.f_back
+        frames.append(current)
+        current = current.f_back
     return None
 
 
