@@ -5,8 +5,8 @@ overview take to render, beside the store's own query time.
 
 Fills a SQLite file and a PostgreSQL schema with bulk SQL (800,000 due
 jobs over 3 priorities, 100,000 delayed, 50,000 dead with an error each,
-50,000 completed kept with their results, all finished in the last 500
-seconds: the overview's throughput reads them all), then renders each page
+50,000 completed kept with their results; and a day of figures, 10 tasks a
+minute, from four processes), then renders each page
 through the WSGI application (as a browser's request would, minus the
 network) and times the store calls it makes alone. Prints the median of
 ``--rounds`` renders, in milliseconds.
@@ -28,10 +28,20 @@ from typing import Any
 
 import jobq
 from benchmarks.common import POSTGRES_URL, postgres_unavailable
+from jobq.activity import (
+    BUCKETS,
+    Beat,
+    DepthSample,
+    ProcessInfo,
+    RunningJob,
+    TaskOutcomes,
+    minute_of,
+)
 from jobq.stores import PostgresStore, SqliteStore
 from jobq.web import make_app
 
 DUE, DELAYED, COMPLETED = 0.8, 0.1, 0.05  # the rest dead
+TASKS = 10  # with figures every minute of the day
 ERROR = json.dumps([["app.errors.Bounce", "mailbox full", "Traceback ...", 0.0]])
 
 
@@ -144,11 +154,32 @@ def render(app: Any, path: str, expect: bytes = b"</html>") -> bytes:
     return body
 
 
+def fill_activity(queue: jobq.JobQueue[Any], now: float) -> None:
+    """A day of figures from four processes: per minute, ``TASKS`` tasks'
+    outcomes and a depth sample, as their beats would have left them."""
+    queue.stats()  # the store opened
+    store: Any = queue.store
+    first = minute_of(now) - 60 * 1439
+    buckets = (0, 3, 30, 7) + (0,) * (BUCKETS - 4)
+    for k in range(1440):
+        minute = first + 60 * k
+        rows = [TaskOutcomes(minute, f"mail.send{t}", 40, 2, 1, 0, buckets)
+                for t in range(TASKS)]  # fmt: skip
+        sample = DepthSample(minute, 800_000 + k, 4, 0, 1.5)
+        store.beat(Beat(None, rows, sample, 15.0), now)
+    for number in range(4):
+        running = tuple(RunningJob(i, "mail.send1", now - i) for i in range(4))
+        info = ProcessInfo(f"web-{number}:{number}:x", f"web-{number}", 100 + number,
+                           now - 3600, now, 4, 4, running)  # fmt: skip
+        store.beat(Beat(info, (), None, 15.0), now)
+
+
 def measure(
     name: str, queue: jobq.JobQueue[Any], n: int, now: float, rounds: int
 ) -> list[str]:
+    fill_activity(queue, now)
     app = make_app(queue)
-    due, delayed, dead, completed = shares(n)
+    due, delayed, _, completed = shares(n)
     middle = due // 2 - due // 2 % 3 + 1  # a priority-1 job halfway through
     deep = json.dumps([1, now - n + middle, middle + 1])  # (priority, run_at, id)
     if len(queue.browse("due", after=deep).jobs) != 50:
@@ -157,16 +188,22 @@ def measure(
         raise RuntimeError("the first page is not a full page")
     if b"app.errors.Bounce" not in render(app, f"/job/{due + delayed + 5}"):
         raise RuntimeError("the job page does not show the dead job")
-    stats, minutes = queue.stats(), queue.finished_per_minute(10) or []
-    told = (sum(m.completed for m in minutes), sum(m.died for m in minutes))
-    if stats.kept != completed or told[0] != completed or told[1] > dead:
-        raise RuntimeError(f"the overview's counts are wrong: {stats}, {told}")
+    stats, hour = queue.stats(), queue.activity(60) or []
+    if stats.kept != completed or sum(m.succeeded for m in hour) != 60 * TASKS * 40:
+        raise RuntimeError(f"the overview's counts are wrong: {stats}, {hour[-1]}")
     pages: list[tuple[str, str, Callable[[], object]]] = [
         (
-            "overview (stats + finished per minute)",
+            "overview (stats + the last hour's figures)",
             "/",
-            lambda: (queue.stats(), queue.finished_per_minute(10)),
+            lambda: (queue.stats(), queue.activity(60)),
         ),
+        (
+            "overview, the last day",
+            "/?range=24h",
+            lambda: (queue.stats(), queue.activity(1440)),
+        ),
+        ("processes", "/processes", queue.processes),
+        ("tasks (the last hour)", "/tasks", lambda: queue.task_activity(60)),
         ("due, first page", "/jobs/due", lambda: queue.browse("due")),
         (
             "due, a page deep in",
@@ -200,7 +237,8 @@ def measure(
         print(lines[-1], flush=True)
     alone: list[tuple[str, Callable[[], object]]] = [
         ("overview's stats alone", queue.stats),
-        ("overview's finished per minute alone", lambda: queue.finished_per_minute(10)),
+        ("the last hour's figures alone", lambda: queue.activity(60)),
+        ("the last day's figures alone", lambda: queue.activity(1440)),
     ]
     for title, query in alone:
         lines.append(f"| {name} | {title} | — | {median_ms(query, rounds):.1f} |")

@@ -40,6 +40,7 @@ from jobq.types import (
     LimitUsage,
     Schedule,
     Stats,
+    StepJob,
     WorkerStats,
 )
 
@@ -72,6 +73,7 @@ __all__ = [
     "SendOptions",
     "Sending",
     "Stats",
+    "StepJob",
     "StoreError",
     "StoreLocked",
     "Task",

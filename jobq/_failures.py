@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import linecache
 import traceback
-from types import FrameType
 
 from jobq._rules import storable
 from jobq.errors import Fatal, Retry
@@ -58,10 +57,10 @@ def describe_failure(exc: BaseException, at: float) -> AttemptError:
     )
 
 
-def with_stack(error: AttemptError, frame: FrameType) -> AttemptError:
-    """``error`` whose traceback is the stack of a thread still running at
-    ``frame`` (a handler abandoned at its time limit): where it is stuck."""
-    stack = "".join(traceback.format_stack(frame))
+def with_stack(error: AttemptError, stack: str) -> AttemptError:
+    """``error`` whose traceback begins with ``stack``, that of a thread
+    still running (a handler abandoned at its time limit): where it is
+    stuck."""
     text = f"Stack of the abandoned thread (most recent call last):\n{stack}"
     return dataclasses.replace(
         error, traceback=storable(_cut(text + error.traceback, "tail"))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobq._time import to_seconds
+from jobq.types import AFTER_FAILURE_MODES, AfterFailure, Enqueued
 
 #: Priorities and job ids are 64-bit signed integers in every store.
 INT64_MIN = -(2**63)
@@ -112,6 +113,50 @@ def check_job_limits(value: object) -> tuple[str, ...]:
                 "family declared as 'account:*', give 'account:42')"
             )
     return names
+
+
+#: A job may be added after at most this many parents (``after=``).
+MAX_PARENTS = 10_000
+
+
+def check_after(value: object) -> tuple[int, ...]:
+    """A job's ``after``: a list or tuple of job ids or ``Enqueued``s,
+    distinct, at most ``MAX_PARENTS``; the ids in that order."""
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise TypeError(
+            f"after must be a list of job ids or Enqueued, not {_short_repr(value)}"
+        )
+    ids: list[int] = []
+    for item in value:
+        job_id = item.id if isinstance(item, Enqueued) else item
+        if isinstance(item, Enqueued) and job_id == 0:
+            raise ValueError(
+                "after names a job not written yet (id 0: its write waits for a "
+                "transaction's commit, as Django's enqueue inside an atomic block "
+                "does); enqueue this job once that one is written "
+                "(transaction.on_commit), or write both at once (connection=)"
+            )
+        if isinstance(job_id, bool) or not isinstance(job_id, int):
+            raise TypeError(
+                f"after must hold job ids or Enqueued, not {_short_repr(item)}"
+            )
+        ids.append(check_int(job_id, "a job id in after", 1))
+    if len(ids) > MAX_PARENTS:
+        raise ValueError(f"after names {len(ids)} jobs; at most {MAX_PARENTS}")
+    if len(set(ids)) != len(ids):
+        twice = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"after names job {twice} twice")
+    return tuple(ids)
+
+
+def check_after_failure(value: object) -> AfterFailure:
+    """A job's ``after_failure``: "wait", "cancel" or "run"."""
+    for mode in AFTER_FAILURE_MODES:
+        if value == mode and isinstance(value, str):
+            return mode
+    raise ValueError(
+        f'after_failure must be "wait", "cancel" or "run", not {_short_repr(value)}'
+    )
 
 
 def check_text(value: str, name: str) -> str:

@@ -46,6 +46,8 @@ class EventKind(enum.StrEnum):
     REVIVED = "revived"  #: ``retry_dead`` made a dead job pending again
     DELETED = "deleted"  #: ``delete_dead`` removed a dead job
     CANCELLED = "cancelled"  #: ``cancel`` removed a pending job
+    #: A waiting job became pending: its last parent (``after=``) finished.
+    RELEASED = "released"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,7 @@ class Subscribers:
     revived: tuple[Subscriber, ...]
     deleted: tuple[Subscriber, ...]
     cancelled: tuple[Subscriber, ...]
+    released: tuple[Subscriber, ...]
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

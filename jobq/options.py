@@ -22,6 +22,8 @@ from types import MappingProxyType
 from typing import Any, Literal, TypedDict
 
 from jobq._rules import (
+    check_after,
+    check_after_failure,
     check_job_limits,
     check_key,
     check_meta,
@@ -29,6 +31,7 @@ from jobq._rules import (
     check_timeout,
 )
 from jobq._time import to_epoch, to_seconds
+from jobq.types import AfterFailure, Enqueued
 
 __all__ = [
     "Delay",
@@ -61,6 +64,12 @@ class JobOptions(TypedDict, total=False):
     timeout: Delay | None
     #: The limits it runs under (``queue.limit``), with its task's.
     limits: Sequence[str] | None
+    #: Run it once these jobs (ids or ``Enqueued``s) have finished: it
+    #: waits (``JobState.WAITING``) until then (see the README's "Workflows").
+    after: Sequence[int | Enqueued] | None
+    #: When a parent fails: ``"wait"`` for it to be revived (default),
+    #: ``"cancel"`` this job, or ``"run"`` it anyway.
+    after_failure: AfterFailure | None
 
 
 class SendOptions(JobOptions, total=False):
@@ -132,6 +141,8 @@ class Checked:
     timeout: float | None = None
     connection: Any = None
     limits: tuple[str, ...] | None = None
+    after: tuple[int, ...] | None = None
+    after_failure: AfterFailure | None = None
 
     def run_at(self, now: float) -> float:
         """When a job added ``now`` is due: a past ``at`` is kept (due now,
@@ -145,7 +156,7 @@ class Checked:
         if self.delay:
             found["delay"] = self.delay
         for name in ("at", "key", "priority", "meta", "timeout", "connection",
-                     "limits"):  # fmt: skip
+                     "limits", "after", "after_failure"):  # fmt: skip
             value = getattr(self, name)
             if value is not None:
                 found[name] = value
@@ -174,6 +185,7 @@ def check(
         at = to_epoch(at)
     key, priority = options.get("key"), options.get("priority")
     meta, limits = options.get("meta"), options.get("limits")
+    after, failure = options.get("after"), options.get("after_failure")
     key = None if key is None else check_key(key)
     priority = None if priority is None else check_priority(priority)
     meta_text = None if meta is None else check_meta(meta)
@@ -187,6 +199,8 @@ def check(
         timeout=check_timeout(options.get("timeout")),
         connection=options.get("connection"),
         limits=None if limits is None else check_job_limits(limits),
+        after=None if after is None else check_after(after),
+        after_failure=None if failure is None else check_after_failure(failure),
     )
 
 

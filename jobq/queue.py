@@ -54,6 +54,15 @@ from jobq._time import to_seconds
 from jobq._worker.limits import current_claim
 from jobq._worker.pool import WorkerPool
 from jobq._worker.runner import Runner, TaskResolver
+from jobq._worker.tally import CANCELLED
+from jobq.activity import (
+    ActivityMinute,
+    ProcessInfo,
+    TaskActivity,
+    by_minute,
+    by_task,
+    minute_of,
+)
 from jobq.errors import QueueClosed, StoreError, StoreLocked
 from jobq.events import (
     EventKind,
@@ -83,6 +92,7 @@ from jobq.retry import RetryPolicy
 from jobq.stores import store_from
 from jobq.stores.base import (
     STOP_LOOK,
+    ActivityStore,
     FinishedStore,
     LimitStore,
     NewJob,
@@ -90,11 +100,12 @@ from jobq.stores.base import (
     ScheduleStore,
     Signal,
     capabilities_of,
+    location_of,
     missing_limit_members,
     missing_schedule_members,
 )
 from jobq.stores.pages import JobPage, JobQuery, page_from_list
-from jobq.tasks import Task, register, task_name
+from jobq.tasks import Task, check_task_name, register, task_name
 from jobq.types import (
     Enqueued,
     FinishedMinute,
@@ -270,6 +281,8 @@ class JobQueue(Generic[P]):
         """The parts that belong to one process: lock, signal, workers, counters."""
         self._lifecycle = threading.Lock()
         self._signal = Signal(self._clock)
+        self._signal.keep_cancelled = self.keep_cancelled
+        self._signal.on_release = self._released
         self._runner = Runner(
             self.store,
             self._handler,
@@ -534,6 +547,8 @@ class JobQueue(Generic[P]):
         each job, so every process that runs it applies the same limit.
         """
         given = check(options, "prepare", JOB_OPTIONS) if options else NOTHING
+        if task is not None:
+            task = check_task_name(task)
         return self._prepare(payloads, given, task, max_attempts, what)
 
     def _prepare(
@@ -558,7 +573,20 @@ class JobQueue(Generic[P]):
             new = NewJob(self._encode(payload, what), run_at, key, priority,
                          max_attempts, task, limit, meta_text, limits)  # fmt: skip
             jobs.append(new)
+        if given.after is not None:  # a workflow's steps: rare, so apart
+            after = self._parents(given.after)
+            failure = given.after_failure or "wait"
+            jobs = [job._replace(after=after, after_failure=failure) for job in jobs]
         return jobs
+
+    def _parents(self, after: tuple[int, ...]) -> tuple[int, ...]:
+        """``after``, if this queue's store runs workflows."""
+        if after and not capabilities_of(self.store).workflows:
+            raise TypeError(
+                f"{location_of(self.store)} cannot run a job after others "
+                "(after=): it does not declare Capabilities(workflows=True)"
+            )
+        return after
 
     def add(
         self,
@@ -713,8 +741,8 @@ class JobQueue(Generic[P]):
         of this queue (marked once per call, not per job: it is a hot path)."""
         running = self._running_due
         running.depth += 1  # a handler may call run_pending: nested
+        ran = 0
         try:
-            ran = 0
             while limit is None or ran < limit:
                 claims = self.store.claim_many(self._clock(), 1)
                 if not claims:
@@ -726,6 +754,8 @@ class JobQueue(Generic[P]):
             return ran
         finally:
             running.depth -= 1
+            if ran and not running.depth:
+                self._hand_over()
 
     # -- named tasks ----------------------------------------------------------
 
@@ -915,6 +945,7 @@ class JobQueue(Generic[P]):
             stored.delayed,
             stored.kept,
             stored.cancelled,
+            stored.waiting,
         )
 
     @property
@@ -945,6 +976,65 @@ class JobQueue(Generic[P]):
             for start in (float(m * 60) for m in range(last - minutes + 1, last + 1))
         ]
 
+    def processes(self) -> list[ProcessInfo] | None:
+        """The processes serving this queue (running workers), from every
+        host, as their last beats left them in the store (a gone one shown
+        for an hour); ``None`` where the store keeps no figures
+        (``jobq.activity``)."""
+        store = self._activity_store()
+        return None if store is None else store.processes(self._clock())
+
+    def activity(self, minutes: int = 60) -> list[ActivityMinute] | None:
+        """Each of the last ``minutes`` minutes up to now's, oldest first:
+        the attempts that succeeded and failed in it, the jobs that died or
+        were cancelled, from every process, and the queue's depth sampled
+        in it; ``None`` where the store keeps no figures. Counted by each
+        process and written every few seconds (``jobq.activity``)."""
+        since, now = self._minutes_back(minutes)
+        store = self._activity_store()
+        if store is None:
+            return None
+        outcomes = store.minute_outcomes(since, now)
+        return by_minute(outcomes, store.samples(since, now), since, now)
+
+    def task_activity(self, minutes: int = 60) -> list[TaskActivity] | None:
+        """Each task's outcomes over the last ``minutes`` minutes, from every
+        process, with its attempts' median and 95th percentile durations;
+        ``None`` where the store keeps no figures."""
+        since, now = self._minutes_back(minutes)
+        store = self._activity_store()
+        return None if store is None else by_task(store.outcomes(since, now))
+
+    def _minutes_back(self, minutes: int) -> tuple[float, float]:
+        """The start of the minute ``minutes - 1`` before now's, and now."""
+        if type(minutes) is not int or not 1 <= minutes <= MAX_MINUTES:
+            raise ValueError(
+                f"minutes must be an int from 1 to {MAX_MINUTES}, not {minutes!r}"
+            )
+        now = self._clock()
+        return minute_of(now) - 60.0 * (minutes - 1), now
+
+    def _activity_store(self) -> ActivityStore | None:
+        """The store's figures, this queue's own counts handed over first
+        when no beat will (no workers run here); ``None`` without them."""
+        self._ensure_open()
+        if not capabilities_of(self.store).activity:
+            return None
+        self._hand_over()
+        return cast(ActivityStore, self.store)
+
+    def _hand_over(self) -> None:
+        """Write this queue's uncounted outcomes now, where no workers'
+        beat will (``run_pending``, ``cancel`` in a process without
+        workers); kept for the next time if the store fails."""
+        heartbeat = self._pool.heartbeat
+        if heartbeat is None or self._pool.running:
+            return
+        try:
+            heartbeat.hand_over(self._runner.tally)
+        except Exception:
+            logger.warning("could not write this queue's figures", exc_info=True)
+
     def browse(
         self,
         view: str,
@@ -956,8 +1046,9 @@ class JobQueue(Generic[P]):
         error: str | None = None,
     ) -> JobPage:
         """One page of a job list: ``view`` is ``"due"`` (in run order),
-        ``"delayed"``, ``"running"``, ``"dead"`` (newest death first) or
-        ``"completed"``; ``after`` the cursor of the page before; filters by
+        ``"delayed"``, ``"running"``, ``"waiting"`` (for a parent: by id),
+        ``"dead"`` (newest death first), ``"completed"`` or ``"cancelled"``;
+        ``after`` the cursor of the page before; filters by
         task name, key (exact) and text of the last error. Keyset pages:
         see ``jobq.stores.pages``."""
         query = JobQuery(view, limit, after, task, key, error)
@@ -1039,19 +1130,67 @@ class JobQueue(Generic[P]):
             )
         now = self._clock()
         callbacks = self._subscribers.cancelled
-        record = self.store.get(job_id, now) if callbacks else None
+        record = self.store.get(job_id, now)  # its task, for the events and figures
         outcome = self.store.cancel(
             job_id, now, by=who, keep_until=now + self.keep_cancelled
         )
         if outcome == "cancelled":
+            task = None if record is None else record.task
+            self._runner.tally.count(task, CANCELLED)
+            self._hand_over()
             if callbacks:
-                task = None if record is None else record.task
                 publish(callbacks, new_event(EventKind.CANCELLED, job_id, task, 0, now))
             return True
         if outcome is None:
             return False
         self._pool.stop_job(job_id)  # at once, if it runs here
         return seconds is None or self._stopped(job_id, seconds)
+
+    def wait(self, job: JobRef, timeout: Delay | None = None) -> JobRecord[P] | None:
+        """The job's record once it has finished (completed, dead or
+        cancelled); ``None`` if ``timeout`` seconds passed first.
+
+        Woken as a job of this process settles, and where the store tells
+        of other processes' changes (SQLite, PostgreSQL), as they settle
+        theirs; it looks at least once a second regardless. A completed
+        job is read from the store, so it must be kept (``keep_completed``):
+        a job that is gone, finished and not kept or never added, raises
+        ``LookupError``. From inside the handler of that very job it raises
+        ``RuntimeError`` (it would wait for itself).
+        """
+        seconds = _timeout(timeout)
+        job_id = _job_id(job)
+        self._ensure_open(start=True)
+        if (claim := current_claim()) is not None and claim.id == job_id:
+            raise RuntimeError(
+                f"wait() was called from the handler of job {job_id}: it would "
+                "wait for itself"
+            )
+        deadline = None if seconds is None else time.monotonic() + seconds
+        found: list[JobRecord[P] | None] = [None]
+
+        def finished() -> bool:
+            record = None if job_id is None else self.store.get(job_id, self._clock())
+            found[0] = record
+            return record is None or record.state in _FINISHED
+
+        if not self._until_settled(finished, deadline, look=1.0):
+            return None
+        if found[0] is None:
+            raise LookupError(
+                f"job {job if job_id is None else job_id} is not in the queue: it "
+                "finished and was not kept (keep_completed is "
+                f"{self._keep_completed:g}), or was never added"
+            )
+        return found[0]
+
+    def _released(self, jobs: Sequence[tuple[int, str | None]]) -> None:
+        """Publish ``released`` for waiting jobs the store made pending."""
+        callbacks = self._subscribers.released
+        if callbacks:
+            now = self._clock()
+            for job_id, task in jobs:
+                publish(callbacks, new_event(EventKind.RELEASED, job_id, task, 0, now))
 
     def _stopped(self, job_id: int, seconds: float) -> bool:
         """Whether the job stopped running within ``seconds``: woken when a
@@ -1170,6 +1309,10 @@ _WHY_NOT_IN_HANDLER = {
     "close": "it would wait for this handler to return, and release the store "
     "before this handler's job is recorded",
 }
+
+
+#: The states a job ends in: what ``wait`` waits for.
+_FINISHED = frozenset((JobState.COMPLETED, JobState.DEAD, JobState.CANCELLED))
 
 
 def _timeout(timeout: object) -> float | None:

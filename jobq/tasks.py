@@ -105,6 +105,9 @@ class Task(Generic[P, R]):
     priority: int
     timeout: float | None
     limits: tuple[str, ...]
+    #: It declares ``parent_results``: its jobs are called with what their
+    #: parents (``after=``) returned, in that order.
+    takes_parent_results: bool
     __wrapped__: Callable[P, R]
     __name__: str
     _options: Mapping[str, Any]  # what using() gave, checked
@@ -136,6 +139,8 @@ class Task(Generic[P, R]):
         defaults = {"priority": priority, "timeout": timeout, "limits": limits or None}
         assign(self, "_sent", merged(defaults, self._options))
         assign(self, "_signature", _signature)
+        takes = _signature is not None and PARENT_RESULTS in _signature.parameters
+        assign(self, "takes_parent_results", takes)
         assign(self, "__wrapped__", func)
         for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
             value = getattr(func, attribute, None)
@@ -155,8 +160,16 @@ class Task(Generic[P, R]):
         a pending or running job, that job is returned with ``duplicate=True``.
         """
         if self._signature is not None:
+            if self.takes_parent_results and PARENT_RESULTS in kwargs:
+                raise TypeError(
+                    f"task {self.name!r}: parent_results is given by jobq, from "
+                    "the jobs this one runs after (after=); do not pass it"
+                )
+            given: dict[str, Any] = {}
+            if self.takes_parent_results:
+                given[PARENT_RESULTS] = []
             try:
-                self._signature.bind(*args, **kwargs)
+                self._signature.bind(*args, **kwargs, **given)
             except TypeError as exc:
                 raise TypeError(f"task {self.name!r}: {exc}") from None
         return self.queue.send(
@@ -210,6 +223,10 @@ class Task(Generic[P, R]):
             if name != "connection"
         )
         return f"<jobq.Task {self.name!r}{' ' + shown if shown else ''}>"
+
+
+#: The parameter through which a task receives its parents' results.
+PARENT_RESULTS = "parent_results"
 
 
 def register(
@@ -292,20 +309,27 @@ def unknown_task(name: str) -> UnknownTask:
     return UnknownTask(f"no task named {name!r} is registered with this queue")
 
 
+def check_task_name(name: object) -> str:
+    """``name`` if a task may be called so: non-empty printable text (no
+    control character, NUL or lone surrogate) without surrounding spaces;
+    ``TypeError`` or ``ValueError`` otherwise."""
+    if not isinstance(name, str):
+        raise TypeError(f"a task's name must be a str, not {name!r}")
+    if not name or not name.isprintable() or name.strip() != name:
+        raise ValueError(
+            "a task's name must be non-empty printable text without "
+            f"surrounding spaces, not {name!r}"
+        )
+    return name
+
+
 def task_name(func: Callable[..., Any], name: str | None = None) -> str:
     """The name a task of ``func`` is registered and stored by: ``name``
     checked, or ``module.qualname`` if that is stable across processes.
     ``TypeError`` or ``ValueError`` saying why there is none (what
     ``@queue.task`` raises); for integrations that register tasks later."""
     if name is not None:
-        if not isinstance(name, str):
-            raise TypeError(f"a task's name must be a str, not {name!r}")
-        if not name or not name.isprintable() or name.strip() != name:
-            raise ValueError(
-                "a task's name must be non-empty printable text without "
-                f"surrounding spaces, not {name!r}"
-            )
-        return name
+        return check_task_name(name)
     module = getattr(func, "__module__", None)
     qualname = getattr(func, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str):

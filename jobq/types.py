@@ -7,7 +7,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 P = TypeVar("P")
 
@@ -24,12 +24,24 @@ class JobState(enum.StrEnum):
     (``keep_completed``, ``keep_cancelled``)."""
 
     PENDING = "pending"
+    #: Added with ``after=`` and waiting for a parent to finish: never
+    #: claimed, not counted as pending (see the README's "Workflows").
+    WAITING = "waiting"
     RUNNING = "running"
     DEAD = "dead"
     COMPLETED = "completed"
     #: Stopped on request (``cancel``), never run again: pending when asked,
     #: or running and then stopped (its attempt failed or was abandoned).
     CANCELLED = "cancelled"
+
+
+#: What a workflow's child does when a parent fails (ends dead or
+#: cancelled): ``"wait"`` for a dead parent to be revived (the default),
+#: ``"cancel"`` at once, or ``"run"`` anyway (see the README's "Workflows").
+AfterFailure = Literal["wait", "cancel", "run"]
+
+#: The ``after_failure`` values, in the order the README gives them.
+AFTER_FAILURE_MODES: tuple[AfterFailure, ...] = ("wait", "cancel", "run")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +59,12 @@ class Job(Generic[P]):
     then ``{"args": [...], "kwargs": {...}}``), ``None`` for a plain job.
     ``meta`` holds the string headers given at enqueue (read-only, empty if
     none), the same for every attempt; ``timeout`` is the job's time limit
-    in seconds, or ``None`` (see the README's section "Time limits")."""
+    in seconds, or ``None`` (see the README's section "Time limits").
+    ``parents``: the jobs it was added ``after=`` (in that order), with what
+    each returned in ``parent_results`` (``None`` for a parent that failed:
+    those are in ``failed_parents``, with ``after_failure="run"`` only); a
+    job with parents is a ``StepJob``, which holds them.
+    """
 
     id: int
     payload: P
@@ -56,6 +73,46 @@ class Job(Generic[P]):
     task: str | None = None
     meta: Mapping[str, str] = field(default_factory=_no_meta)
     timeout: float | None = None
+
+    # Properties, not fields: a job without parents (the usual one) is
+    # built without them, at no cost (a frozen dataclass sets each field).
+
+    @property
+    def parents(self) -> tuple[int, ...]:
+        """The jobs this one was added after (``after=``), in that order."""
+        return ()
+
+    @property
+    def parent_results(self) -> tuple[Any, ...]:
+        """What each parent returned, in ``after`` order (``None``: failed)."""
+        return ()
+
+    @property
+    def failed_parents(self) -> tuple[int, ...]:
+        """The parents that failed (dead or cancelled), ``after_failure="run"``."""
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class StepJob(Job[P]):
+    """The ``Job`` of a workflow's step (added ``after=`` others): its
+    ``parents``, ``parent_results`` and ``failed_parents`` are its own."""
+
+    step_parents: tuple[int, ...] = ()
+    step_results: tuple[Any, ...] = ()
+    step_failed: tuple[int, ...] = ()
+
+    @property
+    def parents(self) -> tuple[int, ...]:
+        return self.step_parents
+
+    @property
+    def parent_results(self) -> tuple[Any, ...]:
+        return self.step_results
+
+    @property
+    def failed_parents(self) -> tuple[int, ...]:
+        return self.step_failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +152,10 @@ class JobRecord(Generic[P]):
     (``cancelled``), or that a running job still has to obey (``stopping``).
     ``limits``: the limits it runs under; ``held_by``: the one holding it
     back while it waits, pending (see the README's section "Limits").
+    ``parents``: the jobs it was added ``after=``, in that order;
+    ``waiting_on``: those of them it still waits for (``waiting``);
+    ``children``: the jobs added ``after=`` it, by id; ``after_failure``:
+    what it does when a parent fails (``None`` without parents).
     """
 
     id: int
@@ -119,6 +180,10 @@ class JobRecord(Generic[P]):
     #: holds it back now while it waits (``None``: none holds it).
     limits: tuple[str, ...] = ()
     held_by: str | None = None
+    parents: tuple[int, ...] = ()
+    waiting_on: tuple[int, ...] = ()
+    children: tuple[int, ...] = ()
+    after_failure: AfterFailure | None = None
 
     @property
     def stopping(self) -> bool:
@@ -135,7 +200,8 @@ class Stats:
     pending jobs not due yet, and ``kept``: the completed jobs kept with their
     results (``keep_completed``) and not expired, both as stored across
     processes (0 from a store written before them); ``cancelled``: the
-    cancelled jobs kept (``keep_cancelled``), as stored."""
+    cancelled jobs kept (``keep_cancelled``), as stored; ``waiting``: the
+    jobs waiting for a parent (``after=``), as stored, in no other count."""
 
     pending: int
     running: int
@@ -146,6 +212,7 @@ class Stats:
     delayed: int = 0
     kept: int = 0
     cancelled: int = 0
+    waiting: int = 0
 
 
 class FinishedMinute(NamedTuple):

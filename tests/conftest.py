@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,10 @@ STORES = ["memory", "json", "sqlite", "postgres"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts a background job with SIGINT ignored, and every child
+    # inherits that: the tests that press Ctrl-C on a server need it live.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line(
         "markers",
         "queue_clock: the test moves time with freezegun, so a store that orders "

@@ -9,6 +9,7 @@ refreshes the README's).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -23,6 +24,7 @@ from dashboard_helpers import XSS, django_dead_job, no_autostart  # noqa: F401 (
 from flask import Flask
 from limits_helpers import WhileHeld, hold_one, needs_limits
 from werkzeug.serving import make_server
+from workflow_helpers import build, step
 
 import jobq
 from jobq import Fatal, Job
@@ -31,6 +33,8 @@ from jobq.stores import SqliteStore
 from jobq.web import make_app
 
 CHROMIUM = "/usr/bin/chromium"
+PASSWORD = "a-password-for-tests"  # noqa: S105
+WAIT = 20.0  # seconds: a cap, so that a broken run fails, never hangs
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -122,6 +126,20 @@ def nightly_report() -> None:
     """A periodic job, for the overview's table of them."""
 
 
+@contextlib.contextmanager
+def served(app: Any, *, threaded: bool = True) -> Iterator[str]:
+    """``app`` (WSGI) served on a free port of 127.0.0.1 meanwhile: its URL."""
+    server = make_server("127.0.0.1", 0, app, threaded=threaded)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+
+
 @pytest.fixture
 def flask_site(tmp_path: Path) -> Iterator[tuple[str, jobq.JobQueue[Any]]]:
     """A Flask app with the dashboard at /jobq, served on a free port."""
@@ -133,13 +151,8 @@ def flask_site(tmp_path: Path) -> Iterator[tuple[str, jobq.JobQueue[Any]]]:
     )  # fmt: skip
     queue = jobs.state(app).queue
     queue.periodic(cron="0 3 * * *", tz="UTC", name="reports.nightly")(nightly_report)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/jobq", queue
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with served(app) as base:
+        yield base + "/jobq", queue
     queue.close()
 
 
@@ -163,16 +176,18 @@ def test_flask_overview_updates_itself_then_a_dead_job_is_retried(
     dead = page.locator('[data-count="dead"]')
     expect(dead).to_have_text("1")
     expect(page.locator('[data-count="kept"]')).to_have_text("1")
-    expect(page.locator(".throughput th")).to_have_text(
-        ["Minute (UTC)", "Succeeded", "Failed", "Completed", "Died"]
-    )
+    attempts = page.locator("#figures svg.chart >> nth=0")
+    expect(attempts).to_have_attribute("aria-label", "Attempts: 1 succeeded, 1 failed")
     expect(page.locator(".schedules")).to_contain_text("reports.nightly")
     bury(queue, {"to": "bo@example.com", "template": "reset"})
     queue.enqueue_many([{"thumbnail": i} for i in range(3)])
     expect(dead).to_have_text("2")  # refreshed by itself, no reload
     expect(page.locator('[data-count="due"]')).to_have_text("3")
-    # the refreshed rows keep every column (this process's and the store's)
-    expect(page.locator("#throughput tr >> nth=0 >> td")).to_have_count(5)
+    # the charts too: redrawn by the server, put in place by the page
+    expect(attempts).to_have_attribute("aria-label", "Attempts: 1 succeeded, 2 failed")
+    expect(page.locator("#figures rect.failed")).to_have_count(1)
+    page.locator("#figures summary").click()
+    expect(page.locator("table.figures tbody tr")).to_have_count(60)
     page.screenshot(path=str(shots / "dashboard-overview.png"), full_page=True)
 
     page.click('a[href="/jobq/jobs/dead"] >> nth=0')
@@ -183,6 +198,103 @@ def test_flask_overview_updates_itself_then_a_dead_job_is_retried(
     expect(page.locator(".message")).to_have_text("The job is pending again.")
     page.goto(base + "/jobs/dead")
     expect(page.locator(f'a[href="/jobq/job/{first}"]')).to_have_count(0)
+
+
+def test_the_processes_and_tasks_pages_show_a_worker_and_its_job(
+    flask_site: tuple[str, jobq.JobQueue[Any]], page: Any, shots: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    base, queue = flask_site
+    loop = Loop()
+    report = queue.task(loop, name="reports.monthly")
+    bury(queue, {"n": 1})  # a plain job that fails: the task page's other row
+    job = report.enqueue({"month": "2026-11"})
+    queue.start(workers=2)
+    try:
+        assert loop.started.wait(WAIT)
+        page.goto(base + "/processes")
+        # The page refreshes itself: the job shows once a beat has named it.
+        link = page.locator(f'a[href="/jobq/job/{job.id}"]')
+        row = page.locator("table.processes tbody tr").filter(has=link)
+        expect(row).to_contain_text("1 busy, 1 idle", timeout=WAIT * 1000)
+        page.screenshot(path=str(shots / "dashboard-processes.png"), full_page=True)
+    finally:
+        loop.release.set()
+    queue.stop(timeout=WAIT)
+    page.goto(base + "/tasks")
+    task = page.locator('tr[data-task="reports.monthly"]')
+    expect(task.locator("td >> nth=2")).to_have_text("1")  # succeeded
+    page.screenshot(path=str(shots / "dashboard-tasks.png"), full_page=True)
+    page.click('tr[data-task="reports.monthly"] >> text=reports.monthly')
+    expect(page).to_have_url(base + "/jobs/dead?task=reports.monthly")
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+def test_on_a_phone_the_navigation_wraps_inside_the_header_and_tables_scroll(
+    flask_site: tuple[str, jobq.JobQueue[Any]], browser: Any, shots: Path
+) -> None:
+    base, queue = flask_site
+    job = bury(queue, {"n": "x" * 200}, key="k" * 100)  # long words
+    context = browser.new_context(viewport=PHONE)
+    page = context.new_page()
+    try:
+        for path in ["/", "/jobs/dead", f"/job/{job}", "/jobs/completed", "/tasks",
+                     "/processes"]:  # fmt: skip
+            page.goto(base + path)
+            header = page.locator("header").bounding_box()
+            nav = page.locator("header nav").bounding_box()
+            assert header["y"] + header["height"] >= nav["y"] + nav["height"], path
+            assert header["x"] + header["width"] >= nav["x"] + nav["width"], path
+            assert page.evaluate(
+                "document.documentElement.scrollWidth <= innerWidth"
+            ), path
+        page.goto(base + "/jobs/dead")
+        wrapper = page.locator(".scroll:has(table.jobs)")
+        assert wrapper.evaluate("node => node.scrollWidth > node.clientWidth")
+        assert wrapper.evaluate("node => getComputedStyle(node).overflowX") == "auto"
+        page.screenshot(path=str(shots / "dashboard-phone.png"), full_page=True)
+    finally:
+        context.close()
+
+
+def test_the_navigation_marks_the_current_page_and_no_page_asks_for_a_missing_file(
+    flask_site: tuple[str, jobq.JobQueue[Any]], page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    base, queue = flask_site
+    job = bury(queue, {"n": 1})
+    missing: list[str] = []
+    page.on(
+        "response",
+        lambda answer: missing.append(answer.url) if answer.status >= 400 else None,
+    )
+    errors: list[str] = []  # a CSP violation is one
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    with page.expect_response(lambda answer: "favicon" in answer.url) as icon:
+        page.goto(base + "/jobs/dead")
+    current = page.locator('header nav a[aria-current="page"]')
+    expect(current).to_have_text("Dead")
+    weights = page.locator("header nav a").evaluate_all(
+        "links => links.map(a => getComputedStyle(a).fontWeight)"
+    )
+    page.goto(base + "/")
+    expect(current).to_have_text("Overview")
+    page.goto(base + f"/job/{job}")
+    expect(current).to_have_count(0)
+    for path, title in [("/tasks", "Tasks"), ("/processes", "Processes"),
+                        ("/?range=24h", "Overview")]:  # fmt: skip
+        page.goto(base + path)
+        expect(current).to_have_text(title)
+
+    assert icon.value.status == 200
+    assert icon.value.header_value("content-type") == "image/svg+xml"
+    assert sorted(set(weights)) == ["400", "600"]  # the current one stands out
+    assert (missing, errors) == ([], [])
 
 
 def test_cancel_stops_a_running_job_which_ends_in_the_cancelled_list(
@@ -232,9 +344,40 @@ def test_a_bulk_delete_asks_first(
     page.click("text=Delete all matching")
 
     expect(page.locator(".message")).to_have_text(
-        "Deleted the dead jobs matching the filter."
+        "Deleted 3 of 3 dead jobs matching the filter."
     )
     assert [d[0] for d in page.dialogs] == ["confirm"]
+    assert queue.stats().dead == 0
+
+
+def test_rows_ticked_in_the_dead_list_are_retried_or_deleted_together(
+    flask_site: tuple[str, jobq.JobQueue[Any]], page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    base, queue = flask_site
+    first, second, third = (bury(queue, {"n": i}) for i in range(3))
+    page.goto(base + "/jobs/dead")
+    delete = page.locator('button:has-text("Delete selected")')
+    retry = page.locator('button:has-text("Retry selected")')
+    every = page.locator("[data-select-all]")
+
+    expect(delete).to_be_disabled()  # nothing ticked yet
+    every.check()
+    expect(page.locator('input[name="id"]:checked')).to_have_count(3)
+    every.uncheck()
+    page.check(f'input[name="id"][value="{first}"]')
+    page.check(f'input[name="id"][value="{third}"]')
+    expect(every).to_have_js_property("indeterminate", True)
+    delete.click()
+
+    expect(page.locator(".message")).to_have_text("Deleted 2 of 2 selected dead jobs.")
+    assert page.dialogs == [("confirm", "Delete the selected jobs?")]
+    assert [job.id for job in queue.dead_jobs()] == [second]
+    page.check(f'input[name="id"][value="{second}"]')
+    retry.click()
+    expect(page.locator(".message")).to_have_text("Retried 1 of 1 selected dead jobs.")
+    assert len(page.dialogs) == 1  # a retry does not ask
     assert queue.stats().dead == 0
 
 
@@ -264,14 +407,8 @@ def limited_site() -> Iterator[tuple[str, jobq.JobQueue[Any], WhileHeld[None]]]:
     needs_limits(queue)
     queue.limit("smtp", concurrency=1)
     queue.limit("account:*", concurrency=1)
-    server = make_server("127.0.0.1", 0, make_app(queue, refresh_seconds=0.2),
-                         threaded=True)  # fmt: skip
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", queue, handler
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with served(make_app(queue, refresh_seconds=0.2)) as base:
+        yield base, queue, handler
     queue.close()
 
 
@@ -314,6 +451,64 @@ def test_a_limit_s_counts_and_a_held_job_in_a_browser(
     expect(smtp.locator('[data-limit-count="waiting"]')).to_have_text("0")
 
 
+@pytest.fixture
+def workflow_site() -> Iterator[tuple[str, jobq.JobQueue[Any]]]:
+    """A dashboard (refreshing every 0.2 s) of a queue in memory that runs
+    ``workflow_helpers.step``, served on a free port."""
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(step, keep_completed=600, max_attempts=1)
+    with served(make_app(queue, refresh_seconds=0.2)) as base:
+        yield base, queue
+    queue.close()
+
+
+def test_a_workflow_in_a_browser_the_waiting_list_and_a_child_s_page(
+    workflow_site: tuple[str, jobq.JobQueue[Any]], page: Any, shots: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    base, queue = workflow_site
+    flow = build(queue)
+
+    page.goto(base + "/")
+    waiting = page.locator('[data-count="waiting"]')
+    expect(waiting).to_have_text("2")
+    queue.enqueue("another", after=[flow.done, flow.child])
+    expect(waiting).to_have_text("3")  # refreshed by itself, no reload
+    page.click('nav a[href="/jobs/waiting"]')
+    expect(page.locator("h1")).to_have_text("Waiting")
+    expect(page.locator("table.jobs tbody tr")).to_have_count(3)
+    page.click(f'table.jobs a[href="/job/{flow.child}"] >> nth=0')
+    expect(page.locator("h1 .state")).to_have_text("waiting")
+    parents = page.locator("#parents tbody tr")
+    expect(parents).to_have_count(2)
+    expect(parents.nth(0)).to_contain_text(f"{flow.dead}")
+    expect(parents.nth(0).locator(".state")).to_have_text(["dead", "waited on"])
+    expect(parents.nth(1).locator(".state")).to_have_text(["completed"])
+    expect(page.locator("#children tbody tr")).to_have_count(2)
+    expect(page.locator("#after-failure")).to_contain_text("wait")
+    page.screenshot(path=str(shots / "dashboard-workflow.png"), full_page=True)
+
+    page.click(f'#parents a[href="/job/{flow.dead}"]')
+    page.click('button:has-text("Delete")')
+    expect(page.locator(".message")).to_have_text("The dead job was deleted.")
+    page.goto(base + f"/job/{flow.child}")
+    expect(page.locator("h1 .state")).to_have_text("cancelled")
+    expect(page.locator("#cancellation")).to_contain_text(
+        f"by parent job {flow.dead} was deleted"
+    )
+    expect(page.locator("#parents tbody tr >> nth=0")).to_contain_text("gone")
+    page.click(f'#children a[href="/job/{flow.grandchild}"]')
+    expect(page.locator("#cancellation")).to_contain_text(
+        f"by parent job {flow.child} was cancelled"
+    )
+    page.goto(base + f"/job/{flow.orphan}")
+    expect(page.locator("#parents tbody tr")).to_contain_text(f"{flow.gone}")
+    expect(page.locator("#parents .state")).to_have_text("gone")
+    page.goto(base + "/jobs/waiting")
+    expect(page.locator("table.jobs")).to_contain_text("No jobs.")
+    assert [d[0] for d in page.dialogs] == ["confirm"]
+
+
 def test_the_standalone_command_in_a_browser(tmp_path: Path, page: Any) -> None:
     from playwright.sync_api import expect
 
@@ -349,13 +544,8 @@ def django_site() -> Iterator[str]:
     the test database, a file (see the project's settings)."""
     from django.core.wsgi import get_wsgi_application
 
-    server = make_server("127.0.0.1", 0, get_wsgi_application(), threaded=False)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with served(get_wsgi_application(), threaded=False) as base:
+        yield base
 
 
 # The test project's SQLite file is shared with test_django.py's processes:
@@ -367,22 +557,31 @@ def django_site() -> Iterator[str]:
 def test_the_django_mounting_in_a_browser(
     django_site: str, page: Any, django_user_model: Any
 ) -> None:
-    from django.test import Client
     from playwright.sync_api import expect
 
     from jobq.contrib.django import get_queue
 
     job_id = django_dead_job()
-    client = Client()
-    client.force_login(django_user_model.objects.create_user("cy", is_staff=True))
-    session = client.cookies["sessionid"].value
-    page.context.add_cookies(
-        [{"name": "sessionid", "value": session, "url": django_site}]
-    )
+    django_user_model.objects.create_user("cy", password=PASSWORD, is_staff=True)
 
-    page.goto(f"{django_site}/admin/jobq/job/{job_id}")
+    page.goto(f"{django_site}/admin/jobq/job/{job_id}")  # anonymous: log in first
+    expect(page).to_have_url(
+        f"{django_site}/admin/login/?next=/admin/jobq/job/{job_id}"
+    )
+    page.fill("#id_username", "cy")
+    page.fill("#id_password", PASSWORD)
+    page.click('input[type="submit"]')
+
+    expect(page).to_have_url(f"{django_site}/admin/jobq/job/{job_id}")
+    expect(page.locator("#branding")).to_have_text("Django administration")
+    then = " \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} "  # &rsaquo;
+    expect(page.locator("nav.breadcrumbs")).to_have_text(
+        f"Home{then}jobq{then}Job {job_id}"
+    )
+    expect(page.locator("#user-tools")).to_contain_text("Welcome, cy.")
     expect(page.locator("#payload")).to_contain_text(XSS)
     page.click("text=Retry")
-
     expect(page.locator(".message")).to_have_text("The job is pending again.")
+    page.click('nav.breadcrumbs a:has-text("Home")')
+    expect(page.locator("#jobq-dashboard-link")).to_contain_text("Dashboard")
     get_queue().cancel(job_id)

@@ -35,12 +35,18 @@ import pytest
 from limits_helpers import WhileHeld, hold_one, needs_limits
 from old_schemas import postgres_v1, sqlite_v1
 from postgres_url import POSTGRES_URL
+from workflow_helpers import build, step
 
 import jobq
 from jobq import cli
+from jobq.activity import ProcessInfo, RunningJob
+from jobq.admin import operations
 from jobq.cli import render
 from jobq.stores import JsonFileStore, PostgresStore, SqliteStore, Store
 from jobq.stores.jsonfile.fileio import OwnerLock
+from jobq.stores.postgres.schema import SCHEMA_VERSION as POSTGRES_SCHEMA
+from jobq.stores.sqlite.schema import SCHEMA_VERSION as SQLITE_SCHEMA
+from jobq.testing.clock import T0
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 30.0  # seconds; a cap so that a broken worker fails a test, never hangs it
@@ -143,13 +149,14 @@ def test_stats_as_text_and_json(
 
     assert text.code == 0
     assert text.out.split() == [
-        "pending", "2", "delayed", "2", "running", "0", "dead", "1",
+        "pending", "2", "delayed", "2", "waiting", "0", "running", "0", "dead", "1",
         "kept", "0", "cancelled", "0", "abandoned", "0",
     ]  # fmt: skip
     assert as_json.code == 0
     assert json.loads(as_json.out) == {
         "pending": 2,
         "delayed": 2,
+        "waiting": 0,
         "running": 0,
         "dead": 1,
         "kept": 0,
@@ -304,6 +311,98 @@ def test_an_id_beyond_64_bits_is_no_such_job(
     assert result.err == f"jobq {command}: no job {huge}\n"
 
 
+def rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines()]
+
+
+def test_show_lists_a_job_s_parents_and_children_with_their_states(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue = target.queue(step, max_attempts=1, keep_completed=600)
+    flow = build(queue)
+    queue.close()
+
+    text = run(capsys, "show", str(flow.child), *target.args)
+    details = json.loads(
+        run(capsys, "show", str(flow.child), "--json", *target.args).out
+    )
+    orphan = run(capsys, "show", str(flow.orphan), *target.args)
+
+    assert text.code == 0
+    fields, parents, children = text.out.split("\n\n")
+    assert "\nafter failure  wait\n" in fields
+    assert f"\nwaiting on     {flow.dead}\n" in fields
+    assert rows(parents) == [
+        ["parents"],
+        ["ID", "STATE", "TASK"],
+        [str(flow.dead), "dead,", "waited", "on", "-"],
+        [str(flow.done), "completed", "-"],
+    ]
+    assert rows(children) == [
+        ["children"], ["ID", "STATE", "TASK"], [str(flow.grandchild), "waiting", "-"],
+    ]  # fmt: skip
+    assert [str(flow.gone), "gone", "-"] in rows(orphan.out)
+    assert "waiting on" not in orphan.out  # it is pending
+    assert details["parents"] == [flow.dead, flow.done]
+    assert details["waiting_on"] == [flow.dead]
+    assert details["children"] == [flow.grandchild]
+    assert details["after_failure"] == "wait"
+    assert details["relatives"] == {
+        "parents": [
+            {"id": flow.dead, "task": None, "state": "dead"},
+            {"id": flow.done, "task": None, "state": "completed"},
+        ],
+        "children": [{"id": flow.grandchild, "task": None, "state": "waiting"}],
+        "more_parents": 0,
+        "more_children": 0,
+    }
+
+
+def test_stats_counts_waiting_jobs_and_cancel_cancels_one(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue = target.queue(step, max_attempts=1, keep_completed=600)
+    flow = build(queue)
+    queue.close()
+
+    stats = json.loads(run(capsys, "stats", "--json", *target.args).out)
+    cancelled = run(capsys, "cancel", str(flow.grandchild), *target.args)
+    deleted = run(capsys, "delete", str(flow.dead), *target.args)
+    child = run(capsys, "show", str(flow.child), *target.args)
+
+    assert (stats["waiting"], stats["pending"]) == (2, 1)  # child, grandchild; orphan
+    assert cancelled.out == (
+        f"job {flow.grandchild} cancelled (it was waiting for a parent)\n"
+    )
+    assert deleted.code == 0
+    assert "\nstate          cancelled\n" in child.out
+    assert f"UTC by parent job {flow.dead} was deleted, while pending" in child.out
+    assert [str(flow.dead), "gone,", "waited", "on", "-"] in rows(child.out)
+    after = json.loads(run(capsys, "stats", "--json", *target.args).out)
+    assert after["waiting"] == 0
+
+
+def test_show_looks_up_so_many_relatives_and_counts_the_others(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(step, keep_completed=600)
+    parent = queue.enqueue("fan out").id
+    queue.enqueue_many(range(operations.RELATIVES_SHOWN + 3), after=[parent])
+    record = operations.show(queue, parent)
+
+    relatives = operations.family(queue, record)
+    text = render.job(record, relatives)
+    shown = json.loads(render.job(record, relatives, as_json=True))
+
+    assert len(relatives.children) == operations.RELATIVES_SHOWN
+    assert relatives.more_children == 3
+    assert text.endswith("  and 3 more\n")
+    assert len(shown["children"]) == operations.RELATIVES_SHOWN + 3
+    assert shown["relatives"]["more_children"] == 3
+    assert f"\nchildren: {parent + 1}, " in render.job(record)  # not looked up
+    queue.close()
+
+
 # -- escaping ------------------------------------------------------------------
 
 
@@ -419,15 +518,15 @@ def test_cancel_refuses_a_dead_a_cancelled_and_a_missing_job(
 
     assert (refused.code, refused.out) == (1, "")
     assert refused.err == (
-        f"jobq cancel: job {dead} is dead; only a pending or running job can be "
-        "cancelled\n"
+        f"jobq cancel: job {dead} is dead; only a pending, waiting or running job "
+        "can be cancelled\n"
     )
     assert (missing.code, missing.out) == (1, "")
     assert missing.err == "jobq cancel: no job 999999\n"
     assert run(capsys, "cancel", str(pending), *target.args).code == 0
     again = run(capsys, "cancel", str(pending), *target.args)
     assert again.code == 1
-    assert "is cancelled; only a pending or running job" in again.err
+    assert "is cancelled; only a pending, waiting or running job" in again.err
 
 
 def test_cancelled_lists_the_kept_cancelled_jobs(
@@ -664,6 +763,7 @@ def test_purge_dead_refuses_without_yes(
     assert counts == {
         "pending": 1,
         "delayed": 1,
+        "waiting": 0,
         "running": 0,
         "dead": 3,
         "kept": 0,
@@ -685,6 +785,7 @@ def test_purge_dead_with_yes_deletes_every_dead_job(
     assert counts == {
         "pending": 1,
         "delayed": 1,
+        "waiting": 0,
         "running": 0,
         "dead": 0,
         "kept": 0,
@@ -1056,6 +1157,7 @@ def test_reading_while_an_owner_runs_and_changing_is_refused(
     assert json.loads(looked.out) == {
         "pending": 1,
         "delayed": 1,
+        "waiting": 0,
         "running": 0,
         "dead": 1,
         "kept": 0,
@@ -1103,15 +1205,19 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert created.code == 0, created.err
-    assert created.out == f"the SQLite file {path}: jobq schema at version 7\n"
+    assert (
+        created.out
+        == f"the SQLite file {path}: jobq schema at version {SQLITE_SCHEMA}\n"
+    )
     assert again.code == 0, again.err
     assert json.loads(again.out) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 7,
+        "schema_version": SQLITE_SCHEMA,
     }
     assert json.loads(looked.out) == {
         "pending": 0,
         "delayed": 0,
+        "waiting": 0,
         "running": 0,
         "dead": 0,
         "kept": 0,
@@ -1131,10 +1237,14 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_5(
     looked = run(capsys, "stats", "--json", "--store", url)
 
     assert migrated.code == 0, migrated.err
-    assert migrated.out == f"the SQLite file {path}: jobq schema at version 7\n"
+    assert (
+        migrated.out
+        == f"the SQLite file {path}: jobq schema at version {SQLITE_SCHEMA}\n"
+    )
     assert json.loads(looked.out) == {
         "pending": 2,
         "delayed": 1,
+        "waiting": 0,
         "running": 0,
         "dead": 1,
         "kept": 0,
@@ -1164,10 +1274,11 @@ def test_migrate_brings_a_postgres_schema_of_version_1_to_version_6(
             )
 
     assert migrated.code == 0, migrated.err
-    assert json.loads(migrated.out)["schema_version"] == 6
+    assert json.loads(migrated.out)["schema_version"] == POSTGRES_SCHEMA
     assert json.loads(looked.out) == {
         "pending": 2,
         "delayed": 1,
+        "waiting": 0,
         "running": 0,
         "dead": 1,
         "kept": 0,
@@ -1219,6 +1330,7 @@ def test_migrate_creates_a_postgres_schema(
     assert json.loads(looked.out) == {
         "pending": 0,
         "delayed": 0,
+        "waiting": 0,
         "running": 0,
         "dead": 0,
         "kept": 0,
@@ -1370,6 +1482,7 @@ def test_worker_runs_jobs_and_exits_0_on_a_signal(
     assert json.loads(counts.out) == {
         "pending": 0,
         "delayed": 0,
+        "waiting": 0,
         "running": 0,
         "dead": 1,
         "kept": 0,
@@ -1688,3 +1801,83 @@ def test_the_shared_parts_keep_the_names_they_had_here() -> None:
     for name, shared in jobq.admin.arguments.SUBCOMMANDS.items():
         assert cli.COMMANDS[name].help == shared.help
         assert cli.COMMANDS[name].add_arguments is shared.add_arguments
+
+
+# -- processes -------------------------------------------------------------------
+
+PROCESSES = [
+    ProcessInfo("web-1:42:ab", "web-1", 42, T0 - 3600, T0 - 2, 4, 2, (
+        RunningJob(7, "mail.send", T0 - 30), RunningJob(9, NASTY, T0 - 1.4),
+    )),
+    ProcessInfo("web-2:43:cd", "web-2", 43, T0 - 600, T0 - 90, 2, 0, (), gone=True),
+]  # fmt: skip
+
+
+def test_processes_as_a_table_and_as_json_with_stable_keys() -> None:
+    text = render.processes(PROCESSES, T0)
+    as_json = render.processes(PROCESSES, T0, as_json=True)
+
+    lines = text.splitlines()
+    assert lines[0].split() == ["HOST", "PID", "STARTED", "(UTC)", "SEEN", "(UTC)",
+                                "BUSY", "RUNNING"]  # fmt: skip
+    assert lines[1].startswith("web-1 ")
+    assert " 2/4 " in lines[1]
+    assert lines[1].endswith("7 mail.send 30s, 9 \\x1b[31mred\\nsecond line\\r"
+                             "\\x9b2J\\u202eevil 1s")  # fmt: skip
+    assert lines[2].startswith("web-2 (gone) ")
+    assert lines[2].split()[-2:] == ["0/2", "-"]
+    assert not any(raw in text for raw in RAW)
+    shown = json.loads(as_json)
+    assert shown[0] == {
+        "id": "web-1:42:ab", "host": "web-1", "pid": 42, "started": T0 - 3600,
+        "seen": T0 - 2, "workers": 4, "busy": 2, "idle": 2, "gone": False,
+        "running": [{"id": 7, "task": "mail.send", "started": T0 - 30},
+                    {"id": 9, "task": NASTY, "started": T0 - 1.4}],
+    }  # fmt: skip
+    assert shown[1]["gone"] is True
+    assert as_json.isascii()
+    assert (
+        render.processes([], T0) == "no process serves this queue (none runs workers)\n"
+    )
+    assert render.processes(None, T0) == (
+        "this store keeps no figures of the processes serving it\n"
+    )
+    assert json.loads(render.processes(None, T0, as_json=True)) is None
+
+
+def test_processes_lists_the_processes_serving_a_shared_store(
+    shared_target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    release, entered = threading.Event(), threading.Event()
+
+    def handler(job: jobq.Job[Any]) -> None:
+        entered.set()
+        release.wait(60)
+
+    serving = shared_target.queue(handler)
+    job = serving.enqueue("blocks")
+    serving.start(workers=2)
+    try:
+        assert entered.wait(60)
+        deadline = time.monotonic() + 30
+        while True:  # the registry follows the process's beat (every 5 s)
+            shown = run(capsys, "processes", "--json", *shared_target.args)
+            listed = json.loads(shown.out)
+            if listed and listed[0]["busy"] == 1:
+                break
+            assert time.monotonic() < deadline, listed
+            threading.Event().wait(0.05)
+        text = run(capsys, "processes", *shared_target.args)
+    finally:
+        release.set()
+    serving.stop(timeout=30)
+    after = run(capsys, "processes", *shared_target.args)
+
+    (process,) = listed
+    assert (process["pid"], process["workers"], process["idle"]) == (os.getpid(), 2, 1)
+    assert [running["id"] for running in process["running"]] == [job.id]
+    assert text.code == 0
+    assert " 1/2 " in text.out.splitlines()[1]
+    assert (after.code, after.out) == (
+        0, "no process serves this queue (none runs workers)\n"
+    )  # fmt: skip

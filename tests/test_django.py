@@ -29,6 +29,8 @@ from limits_helpers import needs_limits
 import jobq
 from jobq.contrib.django import Deferred, DjangoJobQueue, config, get_queue
 from jobq.contrib.django import checks as jobq_checks
+from jobq.stores import MemoryStore
+from jobq.stores.sqlite.schema import SCHEMA_VERSION as SQLITE_SCHEMA
 
 PROJECT = Path(__file__).parent / "django_project"
 
@@ -182,6 +184,31 @@ def test_on_commit_false_writes_inside_the_transaction() -> None:
     queue.close()
 
 
+def test_enqueue_passes_after_and_after_failure_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import jobq.contrib.django as contrib
+
+    queue = DjangoJobQueue(lambda job: job.payload, store=MemoryStore())
+    monkeypatch.setattr(contrib, "get_queue", lambda: queue)
+    parent = contrib.enqueue("first")
+    child, sibling = contrib.enqueue_many(
+        ["second", "third"], after=[parent], after_failure="cancel"
+    )
+    record = queue.get(child.id)
+    assert record is not None
+    assert (record.state, record.parents) == (jobq.JobState.WAITING, (parent.id,))
+    assert record.after_failure == "cancel"
+    assert queue.get(parent.id).children == (child.id, sibling.id)  # type: ignore[union-attr]
+    with transaction.atomic():
+        deferred = contrib.enqueue("written at the commit")
+        assert isinstance(deferred, Deferred)
+        with pytest.raises(ValueError, match="not written yet"):
+            contrib.enqueue("child", after=[deferred])
+    assert queue.run_pending() == 4  # "first" released both
+    queue.close()
+
+
 # -- database connections around jobs -----------------------------------------------
 
 
@@ -293,7 +320,7 @@ def test_manage_py_jobq_stats() -> None:
     out = io.StringIO()
     call_command("jobq", "stats", stdout=out)
     assert out.getvalue() == (
-        f"pending    {stats.pending}\ndelayed    {stats.delayed}\n"
+        f"pending    {stats.pending}\ndelayed    {stats.delayed}\nwaiting    0\n"
         f"running    {stats.running}\ndead       {stats.dead}\n"
         f"kept       {stats.kept}\ncancelled  {stats.cancelled}\nabandoned  0\n"
     )
@@ -302,6 +329,7 @@ def test_manage_py_jobq_stats() -> None:
     assert json.loads(out.getvalue()) == {
         "pending": stats.pending,
         "delayed": stats.delayed,
+        "waiting": 0,
         "running": stats.running,
         "dead": stats.dead,
         "kept": stats.kept,
@@ -351,7 +379,7 @@ def test_manage_py_jobq_cancels_a_pending_job() -> None:
     call_command("jobq", "cancelled", "--json", stdout=out)
     listed = {shown["id"]: shown for shown in json.loads(out.getvalue())}
     assert listed[job]["cancellation"]["by"] == "manage.py jobq cancel"
-    with pytest.raises(CommandError, match="only a pending or running") as info:
+    with pytest.raises(CommandError, match="only a pending, waiting") as info:
         call_command("jobq", "cancel", str(job), stdout=io.StringIO())
     assert info.value.returncode == 1
 
@@ -392,7 +420,7 @@ def test_manage_py_jobq_limits_lists_what_the_store_holds() -> None:
 def test_manage_py_jobq_migrate() -> None:
     out = io.StringIO()
     call_command("jobq", "migrate", "--json", stdout=out)
-    assert json.loads(out.getvalue())["schema_version"] == 7
+    assert json.loads(out.getvalue())["schema_version"] == SQLITE_SCHEMA
 
 
 def test_manage_py_jobq_worker_runs_jobs_and_stops_on_sigterm() -> None:
@@ -461,6 +489,7 @@ def test_the_example_project_runs(tmp_path: Path) -> None:
         "order 1 receipt sent: True",
         "pending    0",
         "delayed    0",
+        "waiting    0",
         "running    0",
         "dead       0",
         "kept       1",  # its Django Tasks result

@@ -139,6 +139,13 @@ def test_the_backend_is_the_one_configured() -> None:
     assert _backend().supports_get_result  # a SQLite store
 
 
+def test_every_job_state_has_a_django_status_a_waiting_job_is_ready() -> None:
+    from jobq.contrib.django._tasks_backend import STATUSES, TaskResultStatus
+
+    assert set(STATUSES) == set(JobState)
+    assert STATUSES[JobState.WAITING] is TaskResultStatus.READY
+
+
 def test_the_documentation_example_works_unchanged(signals: list[Any]) -> None:
     from djapp.dtasks import email_users
 
@@ -528,6 +535,23 @@ def test_get_result_rebuilds_the_task_as_it_was_enqueued(
     assert fetched == other
     assert on_store.cancel(int(result.id))
     assert on_store.cancel(int(other.id))
+
+
+def test_the_dashboard_folds_away_every_meta_key_the_backend_sets() -> None:
+    from djapp.dtasks import record
+
+    from jobq.web.describe import INTERNAL_META, meta_rows
+
+    later = timezone.now() + dt.timedelta(hours=1)
+    result = record.using(queue_name="emails", run_after=later).enqueue("x")
+    job = get_queue().get(int(result.id))
+    assert job is not None
+
+    shown, internal = meta_rows(job.meta)
+
+    assert shown == []
+    assert {key for key, _ in internal} == set(job.meta) == INTERNAL_META
+    assert get_queue().cancel(job.id)
 
 
 def test_the_backend_s_tasks_carry_jobq_s_limits() -> None:

@@ -205,3 +205,31 @@ def test_signup_without_an_email_is_refused_and_enqueues_nothing(
     assert response.status_code == 400
     assert client.get("/stats").get_json()["pending"] == 0
     assert app.extensions["jobq"].queue.get(1) is None
+
+
+# -- examples/workflow.py -----------------------------------------------------
+
+
+def test_the_workflow_example_revives_a_dead_step_and_the_gallery_follows(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "workflow.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "  resize cat.raw: unreadable" in lines
+    assert "The gallery waits on job(s) (2,)" in lines
+    # The gallery ran once, after the revived step, with every result in order.
+    gallery = [line for line in lines if line.startswith("  gallery")]
+    assert gallery == [
+        "  gallery 'Holidays': thumbs/beach.jpg, thumbs/cat.jpg, thumbs/dog.jpg"
+    ]
+    assert lines.index(gallery[0]) > lines.index("  resize cat.raw: done")
+    assert lines[-1] == "Gallery: 'Holidays: 3 photos'"
+    assert (tmp_path / "jobs.db").exists()

@@ -529,6 +529,19 @@ def test_prepare_checks_everything_and_writes_nothing() -> None:
     assert [e.duplicate for e in added] == [False, True]
 
 
+@pytest.mark.parametrize("name", ["", " padded", "tab\tin", "nul\x00", "\ud800", 7])
+def test_prepare_refuses_a_task_name_no_task_could_have(name: Any) -> None:
+    """As ``@queue.task(name=...)`` does: an empty name would pass for the
+    plain jobs in the stores' figures, a surrogate would not encode."""
+    queue = jobq.JobQueue(succeed)
+
+    with pytest.raises(
+        TypeError if isinstance(name, int) else ValueError, match="name"
+    ):
+        queue.prepare(["a"], task=name)
+    assert queue.stats().pending == 0
+
+
 # -- the store contract ----------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from flask import Flask, current_app
 import jobq
 from jobq import cli
 from jobq.contrib.flask import JobQ, JobQState
+from jobq.stores.sqlite.schema import SCHEMA_VERSION as SQLITE_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -126,6 +127,35 @@ def test_calling_a_task_runs_it_here_and_now(make_app: MakeApp) -> None:
     assert double(21) == 42
     assert double.name == "double"
     assert double.__name__ == "double"
+
+
+def test_a_task_s_using_passes_after_and_after_failure_through(
+    make_app: MakeApp,
+) -> None:
+    jobs = JobQ()
+
+    @jobs.task(name="fetch")
+    def fetch(url: str) -> str:
+        return f"page of {url} in {current_app.name}"
+
+    @jobs.task(name="parse")
+    def parse(parent_results: list[Any]) -> list[Any]:
+        return parent_results
+
+    app = make_app(jobs, JOBQ_AUTOSTART=False, JOBQ_KEEP_COMPLETED=600)
+    with app.app_context():
+        queue = jobs.queue
+        fetched = fetch.enqueue("a.example")
+        parsed = parse.using(after=[fetched], after_failure="run").enqueue()
+        waiting = queue.get(parsed.id)
+        assert queue.run_pending() == 2  # fetch, then parse once released
+        done = queue.wait(parsed, timeout=10)
+
+    assert waiting is not None
+    assert (waiting.state, waiting.parents) == (jobq.JobState.WAITING, (fetched.id,))
+    assert waiting.after_failure == "run"
+    assert done is not None
+    assert done.result == ["page of a.example in app0"]
 
 
 # -- app factories ------------------------------------------------------------------
@@ -324,6 +354,7 @@ def test_flask_jobq_stats(cli_app: Flask) -> None:
     assert json.loads(result.output) == {
         "pending": 0,
         "delayed": 0,
+        "waiting": 0,
         "running": 0,
         "dead": 1,
         "kept": 0,
@@ -349,7 +380,7 @@ def test_flask_jobq_cancel_and_cancelled(cli_app: Flask) -> None:
     assert shown["cancellation"]["by"] == "flask jobq cancel"
     dead = invoke(cli_app, "cancel", "1")
     assert dead.exit_code == 1
-    assert "job 1 is dead; only a pending or running job can be cancelled" in (
+    assert "job 1 is dead; only a pending, waiting or running job can be cancelled" in (
         dead.output
     )
     assert invoke(cli_app, "cancel", str(job), "--wait", "nan").exit_code == 2
@@ -470,7 +501,7 @@ def test_flask_jobq_migrate_creates_the_schema(
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
         "store": f"the SQLite file {path}",
-        "schema_version": 7,
+        "schema_version": SQLITE_SCHEMA,
     }
     assert path.exists()
 

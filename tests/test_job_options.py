@@ -28,6 +28,8 @@ def test_the_option_lists_are_the_typed_dicts() -> None:
         "meta",
         "timeout",
         "limits",
+        "after",
+        "after_failure",
     } == JOB_OPTIONS
     assert JOB_OPTIONS | {"connection"} == SEND_OPTIONS
     assert {"name", "max_attempts", "priority", "timeout", "limits"} == TASK_OPTIONS

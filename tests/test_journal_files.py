@@ -386,8 +386,8 @@ def test_an_intact_record_that_cannot_be_applied_costs_that_record_only(
 def test_a_journal_segment_with_a_newer_header_is_refused_and_nothing_touched(
     good: dict[str, Any], tmp_path: Path, read_only: bool
 ) -> None:
-    segment = b"JOBQ-JOURNAL 4\n" + good["segment"][len(MAGIC) :]
-    _refused_untouched(good, tmp_path, segment, read_only, "journal version 4")
+    segment = b"JOBQ-JOURNAL 5\n" + good["segment"][len(MAGIC) :]
+    _refused_untouched(good, tmp_path, segment, read_only, "journal version 5")
 
 
 @pytest.mark.parametrize("read_only", [False, True], ids=["owner", "reader"])
@@ -473,7 +473,7 @@ def test_random_byte_flips_in_a_journal_segment_cost_only_the_record_they_hit(
         startup = startups(files).open(caplog)
 
         case = f"seed {seed}, byte {position}"
-        if re.match(rb"JOBQ-JOURNAL [4-9]\n", damaged):  # made a newer header
+        if re.match(rb"JOBQ-JOURNAL [5-9]\n", damaged):  # made a newer header
             assert startup.refused is not None, case
             assert "newer jobq" in startup.refused, case
             assert startup.names() == sorted([*files, "jobs.json.lock"]), case
@@ -519,7 +519,7 @@ def test_random_byte_flips_in_the_snapshot_cost_only_the_row_they_hit(
         case = f"seed {seed}, byte {position}"
         if startup.refused is not None:  # the flip made the version number newer
             assert "newer jobq" in startup.refused, case
-            assert re.match(rb'\{"format": "jobq", "version": [4-9],', damaged), case
+            assert re.match(rb'\{"format": "jobq", "version": [5-9],', damaged), case
             assert startup.names() == ["jobs.json", "jobs.json.lock"], case
             assert (startup.directory / "jobs.json").read_bytes() == damaged, case
             continue

@@ -36,7 +36,7 @@ FAR = 3600  # a delay that keeps a job pending for the whole test
 CHANGES = (0xFF, 0x01)  # XORed into one byte: every bit, and the lowest one
 #: Headers of older segments, which this jobq reads: a flip of the version's
 #: lowest bit can make one.
-OLDER_MAGICS = (b"JOBQ-JOURNAL 2\n", b"JOBQ-JOURNAL 1\n")
+OLDER_MAGICS = (b"JOBQ-JOURNAL 3\n", b"JOBQ-JOURNAL 2\n", b"JOBQ-JOURNAL 1\n")
 SAMPLE = 83  # every this many changes also goes through a real store
 LISTED = (
     jobq.JobState.PENDING,
@@ -148,7 +148,7 @@ def _read(snapshot: bytes, segment: bytes) -> Files | str:
 def _refused_as_newer(found: Files | str, damaged: bytes) -> bool:
     """Whether the change made the version number a newer one (the file is
     then refused, ``found`` being the refusal)."""
-    newer = re.match(rb'JOBQ-JOURNAL [4-9]\n|\{"format": "jobq", "version": [4-9],',
+    newer = re.match(rb'JOBQ-JOURNAL [5-9]\n|\{"format": "jobq", "version": [5-9],',
                      damaged)  # fmt: skip
     if newer is None:
         return False

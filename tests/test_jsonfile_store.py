@@ -30,6 +30,7 @@ import jobq
 import jobq.testing
 from jobq.stores import JsonFileStore
 from jobq.stores.base import Signal
+from jobq.stores.jsonfile import formats as fmt
 from jobq.stores.jsonfile.fileio import FileIO, OwnerLock
 from jobq.stores.jsonfile.journal import encode_record
 
@@ -423,7 +424,7 @@ def test_snapshot_carries_format_and_version(
     document = _document(path)
 
     assert document["format"] == "jobq"
-    assert document["version"] == 3
+    assert document["version"] == fmt.VERSION == 4
 
 
 #: Jobs 1 and 2 as version 1 wrote them: no started_at, finished_at, timeout
@@ -456,7 +457,7 @@ def _v1_files(path: Path) -> None:
     segment.write_bytes(b"JOBQ-JOURNAL 1\n" + records)
 
 
-def test_files_of_version_1_load_and_are_written_again_as_version_3(
+def test_files_of_version_1_load_and_are_written_again_as_the_current_version(
     make_queue: QueueFactory, path: Path
 ) -> None:
     _v1_files(path)
@@ -477,7 +478,7 @@ def test_files_of_version_1_load_and_are_written_again_as_version_3(
         (None, None, None, {}),
     ]  # fmt: skip
     queue.save()
-    assert _document(path)["version"] == 3
+    assert _document(path)["version"] == fmt.VERSION
     queue.close()
     again = make_queue(clock=clock)
     assert [again.get(job_id) for job_id in (1, 2, 3)] == records
@@ -485,7 +486,7 @@ def test_files_of_version_1_load_and_are_written_again_as_version_3(
 
 def _newer_file(path: Path) -> bytes:
     data = json.dumps(
-        {"format": "jobq", "version": 4, "next_id": 8, "count": 0, "jobs": []}
+        {"format": "jobq", "version": 5, "next_id": 8, "count": 0, "jobs": []}
     ).encode()
     path.write_bytes(data)
     return data
@@ -503,7 +504,7 @@ def test_file_of_a_newer_version_is_refused_and_left_untouched(
         "start": queue.start,
     }[call]
 
-    with pytest.raises(jobq.StoreError, match=r"newer jobq.*version 4"):
+    with pytest.raises(jobq.StoreError, match=r"newer jobq.*version 5"):
         action()
 
     queue.close()

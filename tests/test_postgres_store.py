@@ -38,16 +38,20 @@ from psycopg import sql
 
 import jobq
 from jobq import JobState, StoreError
-from jobq.stores import PostgresStore, store_from
+from jobq.activity import BUCKETS, DepthSample, RunningJob, minute_of
+from jobq.stores import MemoryStore, PostgresStore, store_from
 from jobq.stores import postgres as postgres_module
 from jobq.stores.base import Claim, Done, Failure, NewJob, Signal
 from jobq.stores.pages import JobQuery
+from jobq.stores.postgres.activity import drop_params, minutes_params
+from jobq.testing.contract.activity import beat, outcomes, process
 from jobq.types import AttemptError, Limit
 
 ROOT = Path(__file__).resolve().parents[1]
 URL = POSTGRES_URL
 WAIT = 30  # seconds; a cap so that a broken test fails instead of hanging
 T0 = 1_800_000_000.0
+MINUTE = minute_of(T0)
 
 
 def admin() -> psycopg.Connection[Any]:
@@ -93,8 +97,10 @@ class PG:
         return queue
 
     def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
-        """Run ``query``; ``{jobs}``, ``{counts}``, ``{meta}`` name our tables."""
-        names = {t: sql.Identifier(self.schema, t) for t in ("jobs", "counts", "meta")}
+        """Run ``query``; ``{jobs}``, ``{counts}``, ``{meta}``, ``{outcomes}``,
+        ``{samples}`` name our tables."""
+        tables = ("jobs", "counts", "meta", "outcomes", "samples")
+        names = {t: sql.Identifier(self.schema, t) for t in tables}
         with admin() as conn:
             cur = conn.execute(sql.SQL(query).format(**names), params)  # type: ignore[arg-type]
             return cur.fetchall() if cur.description else []
@@ -282,7 +288,7 @@ def test_the_schema_is_created_on_first_use_with_its_version(
         ).fetchone() or (None,)
     assert tables == {
         "jobs", "counts", "meta", "schedules", "limits", "limit_keys", "slots",
-        "wakes",
+        "wakes", "deps", "processes", "outcomes", "samples",
     }  # fmt: skip
     assert version == postgres_module.SCHEMA_VERSION
 
@@ -326,7 +332,7 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta),
                    r.cancellation) for r in records if r is not None]  # fmt: skip
     assert new_fields == [(None, None, None, {}, None)] * 3
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 6
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 8
     first = store.claim(T0 + 5)
     assert first is not None
     assert (first.id, first.meta, first.timeout) == (1, None, None)
@@ -378,7 +384,7 @@ def test_a_version_5_schema_is_migrated_to_limits_and_keeps_its_jobs_and_keys(
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 6
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 8
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.limits, r.held_by) for r in records if r] == [
         (JobState.PENDING, "k", (), None),
@@ -394,6 +400,29 @@ def test_a_version_5_schema_is_migrated_to_limits_and_keeps_its_jobs_and_keys(
     assert held is not None
     assert (held.state, held.held_by) == (JobState.PENDING, "smtp")
     assert store.add([limited_job("m", "smtp", key="m1")], T0)[0].duplicate
+
+
+def test_a_version_7_schema_is_migrated_to_activity_and_keeps_its_jobs(
+    pg: PG, fresh_schema: str
+) -> None:
+    """Version 8 adds the activity's tables and changes no other: the jobs
+    are as before, and beats and their reads work at once."""
+    postgres_at(URL, fresh_schema, pg.queue, 7)
+
+    store = pg.opened(schema=fresh_schema, clock="queue")
+
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 8
+    records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
+    assert [(r.state, r.key, r.task) for r in records if r] == [
+        (JobState.PENDING, "k", None),
+        (JobState.PENDING, None, "mail.send"),
+        (JobState.DEAD, None, None),
+    ]
+    sample = DepthSample(MINUTE, 2, 0, 0, None)
+    store.beat(beat(process("a", T0), (outcomes(MINUTE, "mail.send", 2),), sample), T0)
+    assert [info.id for info in store.processes(T0)] == ["host-a:1:a"]
+    assert store.outcomes(MINUTE, T0) == [outcomes(MINUTE, "mail.send", 2)]
+    assert store.samples(MINUTE, T0) == [sample]
 
 
 def test_a_newer_schema_version_is_refused(pg: PG, fresh_schema: str) -> None:
@@ -766,8 +795,8 @@ def test_burials_at_once_keep_exactly_the_dead_letter_limit(
     trimmed, go_on = threading.Event(), threading.Event()
     trim = first._trim_dead
 
-    def trim_and_wait(conn: psycopg.Connection[Any]) -> list[tuple[int, str | None]]:
-        dropped = trim(conn)
+    def trim_and_wait(*args: Any) -> list[tuple[int, str | None]]:
+        dropped = trim(*args)
         trimmed.set()
         go_on.wait(WAIT)  # the burial stays uncommitted meanwhile
         return dropped
@@ -1562,3 +1591,233 @@ def test_the_due_page_lists_held_jobs_among_the_due_ones_page_by_page(
     assert [job_id for job_id, held_by in seen if held_by] == [
         job_id for job_id in in_order if job_id in held
     ]
+
+
+# -- activity --------------------------------------------------------------------------
+
+
+def hold_outcome_row(holder: psycopg.Connection[Any], pg: PG, task: str) -> None:
+    """In ``holder``'s transaction, the row of ``MINUTE`` and ``task`` added
+    and not committed: a beat adding to it waits until ``holder`` ends."""
+    holder.execute(
+        sql.SQL("INSERT INTO {} VALUES (%s, %s, true, %s, 0, 0, 0, 0, %s)").format(
+            sql.Identifier(pg.schema, "outcomes")
+        ),
+        (pg.queue, MINUTE, task, [0] * BUCKETS),
+    )
+
+
+def test_beats_of_two_stores_at_once_add_up_and_never_deadlock(pg: PG) -> None:
+    """Two stores (as two processes) beat from threads at once, the same
+    minute's 30 tasks and plain jobs listed in opposite orders, and its
+    sample. Each locks the rows in the key's order: while a session holds
+    the middle task's row, one beat waits for it and the other for that
+    beat (had each locked them as listed, each would hold one half and wait
+    for the other's: a deadlock once the row is free). Then 20 beats each
+    at once: every count arrives."""
+    stores = [pg.opened(), pg.opened()]
+    tasks: list[str | None] = [None, *(f"task-{n:02d}" for n in range(30))]
+    failed: list[BaseException] = []
+
+    def beating(index: int, beats: int) -> None:
+        order = tasks if index == 0 else tasks[::-1]
+        try:
+            for n in range(beats):
+                rows = tuple(outcomes(MINUTE, t, 1, 1, ran=(0.003,)) for t in order)
+                sample = DepthSample(MINUTE, index, 0, 0, None)
+                stores[index].beat(beat(process(f"p{index}", T0 + n), rows, sample), T0)
+        except BaseException as exc:
+            failed.append(exc)
+
+    def at_once(beats: int, holder: psycopg.Connection[Any] | None = None) -> None:
+        threads = [threading.Thread(target=beating, args=(i, beats)) for i in (0, 1)]
+        for thread in threads:
+            thread.start()
+        if holder is not None:
+            wait_for(lambda: waiting_on_locks(holder) == 2)
+            holder.rollback()
+        for thread in threads:
+            thread.join(WAIT)
+
+    with psycopg.connect(URL) as holder:
+        hold_outcome_row(holder, pg, "task-15")
+        at_once(1, holder)
+    at_once(20)
+
+    assert failed == []
+    total = 2 * 21
+    assert stores[0].outcomes(MINUTE, T0) == [
+        outcomes(MINUTE, t, total, total, ran=(0.003,) * total) for t in tasks
+    ]
+    assert len(stores[1].samples(MINUTE, T0)) == 1
+    assert [info.seen for info in stores[1].processes(T0)] == [T0 + 19] * 2
+
+
+def test_task_names_are_kept_and_ordered_as_the_memory_store_keeps_them(
+    pg: PG,
+) -> None:
+    """Plain jobs (``None``) and a task named "" are two rows, and names
+    sort by code point whatever the database's collation, as Python sorts:
+    the rows read are the memory store's, in its order."""
+    names = [None, "", "b", "B", "a", "é", "Z", "x'; DROP TABLE jobs; --",
+             'q"uote', "\\", "a" * 1000, "✓", "$$ $body$"]  # fmt: skip
+    rows = tuple(
+        outcomes(MINUTE + 60 * (n % 2), name, n + 1, ran=(0.01 * n,))
+        for n, name in enumerate(names)
+    )
+    stores = (pg.opened(), MemoryStore())
+    for store in stores:
+        store.beat(beat(None, rows), T0 + 60)
+
+    found = [store.outcomes(MINUTE, T0 + 60) for store in stores]
+    assert found[0] == found[1]
+    assert len(found[0]) == len(names)
+
+
+def test_text_postgresql_cannot_hold_is_written_escaped_never_failing_beats(
+    pg: PG,
+) -> None:
+    """A job's task never holds NUL (the jobs table refuses it), but a beat
+    built by hand may: such names are written as jobq writes error texts
+    (NUL as "\\x00", a lone surrogate escaped), since a beat that failed
+    gives its tally back and would fail again each time. The running jobs
+    keep their tasks exactly (JSON text)."""
+    store = pg.opened()
+    running = (RunningJob(1, "n\x00ul", T0), RunningJob(2, "s\udcffx", T0))
+    info = process("a\x00b", T0, busy=2, running=running)
+    rows = (outcomes(MINUTE, "n\x00ul", 1), outcomes(MINUTE, "s\udcffx", 2))
+
+    store.beat(beat(info, rows), T0)
+
+    assert [(row.task, row.succeeded) for row in store.outcomes(MINUTE, T0)] == [
+        ("n\\x00ul", 1), ("s\\udcffx", 2)]  # fmt: skip
+    (found,) = store.processes(T0)
+    assert (found.id, found.host) == ("host-a\\x00b:1:a\\x00b", "host-a\\x00b")
+    assert found.running == running
+    store.leave(info.id)  # the id as the process knows it
+    assert store.processes(T0) == []
+
+
+def test_counts_are_64_bit_and_a_beat_past_that_writes_nothing(pg: PG) -> None:
+    """Counts add up to 2**63 - 1; a beat whose sum would pass it is a
+    ``StoreError`` and one transaction: its process row and its other
+    rows are not written either."""
+    store = pg.opened()
+    store.beat(beat(None, (outcomes(MINUTE, "t", 2**62, 1, 0, 2**40),)), T0)
+    store.beat(beat(None, (outcomes(MINUTE, "t", 2**62 - 1, 1),)), T0)
+    summed = outcomes(MINUTE, "t", 2**63 - 1, 2, 0, 2**40)
+
+    rows = (outcomes(MINUTE, "a", 1), outcomes(MINUTE, "t", 1))
+    with pytest.raises(StoreError, match="bigint out of range"):
+        store.beat(beat(process("a", T0), rows), T0)
+
+    assert store.outcomes(MINUTE, T0) == [summed]
+    assert store.processes(T0) == []
+
+
+def test_a_process_running_thousands_of_jobs_is_kept_whole(pg: PG) -> None:
+    store = pg.opened()
+    running = tuple(
+        RunningJob(n, None if n % 3 == 0 else f"task-{n % 7}", T0 - n / 1000)
+        for n in range(1, 5001)
+    )
+    info = process("a", T0, workers=5000, busy=5000, running=running)
+
+    store.beat(beat(info), T0)
+
+    assert store.processes(T0) == [info]
+
+
+def test_a_beat_whose_connection_dies_midway_is_a_store_error_writing_nothing(
+    pg: PG,
+) -> None:
+    """Another session holds the row of the beat's tally: the beat waits
+    inside its transaction, its process row written, and its connection is
+    ended there, as by a server going away. ``StoreError``, none of its
+    rows, and the next beat works on a new connection."""
+    store = pg.opened()
+    failed: list[BaseException] = []
+    rows = (outcomes(MINUTE, "t", 1),)
+
+    def beating() -> None:
+        try:
+            store.beat(beat(process("a", T0), rows), T0)
+        except BaseException as exc:
+            failed.append(exc)
+
+    with psycopg.connect(URL) as holder:
+        hold_outcome_row(holder, pg, "t")
+        thread = threading.Thread(target=beating)
+        thread.start()
+        wait_for(lambda: waiting_on_locks(holder) == 1)
+        with admin() as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE %s = ANY(pg_blocking_pids(pid))",
+                (holder.info.backend_pid,),
+            )
+        thread.join(WAIT)
+        holder.rollback()
+
+    assert len(failed) == 1
+    assert isinstance(failed[0], StoreError)
+    assert "connection lost" in str(failed[0])
+    assert store.processes(T0) == []
+    assert store.outcomes(MINUTE, T0) == []
+    store.beat(beat(process("a", T0), rows), T0)
+    assert store.outcomes(MINUTE, T0) == list(rows)
+
+
+def test_queues_in_one_schema_never_see_each_others_figures(pg: PG) -> None:
+    mine, other = pg.opened(), pg.opened(queue=f"{pg.queue}-other")
+    sample = DepthSample(MINUTE, 1, 0, 0, None)
+    mine.beat(beat(process("a", T0), (outcomes(MINUTE, "t", 1),), sample), T0)
+
+    assert (other.processes(T0), other.outcomes(MINUTE, T0)) == ([], [])
+    assert other.samples(MINUTE, T0) == []
+    other.beat(beat(process("a", T0), (outcomes(MINUTE, "t", 5),)), T0 + 60)
+    other.leave("host-a:1:a")
+    assert [info.id for info in mine.processes(T0)] == ["host-a:1:a"]
+    assert mine.outcomes(MINUTE, T0 + 60) == [outcomes(MINUTE, "t", 1)]
+
+
+def test_the_activity_reads_and_drops_read_only_the_minutes_asked(pg: PG) -> None:
+    """A day of outcomes (20 tasks) and samples: reading an hour, and the
+    beat's drop of what is older than a day, are ranges of the primary
+    keys; no statement reads the jobs."""
+    store = pg.opened()
+    pg.rows(
+        """INSERT INTO {outcomes}
+           SELECT %s, %s + 60 * m, true, 'task-' || t, 1, 0, 0, 0,
+                  array_fill(0::bigint, ARRAY[%s::integer])
+           FROM generate_series(-1439, 0) AS m, generate_series(1, 20) AS t""",
+        pg.queue,
+        MINUTE,
+        BUCKETS,
+    )
+    pg.rows(
+        """INSERT INTO {samples} SELECT %s, %s + 60 * m, 1, 0, 0, NULL
+           FROM generate_series(-1439, 0) AS m""",
+        pg.queue,
+        MINUTE,
+    )
+    pg.rows("ANALYZE {outcomes}")
+    pg.rows("ANALYZE {samples}")
+    statements = store._sql
+    hour = {"q": pg.queue, **minutes_params(MINUTE - 3540, T0)}
+    drop = {"q": pg.queue, **drop_params(T0 + 120)}  # the oldest minute goes
+    plans = {
+        "outcomes": explain(store, statements.outcomes, hour),
+        "samples": explain(store, statements.samples, hour),
+        "drop": explain(store, statements.drop_old_activity, drop),
+    }
+
+    assert "outcomes_pkey" in plans["outcomes"]
+    assert "samples_pkey" in plans["samples"]
+    assert "outcomes_pkey" in plans["drop"]
+    assert "samples_pkey" in plans["drop"]
+    assert "Sort" not in plans["outcomes"]  # the key's order is the rows'
+    unwanted = ("Seq Scan on outcomes", "Seq Scan on samples", " jobs")
+    scans = {name: any(w in text for w in unwanted) for name, text in plans.items()}
+    assert scans == dict.fromkeys(plans, False), plans
+    assert len(store.outcomes(MINUTE - 3540, T0)) == 60 * 20

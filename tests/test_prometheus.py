@@ -8,12 +8,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from limits_helpers import WhileHeld, hold_one, needs_limits
+from workflow_helpers import build, step
 
 pytest.importorskip("prometheus_client")
 from prometheus_client import CollectorRegistry, generate_latest
@@ -133,6 +136,7 @@ def test_a_scrape_after_known_jobs_shows_each_sample(
         (("state", "pending"),): 1,  # the revived job
         (("state", "delayed"),): 1,
         (("state", "running"),): 0,
+        (("state", "waiting"),): 0,
         (("state", "dead"),): 0,
         (("state", "cancelled"),): 0,
     }
@@ -304,6 +308,23 @@ def test_the_limit_gauges_follow_queue_limits(
     }
 
 
+def test_the_jobs_gauge_counts_the_jobs_waiting_for_a_parent(
+    registry: CollectorRegistry,
+) -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(step, keep_completed=600, max_attempts=1)
+    flow = build(queue)  # a child and a grandchild wait; the orphan is due
+    instrument(queue, registry)
+
+    before = only(samples(registry), "jobq_jobs")
+    queue.delete_dead(flow.dead)  # both end cancelled
+    after = only(samples(registry), "jobq_jobs")
+
+    assert (before[(("state", "waiting"),)], before[(("state", "pending"),)]) == (2, 1)
+    assert (after[(("state", "waiting"),)], after[(("state", "cancelled"),)]) == (0, 2)
+    assert 'jobq_jobs{state="waiting"} 0.0' in generate_latest(registry).decode()
+    queue.close()
+
+
 def test_a_queue_is_instrumented_once(registry: CollectorRegistry) -> None:
     queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
     instrument(queue, registry)
@@ -367,11 +388,59 @@ def test_gauges_read_a_sqlite_store_that_another_process_filled(
         (("state", "pending"),): 2,
         (("state", "delayed"),): 1,  # "b", due in an hour
         (("state", "running"),): 0,
+        (("state", "waiting"),): 0,
         (("state", "dead"),): 0,
         (("state", "cancelled"),): 0,
     }
     assert 0 < found["jobq_oldest_pending_age_seconds", ()] < 60
     assert only(found, "jobq_jobs_enqueued_total") == {}  # counted over there
+
+
+def wait_for(check: Any, timeout: float = 20.0) -> Any:
+    """``check()`` once it is truthy (the store's figures follow each
+    process's beat, which has no event to wait on), else fail."""
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, "never came"
+        threading.Event().wait(0.02)
+    return found
+
+
+def test_the_process_gauges_count_every_process_serving_the_store(
+    tmp_path: Path, registry: CollectorRegistry
+) -> None:
+    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    serving = [jobq.JobQueue[Any](lambda job: None, store=store) for _ in range(2)]
+    for queue, workers in zip(serving, (2, 3), strict=True):
+        queue.start(workers=workers)
+    with jobq.JobQueue[Any](store=store) as looking:  # runs no workers
+        instrument(looking, registry)
+        found = wait_for(
+            lambda: (
+                (f := samples(registry))
+                and f.get(("jobq_processes", (("state", "serving"),))) == 2
+                and f
+            )
+        )
+        serving[0].close()  # leaves the registry
+        after = wait_for(
+            lambda: (
+                (f := samples(registry))
+                and f.get(("jobq_processes", (("state", "serving"),))) == 1
+                and f
+            )
+        )
+    serving[1].close()
+
+    assert only(found, "jobq_processes") == {
+        (("state", "serving"),): 2,
+        (("state", "gone"),): 0,
+    }
+    assert only(found, "jobq_serving_workers") == {
+        (("state", "busy"),): 0,
+        (("state", "idle"),): 5,
+    }
+    assert only(after, "jobq_serving_workers")[(("state", "idle"),)] == 3
 
 
 def test_flask_s_config_key_instruments_the_app_s_queue() -> None:

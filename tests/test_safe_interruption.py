@@ -10,12 +10,14 @@ on every store, is ``test_interruption_fuzz.py``.
 
 from __future__ import annotations
 
+import importlib
 import io
 import logging
 import queue as stdlib_queue
 import subprocess
 import sys
 import threading
+import traceback
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +26,9 @@ from typing import Any
 import pytest
 
 import jobq
+from jobq._worker import interrupt
 from jobq._worker.interrupt import handler_frames
+from jobq._worker.stacks import stack_of
 from jobq.stores import PostgresStore, SqliteStore, Store
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
@@ -280,6 +284,71 @@ def test_a_frame_chain_that_leads_to_no_frame_is_outside_any_handler() -> None:
     module_globals: Any = vars(types)
 
     assert handler_frames(module_globals) is None
+
+
+def _parked(entered: threading.Event, release: threading.Event) -> None:
+    entered.set()
+    release.wait(WAIT)
+
+
+def test_the_stack_of_another_thread_is_read_outermost_call_first() -> None:
+    entered, release = threading.Event(), threading.Event()
+    thread = threading.Thread(target=_parked, args=(entered, release))
+    thread.start()
+    try:
+        assert entered.wait(WAIT)
+        text = stack_of(thread.ident or 0)
+        expected = traceback.extract_stack(sys._current_frames()[thread.ident or 0])
+    finally:
+        release.set()
+        thread.join(WAIT)
+
+    wanted = traceback.StackSummary.from_list(
+        [(frame.filename, frame.lineno, frame.name, None) for frame in expected]
+    )
+    assert text == "".join(wanted.format())
+    assert "in _parked\n    release.wait(WAIT)\n" in (text or "")
+    assert stack_of(1) is None  # no such thread
+
+
+HANDLER_MODULE = """
+def handler(job):
+    total = 0
+    while True:
+        total += 1
+"""
+
+
+def test_a_handler_in_a_file_never_seen_is_interrupted_and_no_thread_reads_its_frames(
+    make_queue: MakeQueue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cleanup lines of a handler's file are learnt from the files its
+    own thread notes (on 3.11) or that the limits thread reads (3.12+): on
+    3.11 no other thread may make frame objects of a running thread's
+    frames (a collection started by the allocation can let that thread pop
+    the frame: memory freed under the object, a segmentation fault in CI)."""
+    (tmp_path / "fresh_handlers.py").write_text(HANDLER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fresh = importlib.import_module("fresh_handlers")
+    readers: list[str] = []
+    read_frames = interrupt._frame_of
+
+    def spied(thread_state: int | None) -> types.FrameType | None:
+        readers.append(threading.current_thread().name)
+        return read_frames(thread_state)
+
+    monkeypatch.setattr(interrupt, "_frame_of", spied)
+    queue = make_queue(fresh.handler, timeout=0.02, max_attempts=1, timeout_grace=WAIT)
+    queue.enqueue_many(range(4))
+    queue.start(workers=2)
+
+    assert queue.join(WAIT)
+    errors = dead_errors(queue)
+    assert [e.type for e in errors] == ["jobq.errors.JobTimeout"] * 4
+    assert {innermost_file(e) for e in errors} == {fresh.__file__}
+    assert queue.stats().abandoned == 0
+    if sys.version_info < (3, 12):
+        assert readers == []
 
 
 def test_limits_are_enforced_while_a_handler_holds_the_logging_lock(

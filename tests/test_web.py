@@ -11,12 +11,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from dashboard_helpers import Client, banners, csrf_of
 from limits_helpers import WhileHeld, hold_one, needs_limits
-from werkzeug.test import Client as WerkzeugClient
 from werkzeug.test import TestResponse
+from workflow_helpers import build, needs_workflows, step
 
 import jobq
 from jobq import Fatal, Job, JobState
+from jobq.admin.operations import RELATIVES_SHOWN
 from jobq.testing import Clock
 from jobq.web import Dashboard, make_app
 from jobq.web.security import CSRF_COOKIE, double_submit
@@ -27,23 +29,6 @@ XSS = "<script>alert(1)</script>"
 
 def die(job: Job[Any]) -> None:
     raise Fatal(f"failed on {job.payload!r} {XSS}")
-
-
-class Client(WerkzeugClient):
-    """werkzeug's test client, from 127.0.0.1 unless told otherwise."""
-
-    def open(self, *args: Any, **kwargs: Any) -> TestResponse:
-        kwargs["environ_base"] = {
-            "REMOTE_ADDR": "127.0.0.1",
-            **kwargs.get("environ_base", {}),
-        }
-        return super().open(*args, **kwargs)
-
-
-def csrf_of(page: TestResponse) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert found is not None, page.text
-    return found.group(1)
 
 
 def dead_queue(
@@ -63,7 +48,7 @@ def test_the_overview_shows_the_counts_and_refreshes_from_stats_json(
     make_queue: MakeQueue,
 ) -> None:
     queue = make_queue(die)
-    client = Client(make_app(queue))  # counts the attempts from now on
+    client = Client(make_app(queue))
     queue.enqueue("dies")
     queue.run_pending()
     queue.enqueue("now")
@@ -77,16 +62,13 @@ def test_the_overview_shows_the_counts_and_refreshes_from_stats_json(
         assert f'data-count="{name}">{value}<' in page.text
     assert stats.json is not None
     assert stats.json["counts"] == {
-        "due": 1, "delayed": 1, "running": 0, "dead": 1, "completed": 0, "kept": 0,
-        "cancelled": 0, "retried": 0,
+        "due": 1, "delayed": 1, "running": 0, "waiting": 0, "dead": 1, "kept": 0,
+        "cancelled": 0,
     }  # fmt: skip
-    rows = stats.json["throughput"]
-    assert [sum(row[i] for row in rows) for i in (1, 2)] == [0, 1]  # this process
-    if queue.store.shared_between_processes:  # + the store's "Died"
-        assert [len(row) for row in rows] == [4] * 10
-        assert sum(row[3] for row in rows) == 1
-    else:
-        assert [len(row) for row in rows] == [3] * 10
+    minutes = stats.json["minutes"]
+    assert len(minutes) == 60
+    assert [sum(row[i] for row in minutes) for i in (1, 2, 3, 4)] == [0, 1, 1, 0]
+    assert "Completed by this process" not in page.text
     assert "{% block schedules %}" not in page.text
     assert 'data-count="kept"' not in page.text  # results are not kept
 
@@ -109,30 +91,33 @@ def test_the_overview_counts_the_kept_completed_jobs_not_the_expired_ones(
     assert client.get("/stats.json").json["counts"]["kept"] == 1  # type: ignore[index]
 
 
-def test_a_standalone_dashboard_shows_what_the_store_tells_of_other_processes(
+def test_every_dashboard_of_a_shared_store_shows_the_same_figures(
     make_queue: MakeQueue,
 ) -> None:
+    """The report: under gunicorn -w 2 the counts alternated with the process
+    that answered, and a dashboard of its own showed 0 forever."""
+
     def handler(job: Job[Any]) -> None:
         if job.payload == "dies":
             raise Fatal("no")
 
-    worker = make_queue(handler, keep_completed=600)
+    worker = make_queue(handler)
     worker.enqueue_many(["ok", "ok", "dies"])
-    worker.run_pending()
-    standalone = make_queue(keep_completed=600)  # the same store, no jobs run
-    client = Client(make_app(standalone))
+    worker.run_pending()  # hands its counts to the store
+    if not worker.store.shared_between_processes:
+        pytest.skip("one process holds the store: it is the only one to ask")
+    standalone = make_queue()  # the same store, no jobs run here
+    clients = [Client(make_app(worker)), Client(make_app(standalone))]
 
-    page = client.get("/")
-    rows = client.get("/stats.json").json["throughput"]  # type: ignore[index]
+    seen = [client.get("/stats.json").json for client in clients]
 
-    if not standalone.store.shared_between_processes:
-        assert "cannot tell about other processes" in page.text
-        assert [len(row) for row in rows] == [3] * 10
-        return
-    assert "<th>Completed</th><th>Died</th>" in page.text
-    assert "as the store holds them, from every process" in page.text
-    totals = [sum(row[i] for row in rows) for i in range(1, 5)]
-    assert totals == [0, 0, 2, 1]  # succeeded, failed here; completed, died stored
+    assert seen[0] == seen[1]
+    assert seen[0] is not None
+    totals = [sum(row[i] for row in seen[0]["minutes"]) for i in (1, 2, 3)]
+    assert totals == [2, 1, 1]  # succeeded, failed, dead
+    pages = [client.get("/figures").text for client in clients]
+    assert pages[0] == pages[1]
+    assert 'aria-label="Attempts: 2 succeeded, 1 failed"' in pages[0]
 
 
 def test_each_list_shows_its_jobs_with_filters_and_pages(make_queue: MakeQueue) -> None:
@@ -173,6 +158,48 @@ def test_the_job_page_shows_payload_errors_and_tracebacks(
     assert client.get("/job/999999").status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("path", "status", "heading", "said"),
+    [
+        ("/job/999999", 404, "Not found", "no such job 999999 (any more)"),
+        ("/jobs/everything", 404, "Not found", "no such list"),
+        ("/nothing", 404, "Not found", "no such page"),
+        ("/jobs/dead?after=nonsense", 400, "Bad request", "give the after"),
+    ],
+    ids=["job", "list", "page", "cursor"],
+)
+def test_a_page_that_cannot_be_shown_says_why_as_an_error_never_as_a_success(
+    queue: jobq.JobQueue[Any], path: str, status: int, heading: str, said: str
+) -> None:
+    page = Client(make_app(queue)).get(path)
+
+    assert page.status_code == status
+    assert f"<h1>{heading}</h1>" in page.text
+    found = banners(page.text)
+    assert found["success"] == []
+    assert len(found["error"]) == 1
+    assert said in found["error"][0]
+
+
+def test_an_action_that_changed_nothing_says_so_as_an_error(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    client = Client(make_app(queue))
+    token = csrf_of(client.get("/job/1"))
+    client.post("/job/1/delete", data={"csrf": token})
+    queue.enqueue("again")  # job 2, pending: not dead
+
+    again = client.post("/job/2/delete", data={"csrf": token})
+    page = client.get(again.location)
+
+    assert again.location == "/job/2?msg=unchanged"
+    assert banners(page.text) == {
+        "success": [],
+        "error": ["Nothing changed: the job is no longer in that state."],
+    }
+    assert banners(client.get("/job/2?msg=retried").text)["error"] == []
+
+
 def test_retry_delete_and_cancel_act_with_the_csrf_token(make_queue: MakeQueue) -> None:
     queue = dead_queue(make_queue, 2)
     first, second = (job.id for job in queue.dead_jobs())
@@ -187,7 +214,7 @@ def test_retry_delete_and_cancel_act_with_the_csrf_token(make_queue: MakeQueue) 
 
     assert (retried.status_code, retried.location) == (303, f"/job/{first}?msg=retried")
     assert deleted.location == "/jobs/dead?msg=deleted"
-    assert cancelled.location == "/jobs/due?msg=cancelled"
+    assert cancelled.location == "/jobs/delayed?msg=cancelled-delayed"
     assert again.location == f"/job/{second}?msg=unchanged"
     record = queue.get(first)
     assert record is not None
@@ -198,6 +225,156 @@ def test_retry_delete_and_cancel_act_with_the_csrf_token(make_queue: MakeQueue) 
     assert kept.state is JobState.CANCELLED
     assert kept.cancellation is not None
     assert (kept.cancellation.by, kept.cancellation.attempt) == ("dashboard", None)
+
+
+def test_cancelling_a_delayed_job_goes_back_to_the_delayed_list(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(clock=clock)
+    delayed = queue.enqueue("later", delay=3600).id
+    due = queue.enqueue("now").id
+    client = Client(make_app(queue))
+    token = csrf_of(client.get(f"/job/{delayed}"))
+
+    from_delayed = client.post(f"/job/{delayed}/cancel", data={"csrf": token})
+    from_due = client.post(f"/job/{due}/cancel", data={"csrf": token})
+
+    assert from_delayed.location == "/jobs/delayed?msg=cancelled-delayed"
+    assert banners(client.get(from_delayed.location).text)["success"] == [
+        "The delayed job was cancelled."
+    ]
+    assert from_due.location == "/jobs/due?msg=cancelled"
+
+
+# -- workflows ---------------------------------------------------------------------
+
+
+def relative_rows(page: str, table: str) -> list[str]:
+    """The rows of the job page's ``parents`` or ``children`` table, as text."""
+    found = re.search(rf'class="relatives" id="{table}">.*?<tbody>(.*?)</tbody>', page,
+                      re.S)  # fmt: skip
+    assert found is not None, page
+    rows = re.findall(r"<tr>(.*?)</tr>", found.group(1), re.S)
+    return [" ".join(re.sub(r"<[^>]+>", " ", row).split()) for row in rows]
+
+
+def test_the_waiting_list_shows_what_each_job_waits_on_and_the_overview_counts_them(
+    make_queue: MakeQueue,
+) -> None:
+    queue = make_queue(step, keep_completed=600, max_attempts=1)
+    flow = build(queue)
+    client = Client(make_app(queue))
+
+    overview = client.get("/")
+    listed = client.get("/jobs/waiting")
+
+    assert 'data-count="waiting">2<' in overview.text
+    assert '<a href="/jobs/waiting">Waiting</a>' in overview.text  # the nav
+    assert client.get("/stats.json").json["counts"]["waiting"] == 2  # type: ignore[index]
+    assert "<th>Waiting on</th>" in listed.text
+    for job, parent in [(flow.child, flow.dead), (flow.grandchild, flow.child)]:
+        assert re.search(
+            rf'<a href="/job/{job}">{job}</a>.*?<a href="/job/{parent}">{parent}</a>',
+            listed.text,
+            re.S,
+        )
+    assert f'href="/job/{flow.orphan}"' not in listed.text  # pending
+    assert f'href="/job/{flow.orphan}"' in client.get("/jobs/due").text
+
+
+def test_the_job_page_shows_parents_and_children_with_their_states(
+    make_queue: MakeQueue,
+) -> None:
+    queue = make_queue(step, keep_completed=600, max_attempts=1)
+    flow = build(queue)
+    client = Client(make_app(queue))
+
+    child = client.get(f"/job/{flow.child}").text
+    orphan = client.get(f"/job/{flow.orphan}").text
+    parent = client.get(f"/job/{flow.done}").text
+
+    assert relative_rows(child, "parents") == [
+        f"{flow.dead} — dead waited on", f"{flow.done} — completed",
+    ]  # fmt: skip
+    assert relative_rows(child, "children") == [f"{flow.grandchild} — waiting"]
+    assert f'<a href="/job/{flow.dead}">{flow.dead}</a>' in child
+    assert "<strong>wait</strong>: it waits for the dead parent" in child
+    assert "once its parents finished, not before" in child
+    assert f"Cancel waiting job {flow.child}?" in child
+    assert relative_rows(orphan, "parents") == [f"{flow.gone} — gone"]
+    assert f'href="/job/{flow.gone}"' not in orphan  # no page to go to
+    assert "<strong>run</strong>: it runs anyway" in orphan
+    assert relative_rows(parent, "children") == [f"{flow.child} — waiting"]
+    assert 'id="parents"' not in parent
+    assert 'id="after-failure"' not in parent  # it has no parents
+    dead = client.get(f"/job/{flow.dead}").text
+    assert relative_rows(dead, "children") == [f"{flow.child} — waiting"]
+    alone = queue.enqueue("alone").id
+    assert 'id="workflow"' not in client.get(f"/job/{alone}").text
+
+
+def test_a_child_cancelled_by_its_parent_s_end_says_which_parent_and_how(
+    make_queue: MakeQueue,
+) -> None:
+    queue = make_queue(step, keep_completed=600, max_attempts=1)
+    flow = build(queue)
+    client = Client(make_app(queue))
+    token = csrf_of(client.get(f"/job/{flow.dead}"))
+
+    deleted = client.post(f"/job/{flow.dead}/delete", data={"csrf": token})
+    child = client.get(f"/job/{flow.child}").text
+    grandchild = client.get(f"/job/{flow.grandchild}").text
+
+    assert deleted.location == "/jobs/dead?msg=deleted"
+    assert re.search(
+        rf'id="cancellation">[^<]* by parent job {flow.dead} was deleted<', child
+    )
+    assert relative_rows(child, "parents")[0] == f"{flow.dead} — gone waited on"
+    assert relative_rows(child, "children") == [f"{flow.grandchild} — cancelled"]
+    assert re.search(
+        rf'id="cancellation">[^<]* by parent job {flow.child} was cancelled<',
+        grandchild,
+    )
+    assert 'data-count="waiting">0<' in client.get("/").text
+
+
+def test_cancel_cancels_a_waiting_job_back_to_the_waiting_list(
+    make_queue: MakeQueue,
+) -> None:
+    queue = make_queue(step, keep_completed=600, max_attempts=1)
+    flow = build(queue)
+    client = Client(make_app(queue))
+    token = csrf_of(client.get(f"/job/{flow.child}"))
+
+    cancelled = client.post(f"/job/{flow.child}/cancel", data={"csrf": token})
+
+    assert cancelled.location == "/jobs/waiting?msg=cancelled-waiting"
+    assert "The waiting job was cancelled" in client.get(cancelled.location).text
+    for job in (flow.child, flow.grandchild):  # its child was "cancel"
+        record = queue.get(job)
+        assert record is not None
+        assert record.state is JobState.CANCELLED
+    assert "No jobs." in client.get("/jobs/waiting").text
+
+
+def test_relatives_are_escaped_and_counted_beyond_those_shown() -> None:
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(keep_completed=600)
+    task = queue.task(name=XSS)(lambda: None)
+    parent = task.enqueue().id
+    queue.enqueue_many(range(RELATIVES_SHOWN + 2), after=[parent])
+    needs_workflows(queue)
+    client = Client(make_app(queue))
+
+    page = client.get(f"/job/{parent}").text
+    child = client.get(f"/job/{parent + 1}").text
+
+    assert len(relative_rows(page, "children")) == RELATIVES_SHOWN + 1
+    assert relative_rows(page, "children")[-1] == "and 2 more"
+    assert XSS not in child
+    assert relative_rows(child, "parents") == [
+        f"{parent} &lt;script&gt;alert(1)&lt;/script&gt; pending waited on"
+    ]
+    queue.close()
 
 
 WAIT = 30.0  # seconds; a cap so that a broken engine fails a test, never hangs it
@@ -349,7 +526,7 @@ def queue() -> jobq.JobQueue[Any]:
 
 
 ROUTES = ["/", "/stats.json", "/static/dashboard.js", "/static/dashboard.css",
-          "/jobs/dead", "/job/1"]  # fmt: skip
+          "/static/favicon.svg", "/favicon.ico", "/jobs/dead", "/job/1"]  # fmt: skip
 
 
 def test_every_answer_carries_the_security_headers(queue: jobq.JobQueue[Any]) -> None:
@@ -362,6 +539,39 @@ def test_every_answer_carries_the_security_headers(queue: jobq.JobQueue[Any]) ->
         assert headers["Referrer-Policy"] == "same-origin"
         assert headers["X-Content-Type-Options"] == "nosniff"
         assert headers["Cache-Control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    ("path", "current"),
+    [("/", "/"), ("/jobs/dead", "/jobs/dead"), ("/jobs/delayed?key=k", "/jobs/delayed"),
+     ("/job/1", None)],
+)  # fmt: skip
+def test_the_navigation_marks_the_page_it_is_on(
+    queue: jobq.JobQueue[Any], path: str, current: str | None
+) -> None:
+    page = Client(make_app(queue)).get(path).text
+
+    nav = re.search(r"<nav>(.*?)</nav>", page, re.S)
+    assert nav is not None
+    marked = re.findall(r'<a href="([^"]+)" aria-current="page">', nav.group(1))
+    assert marked == ([] if current is None else [current])
+
+
+def test_the_icon_every_page_names_is_served_and_the_conventional_path_too(
+    queue: jobq.JobQueue[Any],
+) -> None:
+    client = Client(make_app(queue))
+    mounted = client.get("/jobs/dead", environ_overrides={"SCRIPT_NAME": "/q"})
+
+    answers = [client.get(path) for path in ("/static/favicon.svg", "/favicon.ico")]
+
+    link = '<link rel="icon" href="/q/static/favicon.svg" type="image/svg+xml">'
+    assert link in mounted.text
+    for answer in answers:
+        assert answer.status_code == 200
+        assert answer.headers["Content-Type"] == "image/svg+xml"
+        assert answer.data.startswith(b"<svg ")
+        assert "img-src 'self'" in answer.headers["Content-Security-Policy"]
 
 
 def test_store_text_is_escaped_everywhere(queue: jobq.JobQueue[Any]) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -12,8 +13,11 @@ from flask import Flask
 
 from jobq import Fatal, Job, JobState
 from jobq.contrib.flask import JobQ
+from jobq.web import DashboardOptions
 
 XSS = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+PASSWORD = "a-password-for-tests"  # noqa: S105
 
 
 def die(job: Job[Any]) -> None:
@@ -47,6 +51,25 @@ def test_flask_serves_the_dashboard_under_its_prefix_to_this_machine() -> None:
     assert XSS not in dead.text
     assert overview.headers["X-Frame-Options"] == "DENY"
     assert [remote.status_code, proxied.status_code, asset.status_code] == [403] * 3
+
+
+def test_flask_behind_a_proxy_refuses_naming_the_option_to_let_others_in() -> None:
+    app, _ = flask_app(dashboard="/jobq")
+    checked, _ = flask_app(dashboard="/jobq", dashboard_auth=lambda: True)
+    proxied = {"X-Forwarded-For": "203.0.113.9"}
+
+    refused = app.test_client().get("/jobq/", headers=proxied)
+    let_in = checked.test_client().get("/jobq/", headers=proxied)
+
+    assert refused.status_code == 403
+    assert "no request through a proxy" in refused.text
+    for named in re.findall(r"(\w+)=\.\.\.", refused.text):  # real names
+        assert named in inspect.signature(JobQ).parameters or named in (
+            DashboardOptions.__annotations__
+        )
+    assert "JobQ(app, dashboard_auth=...) in Flask" in refused.text
+    assert refused.text.count(";") == 1  # one sentence: what, then how
+    assert let_in.status_code == 200
 
 
 REBOUND = "http://rebind.attacker.example:5000"
@@ -222,10 +245,14 @@ def test_django_serves_the_dashboard_to_staff_only(django_user_model: Any) -> No
 
     job_id = django_dead_job()
     client = Client()
-    assert client.get("/admin/jobq/").status_code == 403
+    assert client.get("/admin/jobq/").status_code == 302  # to log in
     user = django_user_model.objects.create_user("ann", is_staff=False)
     client.force_login(user)
     assert client.get("/admin/jobq/stats.json").status_code == 403
+    assert (
+        client.get("/admin/jobq/").content
+        == b"forbidden: the jobq dashboard is for staff"
+    )
     user.is_staff = True
     user.save()
 
@@ -313,3 +340,145 @@ def test_django_refuses_a_dashboard_setting_of_the_wrong_type_naming_it(
     assert len(found) == 1
     assert found[0].startswith(expected)
     assert str(refused.value).startswith(expected)
+
+
+def signed_in(django_user_model: Any, name: str, **fields: Any) -> Any:
+    """A Django test client signed in as a new staff user ``name``."""
+    from django.test import Client
+
+    client = Client()
+    user = django_user_model.objects.create_user(name, is_staff=True, **fields)
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_sends_an_anonymous_user_to_the_admin_s_login_and_back(
+    django_user_model: Any,
+) -> None:
+    from django.test import Client
+
+    django_user_model.objects.create_user("eve", password=PASSWORD, is_staff=True)
+    client = Client()
+
+    page = client.get("/admin/jobq/jobs/dead?key=a&task=b")
+    poll = client.get("/admin/jobq/stats.json")
+    logged_in = client.post(
+        "/admin/login/",
+        {
+            "username": "eve",
+            "password": PASSWORD,
+            "next": "/admin/jobq/jobs/dead?key=a&task=b",
+        },
+    )
+
+    assert page.status_code == 302
+    assert (
+        page["Location"]
+        == "/admin/login/?next=/admin/jobq/jobs/dead%3Fkey%3Da%26task%3Db"
+    )
+    assert poll["Location"] == "/admin/login/?next=/admin/jobq/stats.json"
+    assert logged_in["Location"] == "/admin/jobq/jobs/dead?key=a&task=b"
+    assert client.get(logged_in["Location"]).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_outside_the_admin_logs_in_at_login_url_and_has_no_admin_frame(
+    django_user_model: Any,
+) -> None:
+    from django.test import Client, override_settings
+
+    from jobq.contrib.django.checks import check_dashboard_urls
+
+    client = Client()
+    with override_settings(
+        ROOT_URLCONF="djproject.urls_dashboard_only", LOGIN_URL="/accounts/login/"
+    ):
+        anonymous = client.get("/jobq/")
+        client.force_login(django_user_model.objects.create_user("fa", is_staff=True))
+        page = client.get("/jobq/")
+        found = check_dashboard_urls()
+
+    assert anonymous["Location"] == "/accounts/login/?next=/jobq/"
+    assert page.status_code == 200
+    assert 'id="frame"' not in page.text
+    assert '<a class="brand" href="/jobq/">jobq</a>' in page.text
+    assert found == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_under_the_admin_keeps_the_admin_s_header_links_and_breadcrumbs(
+    django_user_model: Any,
+) -> None:
+    job_id = django_dead_job()
+    client = signed_in(django_user_model, "gi", password=PASSWORD, first_name=XSS)
+
+    page = client.get(f"/admin/jobq/job/{job_id}").text
+    listed = client.get("/admin/jobq/jobs/dead").text
+
+    assert (
+        '<div id="branding"><a href="/admin/">Django administration</a></div>' in page
+    )
+    assert f"Welcome, <strong>{ESCAPED}</strong>." in page
+    assert '<a href="/">View site</a>' in page
+    assert '<a href="/admin/password_change/">Change password</a>' in page
+    logout = re.search(
+        r'<form id="logout-form" method="post" action="/admin/logout/">'
+        r'<input type="hidden" name="csrfmiddlewaretoken" value="[^"]+">',
+        page,
+    )
+    assert logout is not None
+    crumbs = (
+        '<a href="/admin/">Home</a> &rsaquo; <a href="/admin/jobq/">jobq</a> &rsaquo; '
+    )
+    assert f"{crumbs}Job {job_id}</nav>" in page
+    assert f"{crumbs}Dead</nav>" in listed
+    assert XSS not in page
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_s_admin_index_links_to_the_dashboard(django_user_model: Any) -> None:
+    client = signed_in(django_user_model, "ho")
+
+    index = client.get("/admin/")
+
+    assert index.status_code == 200
+    link = re.search(
+        r'<div class="app-jobq module" id="jobq-dashboard-link">(.*?)</div>',
+        index.text,
+        re.S,
+    )
+    assert link is not None
+    assert '<a href="/admin/jobq/">Dashboard</a>' in link.group(1)
+    assert 'id="content-main"' in index.text  # the admin's own index around it
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_autostart")
+def test_django_mounted_after_the_admin_is_shadowed_and_the_check_says_where_to_put_it(
+    django_user_model: Any,
+) -> None:
+    from django.test import override_settings
+
+    from jobq.contrib.django.checks import check_dashboard_urls
+
+    client = signed_in(django_user_model, "io")
+    before = check_dashboard_urls()
+    with override_settings(ROOT_URLCONF="djproject.urls_admin_first"):
+        shadowed = client.get("/admin/jobq/")
+        (warning,) = check_dashboard_urls()
+
+    assert before == []
+    assert client.get("/admin/jobq/").status_code == 200  # before the admin's
+    assert shadowed.status_code == 404  # the admin's catch-all answered
+    assert warning.id == "jobq.W001"
+    assert "the jobq dashboard at /admin/jobq/ is never reached" in warning.msg
+    assert "AdminSite.catch_all_view" in warning.msg
+    assert warning.hint.startswith(
+        'Put path("admin/jobq/", include("jobq.contrib.django.urls")) before '
+        'path("admin/", admin.site.urls)'
+    )

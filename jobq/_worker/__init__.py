@@ -9,7 +9,8 @@ Its modules import one way, each only those below it:
   events told;
 - ``limits``: the time limit, a wrapper around the handler call that
   knows nothing of the runner;
-- ``interrupt``: how an exception reaches a handler's thread safely.
+- ``interrupt``: how an exception reaches a handler's thread safely;
+- ``stacks``: another thread's stack, read without its frame objects.
 
 Nothing here is public; ``jobq.queue`` is the facade over it.
 """

@@ -46,6 +46,8 @@ from collections.abc import Callable, Iterable, Iterator
 from types import CodeType, FrameType
 from typing import Any, Protocol, TypeVar
 
+from jobq._worker.stacks import stack_of
+
 logger = logging.getLogger("jobq")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -131,10 +133,10 @@ def handler_frames(frame: FrameType | None) -> list[FrameType] | None:
     """The frames from ``frame`` out to the handler call (innermost first),
     or ``None`` if ``frame`` is not inside one.
 
-    Another thread's frames, read while that thread is between two lines,
-    were seen on 3.11 to lead to an object that is no frame (a module's
-    globals, as ``f_back``): that is "not inside one" for this look, never
-    an error that would stop the limits thread; the next look reads again."""
+    A link that leads to an object that is no frame (seen on 3.11 when
+    another thread read these frames, which jobq no longer does there: see
+    ``stacks``) is "not inside one", never an error that would stop the
+    thread that looks."""
     frames: list[FrameType] = []
     current: object = frame  # what a link reads may be no frame: checked
     while current is not None:
@@ -289,9 +291,9 @@ class Interruptible:
         self.delivered = False
         #: Given up by whoever interrupts it: what the thread does after its
         #: call returns is no longer the caller's (it ends). ``stuck_at``:
-        #: the frame it was at then.
+        #: its stack then.
         self.abandoned = False
-        self.stuck_at: FrameType | None = None
+        self.stuck_at: str | None = None
         self._exception: Callable[[], BaseException] | None = None
         self.thread_state = _current_thread_state()
         self._delivery = _delivery().for_thread(self)
@@ -343,18 +345,11 @@ class Interruptible:
             self._delivery.start()
             return True
 
-    def handler_files(self, token: object) -> list[str]:
-        """The files of the frames of the call ``token`` that a request may
-        land in (to learn their cleanup lines, outside the lock)."""
-        with self.lock:
-            if not self._runs(token):
-                return []
-            frames = handler_frames(self.current_frame()) or []
-        return [
-            frame.f_code.co_filename
-            for frame, landing in zip(frames, landing_places(frames), strict=True)
-            if landing
-        ]
+    def files_to_learn(self) -> list[str]:
+        """The files of the frames a waiting request may land in, as its
+        delivery found them so far, for the caller to learn their cleanup
+        lines (``learn_cleanup_lines``, outside the lock)."""
+        return list(self._delivery.files)
 
     def renew(self) -> None:
         """Look again for the frames a waiting request may land in: the
@@ -365,24 +360,15 @@ class Interruptible:
 
     def abandon(self, token: object) -> bool:
         """Give up on the thread while it is still inside the call
-        ``token`` (noting where it is stuck: ``stuck_at``); whether it was
+        ``token`` (noting where it is stuck: ``stuck_at``, its stack as
+        text, read without frame objects: see ``stacks``); whether it was
         (a call that ended is not given up)."""
         with self.lock:
             if not self._runs(token):
                 return False
             self.abandoned = True
-            self.stuck_at = self.current_frame()
+            self.stuck_at = stack_of(self.ident)
             return True
-
-    def current_frame(self) -> FrameType | None:
-        """The frame the thread runs now; call it with the lock held while
-        the thread is inside a call (its thread state is alive then).
-
-        Not ``sys._current_frames()``: that holds the runtime's lock while
-        it makes frame objects, and a garbage collection they start can
-        free a ``threading.local``, which takes the same lock (a deadlock,
-        seen on 3.11)."""
-        return _frame_of(self.thread_state)
 
     def _runs(self, token: object) -> bool:
         return token is not None and self.current is token and not self.abandoned
@@ -422,6 +408,10 @@ def _on_line(frame: FrameType) -> None:
 
 class _ThreadDelivery(Protocol):
     """How requests reach one thread (made in that thread)."""
+
+    #: The files of the frames the waiting request may land in, found so
+    #: far (appended to only, from any thread; cleared by ``stop``).
+    files: list[str]
 
     def note_trace(self) -> None:
         """In the thread, as a call begins: note what ``stop`` restores."""
@@ -502,17 +492,25 @@ class _Watch:
         self._monitoring = monitoring
         self._target = target
         self._codes: set[CodeType] = set()
+        self.files: list[str] = []
 
     def note_trace(self) -> None:
         """Nothing to note: monitoring leaves trace functions alone."""
 
     def start(self) -> None:
-        frames = handler_frames(self._target.current_frame()) or []
+        """Watch the code of the target's frames, read from this thread:
+        safe from 3.12 on, where making a frame object cannot start a
+        garbage collection (it waits for the eval loop), so the target
+        cannot pop the frame meanwhile (see ``stacks``)."""
+        frames = handler_frames(_frame_of(self._target.thread_state)) or []
         codes = [
             frame.f_code
             for frame, landing in zip(frames, landing_places(frames), strict=True)
             if landing and frame.f_code not in self._codes
         ]
+        self.files.extend(
+            code.co_filename for code in codes if code.co_filename not in self.files
+        )
         shared = self._monitoring
         events = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
         with shared.lock:
@@ -534,6 +532,7 @@ class _Watch:
                 else:
                     events.set_local_events(shared.tool, code, 0)
         self._codes.clear()
+        self.files.clear()
 
 
 # -- Python 3.11: the thread's trace function ---------------------------------------
@@ -570,6 +569,9 @@ class _Traced:
         #: the thread itself can read it, so each call notes it.
         self._previous: Any = None
         self.frames: list[FrameType] = []
+        #: Noted in the target's thread, at its own events: on 3.11 no
+        #: other thread reads its frames (see ``stacks``).
+        self.files: list[str] = []
 
     def note_trace(self) -> None:
         self._previous = sys.gettrace()
@@ -586,6 +588,7 @@ class _Traced:
         for frame in self.frames:
             frame.f_trace = None
         self.frames.clear()
+        self.files.clear()
         if self._started:
             self._started = False
             sys.settrace(self._previous)
@@ -607,15 +610,29 @@ def _switch(obj: int | None, frame: int | None, what: int, arg: int | None) -> i
         if landing:
             current.f_trace = _trace
             traced.frames.append(current)
+            _note_file(traced.files, current.f_code.co_filename)
     return 0
+
+
+def _note_file(files: list[str], filename: str) -> None:
+    """Note ``filename`` for the interrupting thread to learn, once."""
+    if filename not in _cleanups and filename not in files:
+        files.append(filename)
 
 
 def _trace(frame: FrameType, event: str, arg: object) -> Any:
     """The Python trace function of a thread with a request waiting: line
     events of the frames it may land in, no others."""
     if event == "call":
-        fenced = place_of(frame.f_code.co_filename) is Place.FENCED
-        return None if fenced else _trace
+        filename = frame.f_code.co_filename
+        if place_of(filename) is Place.FENCED:
+            return None
+        target = _waiting.get(threading.get_ident())
+        if target is not None:
+            traced = target._delivery
+            assert isinstance(traced, _Traced)  # noqa: S101 - this interpreter's
+            _note_file(traced.files, filename)
+        return _trace
     if event == "line":
         _on_line(frame)
     return _trace

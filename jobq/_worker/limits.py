@@ -32,7 +32,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from types import FrameType
 from typing import TypeVar
 
 from jobq._worker.interrupt import Interruptible, learn_cleanup_lines
@@ -188,14 +187,14 @@ class ThreadLimit:
             if interruptible.current is not attempt.claim:
                 return math.inf  # it left the handler meanwhile
             if self.cooperative is not attempt.claim:
-                learn_cleanup_lines(interruptible.handler_files(attempt.claim))
                 # Refused while its call runs: another request is in (the
                 # time limit's); the grace runs from now all the same.
                 interruptible.request(attempt.exception, attempt.claim)
+                learn_cleanup_lines(interruptible.files_to_learn())
             attempt.requested_at = now
         elif interruptible.pending and not interruptible.delivered:
-            learn_cleanup_lines(interruptible.handler_files(attempt.claim))
             interruptible.renew()
+            learn_cleanup_lines(interruptible.files_to_learn())
         end = attempt.requested_at + grace
         if now >= end:
             self.expired = attempt
@@ -207,8 +206,8 @@ class ThreadLimit:
 
 #: What the pool does with a thread abandoned in an attempt: record it as a
 #: failed attempt (the ``Attempt`` says why, ``JobTimeout`` or
-#: ``JobCancelled``, with the frame the thread was in), replace it.
-Abandoned = Callable[[ThreadLimit, Attempt, "FrameType | None"], None]
+#: ``JobCancelled``, with the stack the thread was in), replace it.
+Abandoned = Callable[[ThreadLimit, Attempt, str | None], None]
 
 
 class TimeLimits:

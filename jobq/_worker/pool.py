@@ -39,13 +39,14 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from types import FrameType
 
 from jobq._logs import claim_extra
 from jobq._periodic.scheduler import Scheduler
 from jobq._worker.dispatch import MAX_IDLE_WAIT, Dispatcher
+from jobq._worker.heartbeat import Heartbeat
 from jobq._worker.limits import Attempt, ThreadLimit, TimeLimits
 from jobq._worker.runner import Outcome, Runner
+from jobq.activity import BEAT
 from jobq.errors import JobCancelled, JobTimeout
 from jobq.stores.base import STOP_LOOK, Claim, Signal, Store
 
@@ -140,7 +141,7 @@ class WorkerPool:
         self._watchdog_wake = threading.Condition()
         #: Threads given up at a time limit, for the watchdog to record and
         #: replace (appended by the limits thread: ``deque`` is atomic).
-        self._to_replace: deque[tuple[Worker, Attempt, FrameType | None]] = deque()
+        self._to_replace: deque[tuple[Worker, Attempt, str | None]] = deque()
         #: Jobs asked to stop whose claims this pool holds but has not
         #: started: not started (a worker reads it before each job; a stop
         #: request is final, so an id here never runs again).
@@ -152,6 +153,9 @@ class WorkerPool:
         #: Notified whenever a thread leaves the pool (``stop`` waits on it).
         self._left = threading.Condition(signal.lock)
         self._limits = TimeLimits(timeout_grace, self._abandoned)
+        #: This process's beats, where the store keeps figures.
+        self.heartbeat = Heartbeat.for_store(store, clock)
+        self._beat_failed = False
         self._dispatcher = Dispatcher(
             store, runner, signal, clock, lambda: self._stopping,
             durable=store.keeps_results, scheduler=scheduler,
@@ -207,6 +211,9 @@ class WorkerPool:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._signal.lock:
             self._stopping = True
+            # Taken now: once it sees the stop it forgets itself, then still
+            # hands over its last counts, which this call waits for.
+            watchdog = self._watchdog
             self._signal.work.notify_all()
             self._wake_watchdog()
             threads = list(self._threads)
@@ -219,7 +226,6 @@ class WorkerPool:
             # The watchdog leaves once no handler runs: wake it to see that
             # and wait for it, so a store closed after stop() is no longer in use.
             self._wake_watchdog()
-            watchdog = self._watchdog
             limits = self._limits.close()
         for thread in threads:  # those that left are ending: see them end
             if thread not in self._given_up:
@@ -305,7 +311,7 @@ class WorkerPool:
             claim.id, seconds, threading.current_thread().name,
             extra=claim_extra(claim),
         )  # fmt: skip
-        self._runner.record([outcome])
+        self._runner.record([outcome], counted=False)
 
     def _watch_interval(self) -> float | None:
         """How often the watchdog renews, recovers and warns; ``None`` if it
@@ -332,19 +338,28 @@ class WorkerPool:
         if self._store.shared_between_processes:
             stop_look = time.monotonic() + STOP_LOOK
         retry = math.inf  # after a failure
+        beat = math.inf if self.heartbeat is None else time.monotonic()
         warned: set[tuple[int, int]] = set()  # (job id, token) already reported
         while True:
             with self._signal.lock:
-                if self._stopping and not self._runner.active and not self._to_replace:
+                leaving = (
+                    self._stopping and not self._runner.active and not self._to_replace
+                )
+                if leaving:
                     self._watchdog = None
-                    return
+            if leaving:
+                self._leave_registry()
+                return
             with self._watchdog_wake:
                 if not self._woken and not self._to_replace:
-                    wake = min(periodic, stop_look, retry, self._next_slot_look())
+                    wake = min(periodic, stop_look, retry, beat, self._next_slot_look())
                     self._watchdog_wake.wait(_remaining(wake))
                 self._woken = False
             try:
                 retry = math.inf
+                if time.monotonic() >= beat:
+                    beat = time.monotonic() + BEAT
+                    self._beat()
                 self._replace_abandoned()
                 if self._scheduler is not None:
                     self._scheduler.tick()  # a no-op until a slot falls due
@@ -358,6 +373,40 @@ class WorkerPool:
             except Exception:
                 logger.exception("the watchdog failed; trying again shortly")
                 retry = time.monotonic() + MAX_IDLE_WAIT
+
+    def _beat(self) -> None:
+        """This process's beat (``jobq.activity``); a store that fails it is
+        logged once until a beat succeeds again (the counts wait for it)."""
+        heartbeat = self.heartbeat
+        assert heartbeat is not None  # noqa: S101 - beats only with one
+        try:
+            heartbeat.beat(self._runner.tally, self.workers, self._runner.active)
+        except Exception:
+            if not self._beat_failed:
+                logger.warning(
+                    "could not write this process's figures to the store; "
+                    "trying again every %g s",
+                    BEAT,
+                    exc_info=True,
+                )
+            self._beat_failed = True
+        else:
+            self._beat_failed = False
+
+    def _leave_registry(self) -> None:
+        """The pool stopped: hand over the last counts and leave the
+        store's registry of processes."""
+        if self.heartbeat is None:
+            return
+        try:
+            self.heartbeat.hand_over(self._runner.tally)
+            self.heartbeat.leave()
+        except Exception:
+            logger.warning(
+                "could not remove this process from the store's registry; "
+                "it is shown as gone once its beats stop",
+                exc_info=True,
+            )
 
     def _next_slot_look(self) -> float:
         """When the watchdog looks at the periodic jobs' schedules (monotonic;
@@ -424,28 +473,28 @@ class WorkerPool:
                 self.stop_job(job_id)
 
     def _abandoned(
-        self, limit: ThreadLimit, attempt: Attempt, frame: FrameType | None
+        self, limit: ThreadLimit, attempt: Attempt, stack: str | None
     ) -> None:
         """The limits thread gave up on ``limit``'s thread in ``attempt``
-        (stuck at ``frame``): the watchdog records and replaces it."""
+        (stuck in ``stack``): the watchdog records and replaces it."""
         worker = self._workers.get(limit)
         if worker is not None:
-            self._to_replace.append((worker, attempt, frame))
+            self._to_replace.append((worker, attempt, stack))
             self._wake_watchdog()
 
     def _replace_abandoned(self) -> None:
         """Record the attempts of the threads given up at a time limit, and
         start a thread in the place of each."""
         while self._to_replace:
-            worker, attempt, frame = self._to_replace.popleft()
+            worker, attempt, stack = self._to_replace.popleft()
             try:
-                self._record_abandoned(worker, attempt, frame)
+                self._record_abandoned(worker, attempt, stack)
             finally:
                 worker.recorded.set()  # its late outcome may come now
                 self._replace(worker.limit.thread)
 
     def _record_abandoned(
-        self, worker: Worker, attempt: Attempt, frame: FrameType | None
+        self, worker: Worker, attempt: Attempt, stack: str | None
     ) -> None:
         """Record an abandoned handler's attempt as failed (``JobTimeout``
         or ``JobCancelled``), with the outcomes its thread had not handed
@@ -464,7 +513,7 @@ class WorkerPool:
                 f"and did not return within the {grace:g} s grace: its thread "
                 f"{thread} was abandoned"
             )
-        failed = self._runner.abandoned(claim, exc, frame)
+        failed = self._runner.abandoned(claim, exc, stack)
         with self._signal.lock:  # counted before anyone sees the attempt
             self.abandoned += 1
         self._runner.record([*worker.ran, failed])

@@ -26,21 +26,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from types import FrameType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from jobq._failures import describe_failure, with_stack
 from jobq._json import decode, decode_meta, encode
 from jobq._logs import claim_extra
 from jobq._time import to_seconds
+from jobq._worker import tally
 from jobq._worker.interrupt import hands_over, trim_callbacks
+from jobq._worker.tally import Tally, bucket
 from jobq.errors import Fatal, JobCancelled, JobTimeout, Retry
 from jobq.events import EventKind, Subscriber, Subscribers, new_event, publish
 from jobq.middleware import Middleware, wrap
 from jobq.retry import RetryPolicy
 from jobq.stores.base import Claim, Done, Failure, Store
-from jobq.tasks import task_arguments, unknown_task
-from jobq.types import NO_META, Job, JobState
+from jobq.tasks import Task, task_arguments, unknown_task
+from jobq.types import NO_META, Job, JobState, StepJob
 
 logger = logging.getLogger("jobq")
 
@@ -48,6 +49,9 @@ logger = logging.getLogger("jobq")
 # class costs a call, and these are read for every job).
 STARTED, SUCCEEDED = EventKind.STARTED, EventKind.SUCCEEDED
 RETRYING, DEAD = EventKind.RETRYING, EventKind.DEAD
+
+#: What a failed attempt that ended its job counts for, in the tally.
+ENDED = {JobState.DEAD: tally.DEAD, JobState.CANCELLED: tally.CANCELLED}
 
 #: The event of a failed attempt, by the state the store says its job is in.
 FAILED_KINDS = {
@@ -108,6 +112,9 @@ class Failed(NamedTuple):
     exc: BaseException
     job: Job[Any] | None
     started_at: float | None
+    #: ``False``: its handler never started (``not_started``), so it is no
+    #: attempt in the tally.
+    attempted: bool = True
 
     @property
     def claim(self) -> Claim:
@@ -145,7 +152,7 @@ class Runner:
         policy: RetryPolicy,
         clock: Callable[[], float],
         keep_completed: float,
-        tasks: Mapping[str, Callable[..., Any]] | None = None,
+        tasks: Mapping[str, Task[..., Any]] | None = None,
         *,
         middleware: Sequence[Middleware] = (),
         subscribers: Subscribers | None = None,
@@ -155,7 +162,7 @@ class Runner:
         self.handler = handler
         #: Named tasks by name: the queue's registry itself, so tasks
         #: registered later are found too.
-        self.tasks: Mapping[str, Callable[..., Any]] = {} if tasks is None else tasks
+        self.tasks: Mapping[str, Task[..., Any]] = {} if tasks is None else tasks
         self.policy = policy
         self.clock = clock
         self.keep_completed = keep_completed
@@ -163,6 +170,10 @@ class Runner:
         self.subscribers = Subscribers() if subscribers is None else subscribers
         self.resolve_task = resolve_task
         self.counters = Counters()
+        #: Outcomes and durations since the last beat, for the store's
+        #: figures (``jobq.activity``).
+        self.tally = Tally()
+        self._attempted = self.tally.attempts.append  # per attempt: looked up once
         #: The claims whose handlers run now, by the claim's identity (one
         #: job may run twice at once here, if its lease was lost and it was
         #: claimed again), with the monotonic time each started: for warnings
@@ -212,16 +223,19 @@ class Runner:
         if self.middleware or self.subscribers.attempts:
             return self._observed(claim, limit)
         running = id(claim)  # the claim is alive until it is deleted below
-        self.active[running] = (claim, time.monotonic())
+        began = time.monotonic()
+        self.active[running] = (claim, began)
         try:
             if limit is None or claim.timeout is None:
                 value = self._invoke(claim, None)
             else:
                 value = limit(claim, lambda: self._invoke(claim, None))
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
+            self._attempt_over(running, claim, began, False)
             return self._failed(claim, exc, None, None)
-        finally:
-            self.active.pop(running, None)  # gone if its thread was abandoned
+        # _attempt_over, inline: this is every job's path.
+        if self.active.pop(running, None) is not None:
+            self._attempted((claim.task, bucket(time.monotonic() - began), True))
         return Done(claim, self._stored_result(claim, value))
 
     def _observed(self, claim: Claim, limit: Limit | None) -> Outcome:
@@ -230,7 +244,8 @@ class Runner:
         that ``record`` publishes: read only if someone subscribed to an
         attempt's events (middleware alone needs neither them nor a clock)."""
         running = id(claim)
-        self.active[running] = (claim, time.monotonic())
+        began = time.monotonic()
+        self.active[running] = (claim, began)
         observed = self.subscribers.attempts
         started_at = self.clock() if observed else 0.0
         job = None
@@ -245,13 +260,26 @@ class Runner:
             else:  # the common case, called here: no closure to build
                 value = self._invoke(claim, job)
         except BaseException as exc:  # noqa: BLE001 - every failure is an attempt
+            self._attempt_over(running, claim, began, False)
             return self._failed(claim, exc, job, started_at if observed else None)
+        else:
+            self._attempt_over(running, claim, began, True)
         finally:
-            self.active.pop(running, None)
+            self.active.pop(running, None)  # if jobq's own code failed above
         done = Done(claim, self._stored_result(claim, value))
         if not observed:
             return done
         return Succeeded(done, value, job, started_at, self.clock())
+
+    def _attempt_over(
+        self, running: int, claim: Claim, began: float, returned: bool
+    ) -> None:
+        """The attempt's handler returned or raised: out of ``active``, and
+        counted in the tally, unless its thread was abandoned meanwhile
+        (``abandoned`` took it out and counted it; the store refuses what
+        it returns now)."""
+        if self.active.pop(running, None) is not None:
+            self._attempted((claim.task, bucket(time.monotonic() - began), returned))
 
     def _attempt(self, claim: Claim, job: Job[Any]) -> Callable[[], Any]:
         """The attempt as a call: through the middleware, if any."""
@@ -260,25 +288,27 @@ class Runner:
         return functools.partial(self._invoke, claim, job)
 
     def abandoned(
-        self, claim: Claim, exc: JobTimeout | JobCancelled, frame: FrameType | None
+        self, claim: Claim, exc: JobTimeout | JobCancelled, stack: str | None
     ) -> Failed:
         """The failed attempt recorded for a handler abandoned at its time
         limit or after a cancellation (by the watchdog, while the handler
-        still runs): its error shows where the thread was stuck (``frame``,
-        its innermost)."""
+        still runs): its error shows where the thread was stuck (``stack``,
+        formatted)."""
         running = self.active.pop(id(claim), None)
         ran_for = 0.0 if running is None else time.monotonic() - running[1]
+        # Counted here: should the handler return, the store refuses that.
+        self._attempted((claim.task, bucket(ran_for), False))
         job = job_of(claim) if self.subscribers.attempts else None
         failed = self._failed(claim, exc, job, self.clock() - ran_for)
-        if frame is None:
+        if stack is None:
             return failed
-        error = with_stack(failed.failure.error, frame)
+        error = with_stack(failed.failure.error, stack)
         return failed._replace(failure=failed.failure._replace(error=error))
 
     def not_started(self, claim: Claim, exc: JobCancelled) -> Failed:
         """The failed attempt recorded for a claim whose job was asked to
         stop before its handler started (it never starts)."""
-        return self._failed(claim, exc, None, None)
+        return self._failed(claim, exc, None, None)._replace(attempted=False)
 
     @hands_over
     def _invoke(self, claim: Claim, job: Job[Any] | None) -> Any:
@@ -299,6 +329,8 @@ class Runner:
         if function is not None:
             payload = decode(claim.payload) if job is None else job.payload
             args, kwargs = task_arguments(payload)
+            if function.takes_parent_results:
+                kwargs["parent_results"] = parent_results(claim)
             return function(*args, **kwargs)
         handler = None if self.resolve_task is None else self.resolve_task(name)
         if handler is None:
@@ -306,8 +338,9 @@ class Runner:
         return handler(job_of(claim) if job is None else job)
 
     def _stored_result(self, claim: Claim, result: Any) -> str | None:
-        """The result as JSON text, if completed jobs are kept; else ``None``."""
-        if self.keep_completed <= 0:
+        """The result as JSON text, for a completed job kept or a workflow's
+        children (``None`` is ``None`` to both: no encoding)."""
+        if result is None:
             return None
         try:
             return encode(result, "result")
@@ -352,11 +385,13 @@ class Runner:
 
     # -- recording outcomes --------------------------------------------------------
 
-    def record(self, outcomes: Sequence[Outcome]) -> None:
+    def record(self, outcomes: Sequence[Outcome], *, counted: bool = True) -> None:
         """Record outcomes: the successes in one store write, the failed
         attempts in another; then log each failure and publish an event for
         each outcome the store took (``cancelled`` for a failed attempt of a
-        job that was asked to stop)."""
+        job that was asked to stop). ``counted=False``: the outcomes of a
+        thread abandoned earlier, whose attempt the tally has already (as
+        failed): none is taken back when the store refuses it."""
         if not outcomes:
             return
         succeeded: list[Done | Succeeded] = []
@@ -381,6 +416,10 @@ class Runner:
                 "completed",
                 [1] * len(done),
             )
+            if counted and not all(recorded):  # taken back from the tally
+                for d, ok in zip(done, recorded, strict=True):
+                    if not ok:
+                        self.tally.count(d.claim.task, tally.UNRECORDED_SUCCESS)
             callbacks = self.subscribers.succeeded
             if callbacks:
                 for success, ok in zip(succeeded, recorded, strict=True):
@@ -396,6 +435,8 @@ class Runner:
                 [int(f.retry_at is not None) for f in failures],
             )
             for outcome, state in zip(failed, states, strict=True):
+                if counted:
+                    self._tally_failure(outcome, state)
                 if state is None:
                     continue
                 if state is JobState.CANCELLED and outcome.failure.retry_at:
@@ -405,6 +446,17 @@ class Runner:
                 callbacks = self.subscribers.of(kind)
                 if callbacks:
                     _safely(self._ended, outcome, kind, callbacks)
+
+    def _tally_failure(self, outcome: Failed, state: JobState | None) -> None:
+        """What a failed attempt's record adds to the tally beyond the
+        attempt (counted as it ended): the job's end, or the attempt taken
+        back where the store did not record it."""
+        task = outcome.claim.task
+        if state is None:
+            if outcome.attempted:
+                self.tally.count(task, tally.UNRECORDED_FAILURE)
+        elif state is not JobState.PENDING:
+            self.tally.count(task, ENDED[state])
 
     def release(self, claims: Sequence[Claim]) -> None:
         """Give claims whose jobs did not start back to the store."""
@@ -504,9 +556,25 @@ def job_of(claim: Claim) -> Job[Any]:
     """The ``Job`` a handler (and middleware) receives for ``claim``: a fresh
     copy of the payload for each attempt. Most jobs have no ``meta``: theirs
     is the shared empty one, with no call (this runs for every job)."""
-    meta = NO_META if claim.meta is None else decode_meta(claim.meta)
-    return Job(claim.id, decode(claim.payload), claim.attempt, claim.key,
-               claim.task, meta, claim.timeout)  # fmt: skip
+    # Unpacked at once: reading a named tuple's fields one by one costs more.
+    (job_id, _, payload, attempt, _, key, task, _, timeout, meta_text, _,
+     parents) = claim  # fmt: skip
+    meta = NO_META if meta_text is None else decode_meta(meta_text)
+    if not parents:
+        return Job(job_id, decode(payload), attempt, key, task, meta, timeout)
+    return StepJob(job_id, decode(payload), attempt, key, task, meta, timeout,
+                   tuple(parent[0] for parent in parents),
+                   tuple(parent_results(claim)),
+                   tuple(p[0] for p in parents if p[1] != "completed"))  # fmt: skip
+
+
+def parent_results(claim: Claim) -> list[Any]:
+    """What each parent of ``claim``'s job returned, in ``after`` order
+    (``None`` for one that failed): fresh objects for each attempt."""
+    return [
+        None if result is None or end != "completed" else decode(result)
+        for _, end, result in claim.parents
+    ]
 
 
 def _safely(action: Callable[..., None], *args: Any) -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "add_delete_arguments",
     "add_limits_arguments",
     "add_migrate_arguments",
+    "add_processes_arguments",
     "add_purge_dead_arguments",
     "add_retry_arguments",
     "add_schedules_arguments",
@@ -45,6 +46,10 @@ def add_limits_arguments(parser: argparse.ArgumentParser) -> None:
     _add_json_argument(parser)
 
 
+def add_processes_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
 def add_show_arguments(parser: argparse.ArgumentParser) -> None:
     _add_id_argument(parser, "the job to show")
     _add_json_argument(parser)
@@ -61,7 +66,7 @@ def add_delete_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_cancel_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_id_argument(parser, "the pending or running job to cancel")
+    _add_id_argument(parser, "the pending, waiting or running job to cancel")
     parser.add_argument(
         "--wait",
         type=_seconds,
@@ -131,7 +136,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     command.name: command
     for command in (
         Subcommand(
-            "stats", "pending, running, dead and cancelled jobs", add_stats_arguments
+            "stats",
+            "pending, waiting, running, dead and cancelled jobs",
+            add_stats_arguments,
         ),
         Subcommand("dead", "list the dead jobs, oldest first", add_dead_arguments),
         Subcommand(
@@ -151,13 +158,21 @@ SUBCOMMANDS: dict[str, Subcommand] = {
             add_limits_arguments,
         ),
         Subcommand(
-            "show", "show one job with its errors and tracebacks", add_show_arguments
+            "processes",
+            "list the processes serving the queue, from every host, with the "
+            "jobs each runs",
+            add_processes_arguments,
+        ),
+        Subcommand(
+            "show",
+            "show one job with its parents and children, errors and tracebacks",
+            add_show_arguments,
         ),
         Subcommand("retry", "make a dead job pending again", add_retry_arguments),
         Subcommand("delete", "remove a dead job", add_delete_arguments),
         Subcommand(
             "cancel",
-            "cancel a pending job, or stop a running one (--wait for it)",
+            "cancel a pending or waiting job, or stop a running one (--wait for it)",
             add_cancel_arguments,
         ),
         Subcommand(

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, Protocol, cast
 
+from jobq.activity import ProcessInfo
+from jobq.admin.family import RELATIVES_SHOWN, Family, Relative, family, relatives
 from jobq.admin.render import escape, plural
 from jobq.errors import JobqError, StoreLocked
 from jobq.queue import JobQueue
@@ -36,13 +38,16 @@ __all__ = [
     "EXIT_STILL_RUNNING",
     "EXIT_USAGE",
     "LOG_LEVELS",
+    "RELATIVES_SHOWN",
     "SHUTDOWN_TIMEOUT",
     "Cancel",
     "CommandError",
+    "Family",
     "Migratable",
     "Migration",
     "NoSuchJob",
     "NotConfirmed",
+    "Relative",
     "StillRunning",
     "Writer",
     "cancel",
@@ -51,9 +56,12 @@ __all__ = [
     "dead",
     "delete",
     "describe_store",
+    "family",
     "limits",
     "migrate",
+    "processes",
     "purge_dead",
+    "relatives",
     "retry",
     "run_worker",
     "schedules",
@@ -168,6 +176,13 @@ def limits(queue: Queue) -> list[LimitUsage]:
     return queue.limits()
 
 
+def processes(queue: Queue) -> list[ProcessInfo] | None:
+    """The processes serving ``queue`` (running workers), from every host,
+    as their last beats left them in the store; ``None`` for a store that
+    keeps no figures."""
+    return queue.processes()
+
+
 def dead(queue: Queue) -> list[JobRecord[Any]]:
     """The dead-letter list, oldest first."""
     return queue.dead_jobs()
@@ -230,11 +245,12 @@ def purge_dead(queue: Queue, *, yes: bool) -> int:
 
 @dataclass(frozen=True)
 class Cancel:
-    """What ``cancel`` did to job ``id``: it was ``pending`` (now cancelled)
-    or running; ``state`` is the job's state after the request (``None``: it
-    finished and was not kept). A running job without a wait is still
-    ``running``, asked to stop; after a wait it is ``cancelled``, or
-    ``completed`` when its handler returned normally after all."""
+    """What ``cancel`` did to job ``id``: it was ``pending`` or ``waiting``
+    (now cancelled) or running; ``state`` is the job's state after the
+    request (``None``: it finished and was not kept). A running job without
+    a wait is still ``running``, asked to stop; after a wait it is
+    ``cancelled``, or ``completed`` when its handler returned normally after
+    all."""
 
     id: int
     was: JobState
@@ -246,7 +262,7 @@ class Cancel:
         ``completed`` (its handler returned after the request: its work is
         done) or ``stopped`` (it ended and was not kept)."""
         if self.state is None:
-            return "cancelled" if self.was is JobState.PENDING else "stopped"
+            return "stopped" if self.was is JobState.RUNNING else "cancelled"
         if self.state is JobState.RUNNING:
             return "stopping"
         return str(self.state)
@@ -255,12 +271,12 @@ class Cancel:
 def cancel(
     queue: Queue, job_id: int, *, wait: float | None = None, by: str = CANCELLED_BY
 ) -> Cancel:
-    """Cancel a pending job, or ask a running one to stop (waiting up to
-    ``wait`` seconds for it to). ``NoSuchJob``, ``CommandError`` for a job
-    that is not pending or running, ``StillRunning`` (status 3) when it
+    """Cancel a pending or waiting job, or ask a running one to stop (waiting
+    up to ``wait`` seconds for it to). ``NoSuchJob``, ``CommandError`` for a
+    job that is not pending, waiting or running, ``StillRunning`` (status 3) when it
     still runs after ``wait``."""
     before = show(queue, job_id)
-    if before.state not in (JobState.PENDING, JobState.RUNNING):
+    if before.state not in _CANCELLABLE:
         raise _not_cancellable(before)
     done = queue.cancel(job_id, wait=wait, by=by)
     after = queue.get(job_id)
@@ -272,11 +288,15 @@ def cancel(
     return Cancel(job_id, before.state, state)
 
 
+#: The states ``cancel`` acts on.
+_CANCELLABLE = (JobState.PENDING, JobState.WAITING, JobState.RUNNING)
+
+
 def _not_cancellable(record: JobRecord[Any]) -> CommandError:
     """Why a job that is neither pending nor running cannot be cancelled."""
     return CommandError(
-        f"job {record.id} is {record.state}; only a pending or running job "
-        "can be cancelled"
+        f"job {record.id} is {record.state}; only a pending, waiting or running "
+        "job can be cancelled"
     )
 
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from jobq.activity import ProcessInfo
 from jobq.types import (
     Cancellation,
     JobRecord,
@@ -28,6 +29,9 @@ from jobq.types import (
     Schedule,
     Stats,
 )
+
+if TYPE_CHECKING:  # operations imports this module
+    from jobq.admin.family import Family, Relative
 
 __all__ = [
     "ERROR_WIDTH",
@@ -39,6 +43,7 @@ __all__ = [
     "dead",
     "deleted",
     "escape",
+    "family",
     "job",
     "job_details",
     "job_summary",
@@ -46,6 +51,8 @@ __all__ = [
     "limits",
     "migration",
     "plural",
+    "process_info",
+    "processes",
     "purged",
     "retried",
     "schedules",
@@ -111,13 +118,17 @@ def job_summary(record: JobRecord[Any]) -> dict[str, Any]:
     }
 
 
-def job_details(record: JobRecord[Any]) -> dict[str, Any]:
+def job_details(
+    record: JobRecord[Any], relatives: Family | None = None
+) -> dict[str, Any]:
     """A job as ``jobq show --json`` prints it: the summary plus ``result``,
     its last attempt's ``started_at`` and ``finished_at``, ``timeout``,
     ``meta``, ``cancellation``, ``limits`` (the names it runs under, ``[]``
     for none), ``held_by`` (the limit key holding it back while it waits,
-    else ``null``) and ``errors`` (one object per kept failed attempt,
-    oldest first)."""
+    else ``null``), ``errors`` (one object per kept failed attempt, oldest
+    first), and its workflow: ``parents``, ``waiting_on`` and ``children``
+    (ids), ``after_failure`` (``null`` without parents) and ``relatives``
+    (``family``: those of them looked up, with their states)."""
     details = job_summary(record)
     details["result"] = record.result
     details["started_at"] = record.started_at
@@ -136,7 +147,32 @@ def job_details(record: JobRecord[Any]) -> dict[str, Any]:
         }
         for error in record.errors
     ]
+    details["parents"] = list(record.parents)
+    details["waiting_on"] = list(record.waiting_on)
+    details["children"] = list(record.children)
+    details["after_failure"] = record.after_failure
+    details["relatives"] = family(relatives)
     return details
+
+
+def family(relatives: Family | None) -> dict[str, Any]:
+    """A job's looked-up parents and children as JSON: ``parents`` and
+    ``children``, each a list of ``{"id", "task", "state"}`` (``state``
+    ``null``: the store no longer holds it), and ``more_parents`` and
+    ``more_children``, how many more there are (not looked up)."""
+    if relatives is None:
+        return {"parents": [], "children": [], "more_parents": 0, "more_children": 0}
+    return {
+        "parents": [_relative(one) for one in relatives.parents],
+        "children": [_relative(one) for one in relatives.children],
+        "more_parents": relatives.more_parents,
+        "more_children": relatives.more_children,
+    }
+
+
+def _relative(one: Relative) -> dict[str, Any]:
+    state = None if one.state is None else str(one.state)
+    return {"id": one.id, "task": one.task, "state": state}
 
 
 def buried_at(record: JobRecord[Any]) -> float | None:
@@ -181,12 +217,13 @@ def to_json(value: Any) -> str:
 
 
 def stats(counts: Stats, *, as_json: bool = False) -> str:
-    """Pending (delayed included), delayed, running and dead jobs, completed
-    and cancelled ones kept, and the worker threads this process's queue
-    abandoned at a time limit."""
+    """Pending (delayed included), delayed, waiting (for a parent), running
+    and dead jobs, completed and cancelled ones kept, and the worker threads
+    this process's queue abandoned at a time limit."""
     shown = {
         "pending": counts.pending,
         "delayed": counts.delayed,
+        "waiting": counts.waiting,
         "running": counts.running,
         "dead": counts.dead,
         "kept": counts.kept,
@@ -254,6 +291,61 @@ def limits(shown: Sequence[LimitUsage], *, as_json: bool = False) -> str:
     return _table(headers, rows, left=True)
 
 
+def process_info(info: ProcessInfo) -> dict[str, Any]:
+    """A process as ``jobq processes --json`` lists it (stable keys): ``id``,
+    ``host``, ``pid``, ``started`` and ``seen`` (epoch seconds), ``workers``,
+    ``busy``, ``idle``, ``gone`` and ``running``: its jobs, each with ``id``,
+    ``task`` and ``started``."""
+    return {
+        "id": info.id,
+        "host": info.host,
+        "pid": info.pid,
+        "started": info.started,
+        "seen": info.seen,
+        "workers": info.workers,
+        "busy": info.busy,
+        "idle": info.idle,
+        "gone": info.gone,
+        "running": [
+            {"id": job.id, "task": job.task, "started": job.started}
+            for job in info.running
+        ],
+    }
+
+
+def processes(
+    shown: Sequence[ProcessInfo] | None, now: float, *, as_json: bool = False
+) -> str:
+    """The processes serving the queue: host, pid, when each started and was
+    last seen, its workers (busy of all) and the jobs it runs, each with how
+    long it has run; a gone one (unseen past its lease) says so."""
+    if shown is None:
+        if as_json:
+            return to_json(None)
+        return "this store keeps no figures of the processes serving it\n"
+    if as_json:
+        return to_json([process_info(info) for info in shown])
+    if not shown:
+        return "no process serves this queue (none runs workers)\n"
+    headers = ["HOST", "PID", "STARTED (UTC)", "SEEN (UTC)", "BUSY", "RUNNING"]
+    rows = [
+        [
+            escape(info.host) + (" (gone)" if info.gone else ""),
+            str(info.pid),
+            when(info.started),
+            when(info.seen),
+            f"{info.busy}/{info.workers}",
+            ", ".join(
+                f"{job.id} {escape(job.task or '-')} {max(now - job.started, 0):.0f}s"
+                for job in info.running
+            )
+            or "-",
+        ]
+        for info in shown
+    ]
+    return _table(headers, rows, left=True)
+
+
 def _count(value: int | None) -> str:
     return "-" if value is None else str(value)
 
@@ -287,10 +379,14 @@ def dead(records: Sequence[JobRecord[Any]], *, as_json: bool = False) -> str:
     return _table(headers, rows)
 
 
-def job(record: JobRecord[Any], *, as_json: bool = False) -> str:
-    """One job in any state, with every kept error and its traceback."""
+def job(
+    record: JobRecord[Any], relatives: Family | None = None, *, as_json: bool = False
+) -> str:
+    """One job in any state, with its workflow (its parents and children,
+    with their states as ``relatives`` gives them) and every kept error and
+    its traceback."""
     if as_json:
-        return to_json(job_details(record))
+        return to_json(job_details(record, relatives))
     fields = [
         ("id", str(record.id)),
         ("state", str(record.state)),
@@ -302,6 +398,10 @@ def job(record: JobRecord[Any], *, as_json: bool = False) -> str:
     ]
     if record.state == JobState.PENDING:
         fields.append(("due", when(record.run_at) + " UTC"))
+    if record.after_failure is not None:
+        fields.append(("after failure", record.after_failure))
+    if record.state == JobState.WAITING:
+        fields.append(("waiting on", _ids(record.waiting_on)))
     if record.limits:
         fields.append(("limits", ", ".join(escape(name) for name in record.limits)))
     if record.held_by is not None:
@@ -322,6 +422,7 @@ def job(record: JobRecord[Any], *, as_json: bool = False) -> str:
     if record.state == JobState.COMPLETED:
         fields.append(("result", _json_text(record.result)))
     lines = [_fields(fields)]
+    lines += _relatives(record, relatives)
     count = len(record.errors)
     for number, error in enumerate(record.errors, 1):
         heading = f"error {number} of {count}, at {when(error.at)} UTC"
@@ -332,6 +433,43 @@ def job(record: JobRecord[Any], *, as_json: bool = False) -> str:
             for line in escape(error.traceback.rstrip("\n"), keep="\n").splitlines()
         )
     return "".join(lines)
+
+
+def _relatives(record: JobRecord[Any], relatives: Family | None) -> list[str]:
+    """The parents and children sections of ``jobq show``: a table each,
+    with their states (``gone``: no longer stored), or their ids alone when
+    not looked up."""
+    if relatives is None:
+        listed = (("parents", record.parents), ("children", record.children))
+        return [f"\n{name}: {_ids(ids)}\n" for name, ids in listed if ids]
+    sections = []
+    for name, found, more in (
+        ("parents", relatives.parents, relatives.more_parents),
+        ("children", relatives.children, relatives.more_children),
+    ):
+        if not found:
+            continue
+        rows = [
+            [str(one.id), _relative_state(one, record), _optional(one.task, KEY_WIDTH)]
+            for one in found
+        ]
+        table = _table(["ID", "STATE", "TASK"], rows)
+        sections.append(f"\n{name}\n")
+        sections.extend(f"  {line}" for line in table.splitlines(keepends=True))
+        if more:
+            sections.append(f"  and {more} more\n")
+    return sections
+
+
+def _relative_state(one: Relative, record: JobRecord[Any]) -> str:
+    """A relative's state, ``gone`` if no longer stored; ``, waited on``
+    for a parent ``record`` still waits for."""
+    state = "gone" if one.state is None else str(one.state)
+    return f"{state}, waited on" if one.id in record.waiting_on else state
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ", ".join(str(job_id) for job_id in ids) or "-"
 
 
 def _cancellation_field(state: JobState, request: Cancellation) -> tuple[str, str]:
@@ -386,15 +524,22 @@ _CANCEL_TEXT = {
 }
 
 
+#: What ``jobq cancel`` adds of a job it cancelled, by the state it was in.
+_CANCELLED_WAS = {
+    JobState.PENDING: " (it was pending)",
+    JobState.WAITING: " (it was waiting for a parent)",
+}
+
+
 def cancel(job_id: int, was: JobState, outcome: str, *, as_json: bool = False) -> str:
-    """What ``jobq cancel`` did to a job that was pending or running
+    """What ``jobq cancel`` did to a job that was pending, waiting or running
     (``was``): its ``outcome``, ``cancelled``, ``stopping``, ``completed``
     or ``stopped``."""
     if as_json:
         return to_json({"id": job_id, "was": str(was), "outcome": outcome})
     text = _CANCEL_TEXT[outcome].format(id=job_id)
     if outcome == "cancelled":
-        text += " (it was pending)" if was == JobState.PENDING else " (it stopped)"
+        text += _CANCELLED_WAS.get(was, " (it stopped)")
     return text + "\n"
 
 

@@ -28,6 +28,7 @@ from jobq.admin.arguments import (
     add_delete_arguments,
     add_limits_arguments,
     add_migrate_arguments,
+    add_processes_arguments,
     add_purge_dead_arguments,
     add_retry_arguments,
     add_schedules_arguments,
@@ -57,6 +58,7 @@ __all__ = [
     "add_delete_arguments",
     "add_limits_arguments",
     "add_migrate_arguments",
+    "add_processes_arguments",
     "add_purge_dead_arguments",
     "add_queue_arguments",
     "add_retry_arguments",
@@ -132,8 +134,14 @@ def _limits(queue: Queue, args: argparse.Namespace) -> str:
     return render.limits(operations.limits(queue), as_json=args.json)
 
 
+def _processes(queue: Queue, args: argparse.Namespace) -> str:
+    shown = operations.processes(queue)
+    return render.processes(shown, queue.clock(), as_json=args.json)
+
+
 def _show(queue: Queue, args: argparse.Namespace) -> str:
-    return render.job(operations.show(queue, args.id), as_json=args.json)
+    record = operations.show(queue, args.id)
+    return render.job(record, operations.family(queue, record), as_json=args.json)
 
 
 def _retry(queue: Queue, args: argparse.Namespace) -> str:
@@ -212,6 +220,7 @@ COMMANDS: dict[str, Command] = {
         _shared("cancelled", _cancelled, _never),
         _shared("schedules", _schedules, _with_app),
         _shared("limits", _limits, _never),
+        _shared("processes", _processes, _never),
         _shared("show", _show, _never),
         _shared("retry", _retry, _always),
         _shared("delete", _delete, _always),

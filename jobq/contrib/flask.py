@@ -480,7 +480,7 @@ def _command_group() -> AppGroup:
     @group.command("stats")
     @_json_option()
     def stats(json_: bool) -> None:
-        """Pending (delayed included), running and dead jobs."""
+        """Pending (delayed included), waiting, running and dead jobs."""
         with _queue(read_only=True) as queue:
             _print(render.stats(operations.stats(queue), as_json=json_))
 
@@ -513,13 +513,23 @@ def _command_group() -> AppGroup:
         with _queue(read_only=True) as queue:
             _print(render.limits(operations.limits(queue), as_json=json_))
 
+    @group.command("processes")
+    @_json_option()
+    def processes(json_: bool) -> None:
+        """The processes serving the queue, with the jobs each runs."""
+        with _queue(read_only=True) as queue:
+            shown = operations.processes(queue)
+            _print(render.processes(shown, queue.clock(), as_json=json_))
+
     @group.command("show")
     @click.argument("job_id", type=click.IntRange(min=1))
     @_json_option()
     def show(job_id: int, json_: bool) -> None:
-        """One job with its errors and tracebacks."""
+        """One job with its parents and children, errors and tracebacks."""
         with _queue(read_only=True) as queue:
-            _print(render.job(operations.show(queue, job_id), as_json=json_))
+            record = operations.show(queue, job_id)
+            relatives = operations.family(queue, record)
+            _print(render.job(record, relatives, as_json=json_))
 
     @group.command("retry")
     @click.argument("job_id", type=click.IntRange(min=1))
@@ -549,7 +559,7 @@ def _command_group() -> AppGroup:
     )
     @_json_option()
     def cancel(job_id: int, wait: float | None, json_: bool) -> None:
-        """Cancel a pending job, or ask a running one to stop."""
+        """Cancel a pending or waiting job, or ask a running one to stop."""
         with _queue(read_only=False) as queue:
             done = operations.cancel(queue, job_id, wait=wait, by="flask jobq cancel")
         _print(render.cancel(done.id, done.was, done.outcome, as_json=json_))

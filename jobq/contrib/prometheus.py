@@ -441,14 +441,17 @@ class StoreGauges:
             stats = self.queue.stats()
             due = self.queue.next_due()
             limits = self.queue.limits()
+            serving = self.queue.processes()
         except JobqError as exc:  # a closed queue, an unreachable store
             logger.warning("jobq metrics: cannot read the queue: %s", exc)
             return
-        jobs, oldest, running, waiting, workers, abandoned = self._families(every=True)
+        (jobs, oldest, running, waiting, processes, threads, workers,
+         abandoned) = self._families(every=True)  # fmt: skip
         states = {
             "pending": stats.pending - stats.delayed,  # due now
             "delayed": stats.delayed,
             "running": stats.running,
+            "waiting": stats.waiting,  # for a parent (after=)
             "dead": stats.dead,
             "cancelled": stats.cancelled,  # kept ones
         }
@@ -460,6 +463,13 @@ class StoreGauges:
             running.add_metric([usage.name], usage.running)
             waiting.add_metric([usage.name], usage.waiting)
         yield from (jobs, oldest, running, waiting)
+        if serving is not None:  # every process serving the queue, by its beats
+            alive = [info for info in serving if not info.gone]
+            processes.add_metric(["serving"], len(alive))
+            processes.add_metric(["gone"], len(serving) - len(alive))
+            threads.add_metric(["busy"], sum(info.busy for info in alive))
+            threads.add_metric(["idle"], sum(info.idle for info in alive))
+            yield from (processes, threads)
         if self.workers:
             counts = self.queue.worker_stats()
             workers.add_metric(["busy"], counts.busy)
@@ -482,9 +492,15 @@ class StoreGauges:
             GaugeMetricFamily(f"{prefix}limit_waiting",
                               "Due jobs each limit holds back (a family: summed "
                               "over its keys).", labels=["limit"]),
+            GaugeMetricFamily(f"{prefix}processes",
+                              "Processes serving the queue, from every host "
+                              "(gone: unseen past their lease).", labels=["state"]),
+            GaugeMetricFamily(f"{prefix}serving_workers",
+                              "Worker threads of every process serving the queue.",
+                              labels=["state"]),
             GaugeMetricFamily(f"{prefix}workers", "Worker threads of this process.",
                               labels=["state"]),
             GaugeMetricFamily(f"{prefix}abandoned_threads",
                               "Worker threads given up at a time limit."),
         )  # fmt: skip
-        return families if self.workers or every else families[:4]
+        return families if self.workers or every else families[:6]

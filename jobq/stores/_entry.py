@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from jobq._json import decode, decode_meta
-from jobq.stores.base import ERRORS_KEPT, describe_error
+from jobq.stores.base import ERRORS_KEPT, ParentOutcome, describe_error
 from jobq.types import AttemptError, Cancellation, JobRecord, JobState
 
 PENDING: Final = "pending"
@@ -33,6 +33,7 @@ RUNNING: Final = "running"  # never stored: running jobs are the store's claims
 DEAD: Final = "dead"
 COMPLETED: Final = "completed"
 CANCELLED: Final = "cancelled"
+WAITING: Final = "waiting"
 
 #: One failed attempt: type, message, traceback, epoch time.
 ErrorTuple = tuple[str, str, str, float]
@@ -44,12 +45,13 @@ CancelTuple = tuple[float, str, int | None, float]
 
 #: id, payload, key, priority, run_at, created_at, max_attempts, task, state,
 #: attempts, last_error, errors, result, expires_at, started_at, finished_at,
-#: timeout, meta (payload, result, meta: JSON text), cancellation, limits.
+#: timeout, meta (payload, result, meta: JSON text), cancellation, limits,
+#: parents (each with its outcome: see ``ParentOutcome``), after_failure.
 Entry = tuple[
     int, str, str | None, int, float, float, int, str | None,
     str, int, str | None, tuple[ErrorTuple, ...], str | None, float | None,
     float | None, float | None, float | None, str | None, CancelTuple | None,
-    tuple[str, ...],
+    tuple[str, ...], tuple[ParentOutcome, ...], str | None,
 ]  # fmt: skip
 
 ID: Final = 0
@@ -72,6 +74,8 @@ TIMEOUT: Final = 16
 META: Final = 17
 CANCELLATION: Final = 18
 LIMITS: Final = 19
+PARENTS: Final = 20
+AFTER_FAILURE: Final = 21
 
 _FIELDS = {
     "run_at": RUN_AT,
@@ -82,6 +86,7 @@ _FIELDS = {
     "started_at": STARTED_AT,
     "finished_at": FINISHED_AT,
     "cancellation": CANCELLATION,
+    "parents": PARENTS,
 }
 
 
@@ -97,11 +102,14 @@ def new_entry(
     timeout: float | None,
     meta: str | None,
     limits: tuple[str, ...] = (),
+    state: str = PENDING,
+    parents: tuple[ParentOutcome, ...] = (),
+    after_failure: str | None = None,
 ) -> Entry:
-    """A pending job with no attempts yet."""
+    """A job with no attempts yet: pending, or (with parents) waiting."""
     return (job_id, payload, key, priority, run_at, created_at, max_attempts, task,
-            PENDING, 0, None, (), None, None, None, None, timeout, meta,
-            None, limits)  # fmt: skip
+            state, 0, None, (), None, None, None, None, timeout, meta,
+            None, limits, parents, after_failure)  # fmt: skip
 
 
 def started(entry: Entry, at: float | None) -> Entry:
@@ -113,8 +121,8 @@ def started(entry: Entry, at: float | None) -> Entry:
 
 def evolve(entry: Entry, **changes: Any) -> Entry:
     """``entry`` with some of ``run_at``, ``state``, ``attempts``, ``result``,
-    ``expires_at``, ``started_at``, ``finished_at`` and ``cancellation``
-    changed."""
+    ``expires_at``, ``started_at``, ``finished_at``, ``cancellation`` and
+    ``parents`` changed."""
     values = list(entry)
     for name, value in changes.items():
         values[_FIELDS[name]] = value
@@ -131,10 +139,17 @@ def failed(entry: Entry, error: AttemptError, **changes: Any) -> Entry:
     return tuple(values)  # type: ignore[return-value]  # same shape as entry
 
 
-def record(entry: Entry, running: bool, held_by: str | None = None) -> JobRecord[Any]:
-    """The job as callers see it (``held_by``: the limit holding it back)."""
+def record(
+    entry: Entry,
+    running: bool,
+    held_by: str | None = None,
+    children: tuple[int, ...] = (),
+) -> JobRecord[Any]:
+    """The job as callers see it (``held_by``: the limit holding it back;
+    ``children``: the jobs added after it)."""
     result = entry[RESULT]
     cancel = entry[CANCELLATION]
+    parents = entry[PARENTS]
     return JobRecord(
         id=entry[ID],
         payload=decode(entry[PAYLOAD]),
@@ -156,4 +171,8 @@ def record(entry: Entry, running: bool, held_by: str | None = None) -> JobRecord
         cancellation=None if cancel is None else Cancellation(*cancel[:3]),
         limits=entry[LIMITS],
         held_by=held_by,
+        parents=tuple(parent[0] for parent in parents),
+        waiting_on=tuple(parent[0] for parent in parents if parent[1] is None),
+        children=children,
+        after_failure=entry[AFTER_FAILURE],  # type: ignore[arg-type]  # stored checked
     )

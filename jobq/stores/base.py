@@ -103,6 +103,28 @@ cancelled job is kept until its
 ``keep_until`` as a completed job is (``get``, ``list_jobs``, ``stats``),
 never claimed, revived or counted as pending.
 
+Workflows (``NewJob.after``): a job may be added after others, its
+*parents* (ids, in order; the queue checked they are distinct). Each parent
+the store holds and has not finished makes the new job ``waiting`` (never
+claimed, in no count but ``StoreStats.waiting``); a parent id the store
+never gave is a ``ValueError`` (nothing added); a parent it gave but no
+longer holds finished and was not kept: completed, its result ``None``. A
+child keeps each parent's outcome (``ParentOutcome``: completed with its
+result, or failed) with itself, so a parent's result lives as long as its
+children need it, whatever becomes of the parent. What a parent's end does
+to its waiting children (``child_fate``, by their ``after_failure``) is
+written in the write that records that end, so no crash can part them:
+completed, each child counts it finished, and the child whose last parent
+finished becomes pending, due at its own ``run_at`` or now if later (``Signal.
+jobs_released``); dead, a ``"wait"`` child keeps waiting (a revived parent
+carries it on), a ``"cancel"`` one ends cancelled, a ``"run"`` one counts
+the parent finished, failed; cancelled (or a dead parent deleted, or dropped
+beyond the dead-letter cap), ``"wait"`` and ``"cancel"`` children end
+cancelled (``Cancellation(now, parent_ended(...), None)``, kept until
+``now + Signal.keep_cancelled``), and theirs after them, transitively. A
+parent's end costs O(its waiting children) (plus their descendants, when
+cancelled); a job without parents or children costs what it did before.
+
 Limits (optional, ``Capabilities.limits``: ``LimitStore``): a job may be
 added under limits (``NewJob.limits``: concrete names, each falling under a
 declared limit, exact or a family's pattern: ``jobq.stores.limits.
@@ -119,6 +141,22 @@ up, or as its rate allows (``rate_ready_at``, which ``next_due`` counts).
 A slot is freed by the write that ends its claim, whichever (a success, a
 failed attempt, a release, a recovery). A job under no limit costs a claim
 nothing more.
+
+Activity (optional, ``Capabilities.activity``: ``ActivityStore``): what a
+queue did over time and which processes serve it, the same whichever
+process asks (``jobq.activity``). A process running workers calls ``beat``
+every ``activity.BEAT`` seconds: one write that puts its ``ProcessInfo``
+(replacing its earlier one), adds each ``TaskOutcomes`` of its tally to the
+row of its minute and task (counts and duration buckets summed), stores its
+``DepthSample`` unless a sample of its minute is there already (the first
+process's wins), and drops what is older than ``activity.KEPT``
+(outcomes, samples) and processes gone for ``activity.GONE_KEPT``. Reads:
+``processes(now)`` (``gone`` when ``seen + gone_after`` has passed),
+``outcomes(since, now)`` (one row per minute and task, oldest first),
+``minute_outcomes(since, now)`` (those summed per minute) and
+``samples(since, now)``; each reads the rows of the minutes asked for,
+never the jobs. ``leave`` drops a process that stops. A store one process
+holds (memory, JSON) keeps them in memory.
 """
 
 from __future__ import annotations
@@ -143,8 +181,16 @@ from jobq._failures import type_path
 from jobq._fork import ForkAware as ForkAware  # public for stores: see Store
 from jobq._fork import reset_after_fork as reset_after_fork
 from jobq._logs import job_extra
+from jobq.activity import (
+    Beat,
+    DepthSample,
+    MinuteOutcomes,
+    ProcessInfo,
+    TaskOutcomes,
+)
 from jobq.errors import ProcessDied, QueueFull
 from jobq.types import (
+    AfterFailure,
     AttemptError,
     Enqueued,
     FinishedMinute,
@@ -180,6 +226,18 @@ class NewJob(NamedTuple):
     timeout: float | None = None
     meta: str | None = None  # JSON object text
     limits: tuple[str, ...] = ()  # concrete limit names (see "Limits")
+    after: tuple[int, ...] = ()  # parent ids, distinct (see "Workflows")
+    after_failure: AfterFailure = "wait"
+
+
+#: How a parent ended, as its child keeps it: ``"completed"``, or failed:
+#: ``"dead"``, ``"cancelled"`` (a dead parent deleted or dropped counts so).
+ParentEnd = Literal["completed", "dead", "cancelled"]
+
+#: A parent as its child keeps it: its id, how it ended (``None``: not yet,
+#: or dead while the child waits for its revival) and, if it completed, its
+#: result as JSON text (``None``: it returned ``None``, or was not kept).
+ParentOutcome = tuple[int, ParentEnd | None, str | None]
 
 
 class Claim(NamedTuple):
@@ -205,6 +263,8 @@ class Claim(NamedTuple):
     timeout: float | None = None
     meta: str | None = None  # JSON object text
     limits: tuple[str, ...] = ()
+    #: Its parents, in ``after`` order, each finished (see "Workflows").
+    parents: tuple[ParentOutcome, ...] = ()
 
 
 class Done(NamedTuple):
@@ -239,6 +299,7 @@ class StoreStats:
     delayed: int = 0
     kept: int = 0
     cancelled: int = 0
+    waiting: int = 0
 
 
 #: What ``Store.cancel`` did: ended a pending job ``"cancelled"``, or asked
@@ -260,10 +321,16 @@ class Signal:
     nothing can tell whether something arrived before it went to sleep.
     ``clock`` is the queue's clock, for a store that needs the time outside a
     call that passes ``now`` (recovering a dead process's claims at ``open``).
+    ``keep_cancelled``: the queue's, for the children a store cancels itself
+    (a workflow's, see "Workflows"); ``on_release``: told of the waiting
+    jobs a store made pending (``jobs_released``).
     """
 
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self.clock: Callable[[], float] = clock or (lambda: time.time())
+        self.keep_cancelled = 86400.0
+        self.on_release: Callable[[Sequence[tuple[int, str | None]]], object] | None
+        self.on_release = None
         self.lock = threading.RLock()
         self.work = threading.Condition(self.lock)
         self.settled = threading.Condition(self.lock)
@@ -281,6 +348,14 @@ class Signal:
         """As ``jobs_added_locked``, for stores that do not hold ``lock``."""
         with self.lock:
             self.jobs_added_locked(count)
+
+    def jobs_released(self, jobs: Sequence[tuple[int, str | None]]) -> None:
+        """Waiting jobs (id, task) became pending: their last parent
+        finished. Call once the write that released them holds, outside a
+        transaction (``jobs_added`` wakes the workers for them as for any
+        new job)."""
+        if jobs and self.on_release is not None:
+            self.on_release(jobs)
 
     def job_settled_locked(self) -> None:
         """A job left the pending or running state; call with ``lock`` held."""
@@ -694,6 +769,14 @@ class Capabilities:
     #: ``LimitStore``: limits per key (``queue.limit``), enforced by the
     #: claims (else ``queue.limit`` refuses the store).
     limits: bool = False
+    #: Jobs added ``after=`` others, as "Workflows" (the module) says: no
+    #: member more, a promise about ``add`` and the ends of jobs (else
+    #: ``after=`` is refused for the store).
+    workflows: bool = False
+    #: ``ActivityStore``: the queue's figures over time and its processes,
+    #: from every process (else ``JobQueue.activity`` and the others are
+    #: ``None``).
+    activity: bool = False
 
 
 class FileStore(Protocol):
@@ -744,6 +827,30 @@ class LimitStore(Protocol):
         and the jobs it holds back now (a family's summed over its keys)."""
 
 
+class ActivityStore(Protocol):
+    """``Capabilities.activity``: see "Activity" in the module."""
+
+    def beat(self, beat: Beat, now: float) -> None:
+        """One write: the process's row, its tally, the minute's sample."""
+
+    def leave(self, process_id: str) -> None:
+        """The process stopped serving the queue: its row goes."""
+
+    def processes(self, now: float) -> list[ProcessInfo]:
+        """The processes serving the queue (or gone for less than an hour)."""
+
+    def outcomes(self, since: float, now: float) -> list[TaskOutcomes]:
+        """The tallies of the minutes from ``since``'s to ``now``'s."""
+
+    def minute_outcomes(self, since: float, now: float) -> list[MinuteOutcomes]:
+        """The same minutes' tallies summed over the tasks, oldest first
+        (those with none may be left out): summed by the store, so that a
+        day's chart reads 1,440 rows, not one per task and minute."""
+
+    def samples(self, since: float, now: float) -> list[DepthSample]:
+        """The depth samples of the minutes from ``since``'s to ``now``'s."""
+
+
 #: The members each capability promises: its protocol's.
 _PROMISED = {
     "pages": protocol_members(PageStore),
@@ -755,6 +862,8 @@ _PROMISED = {
     "migrates_on_open": protocol_members(MigratingStore),
     "named_queues": protocol_members(NamedQueueStore),
     "limits": protocol_members(LimitStore),
+    "workflows": (),
+    "activity": protocol_members(ActivityStore),
 }
 
 #: The capabilities older than their declaration: found by their members in a
@@ -808,6 +917,35 @@ def process_died(at: float) -> AttemptError:
         message="the process died while the job was running",
         traceback="",
         at=at,
+    )
+
+
+#: What a parent's end does to a waiting child (see "Workflows"): it
+#: counts the parent ``"finished"``, keeps ``"waiting"``, or is ``"cancel"``led.
+Fate = Literal["finished", "waiting", "cancel"]
+
+
+def child_fate(after_failure: str, parent: ParentEnd) -> Fate:
+    """What ``parent`` ending so does to a waiting child with this
+    ``after_failure``: the rule every store applies."""
+    if parent == "completed" or after_failure == "run":
+        return "finished"
+    if parent == "dead" and after_failure == "wait":
+        return "waiting"
+    return "cancel"
+
+
+def parent_ended(parent_id: int, how: str) -> str:
+    """The ``Cancellation.by`` of a child a parent's end cancelled: "parent
+    job 7 died" (``how``: "died", "was cancelled", "was deleted", "was
+    dropped from the dead-letter list")."""
+    return f"parent job {parent_id} {how}"
+
+
+def unknown_parent(parent_id: int) -> ValueError:
+    """The error ``add`` raises for a parent id the store never gave."""
+    return ValueError(
+        f"after=: no job {parent_id} was ever added to this queue; nothing added"
     )
 
 

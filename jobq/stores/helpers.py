@@ -46,6 +46,7 @@ DATABASE_STATES = {
     "scheduled": JobState.PENDING,
     "ready": JobState.PENDING,
     "held": JobState.PENDING,  # due, held back by a limit
+    "waiting": JobState.WAITING,  # for a parent (after=)
     "running": JobState.RUNNING,
     "dead": JobState.DEAD,
     "completed": JobState.COMPLETED,

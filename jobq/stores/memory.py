@@ -24,11 +24,14 @@ import itertools
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from jobq._fork import reset_after_fork
+from jobq.stores._activity import ActivityInMemory
 from jobq.stores._due import DueJobs
 from jobq.stores._entry import (
+    AFTER_FAILURE,
     ATTEMPTS,
     CANCELLATION,
     CANCELLED,
@@ -42,15 +45,18 @@ from jobq.stores._entry import (
     LIMITS,
     MAX_ATTEMPTS,
     META,
+    PARENTS,
     PAYLOAD,
     PENDING,
     PRIORITY,
+    RESULT,
     RUN_AT,
     RUNNING,
     STARTED_AT,
     STATE,
     TASK,
     TIMEOUT,
+    WAITING,
     Entry,
     evolve,
     failed,
@@ -58,6 +64,7 @@ from jobq.stores._entry import (
     record,
     started,
 )
+from jobq.stores._family import Standing, first_outcomes, waits, with_outcome
 from jobq.stores._limiter import Limiter
 from jobq.stores.base import (
     CancelOutcome,
@@ -66,15 +73,19 @@ from jobq.stores.base import (
     Done,
     Failure,
     NewJob,
+    ParentEnd,
     Signal,
     SlotState,
     StoreStats,
     check_room,
+    child_fate,
     ended_by_crash,
     log_dropped_dead,
     overlapping_job,
+    parent_ended,
     process_died,
     slot_taken,
+    unknown_parent,
 )
 from jobq.stores.helpers import (
     OneJobCalls,
@@ -167,8 +178,15 @@ class ChangeRecorder(Protocol):
         """A job left pending or running: the recorder wakes ``join``
         callers (``Signal.job_settled_locked``) once it has recorded that."""
 
+    def begin(self) -> None:
+        """The changes told until ``end`` are one write (a parent's end and
+        its children's): recorded together or not at all."""
 
-class MemoryStore(OneJobCalls):
+    def end(self) -> None:
+        """The end of what ``begin`` began."""
+
+
+class MemoryStore(ActivityInMemory, OneJobCalls):
     """Jobs in this process's memory, guarded by the queue's lock.
 
     ``recorder``: told of every change (see ``ChangeRecorder``); the JSON
@@ -179,7 +197,9 @@ class MemoryStore(OneJobCalls):
     shared_between_processes = False
     keeps_results = False
     transactional_add = False
-    capabilities = Capabilities(pages=True, schedules=True, limits=True)
+    capabilities = Capabilities(
+        pages=True, schedules=True, limits=True, workflows=True, activity=True
+    )
     location = "memory"
     #: Nothing survives a crash here, so workers may always take several jobs.
     claim_batch: int = 32
@@ -191,6 +211,7 @@ class MemoryStore(OneJobCalls):
         self._dead_letter_limit = 1000
         self._tokens = itertools.count(1)
         self._clear()
+        self._clear_activity()
         reset_after_fork(self)
 
     def _after_fork_in_child(self) -> None:
@@ -198,6 +219,7 @@ class MemoryStore(OneJobCalls):
         jobs the parent was running are pending again here (at least once)."""
         self._signal = Signal()  # the parent's lock may be held by a thread now gone
         self._lock = self._signal.lock
+        self._clear_activity()  # the parent's figures, and its lock
         for job_id in self._claims:
             entry = self._jobs[job_id] = started(self._jobs[job_id], None)
             self._pending += 1
@@ -220,6 +242,9 @@ class MemoryStore(OneJobCalls):
         self._completed: deque[tuple[float, int]] = deque()  # (expires_at, id)
         self._cancelled: deque[tuple[float, int]] = deque()  # likewise
         self._pending = 0  # waiting, not running
+        self._waiting = 0  # waiting for a parent (after=)
+        # parent id -> its children's ids, in the order they were added
+        self._children: dict[int, list[int]] = {}
         self._next_id = 1
         self._schedules: dict[str, SlotState] = {}
         self._limiter = Limiter()
@@ -253,12 +278,17 @@ class MemoryStore(OneJobCalls):
             for new in jobs:
                 # Unpacked: reading a named tuple's fields costs more.
                 (payload, run_at, key, priority, max_attempts, task, timeout, meta,
-                 limits) = new  # fmt: skip
+                 limits, after, _) = new  # fmt: skip
                 if key is not None and key in keys:
                     results.append(Enqueued(keys[key], True))
                     continue
                 job_id = self._next_id
                 self._next_id = job_id + 1
+                if after:
+                    self._check_parents(jobs, job_id, results)
+                    due += self._add_child(job_id, new, now)
+                    results.append(Enqueued(job_id, False))
+                    continue
                 entry = new_entry(job_id, payload, key, priority, run_at, now,
                                   max_attempts, task, timeout, meta,
                                   limits)  # fmt: skip
@@ -273,6 +303,71 @@ class MemoryStore(OneJobCalls):
             if due:
                 self._signal.jobs_added_locked(due)
         return results
+
+    def _add_child(self, job_id: int, new: NewJob, now: float) -> int:
+        """Add a job with parents: waiting, pending, or cancelled at once
+        (a parent failed already); 1 if it is due now (see ``_schedule``)."""
+        parents, cancelled_by = first_outcomes(
+            new.after, new.after_failure, self._standing
+        )
+        for parent_id in new.after:
+            self._children.setdefault(parent_id, []).append(job_id)
+        entry = new_entry(job_id, new.payload, new.key, new.priority, new.run_at, now,
+                          new.max_attempts, new.task, new.timeout, new.meta,
+                          new.limits, WAITING if waits(parents) else PENDING,
+                          parents or tuple((p, None, None) for p in new.after),
+                          new.after_failure)  # fmt: skip
+        if cancelled_by is not None:
+            keep_until = now + self._signal.keep_cancelled
+            self._end_cancelled(
+                evolve(entry, cancellation=(now, cancelled_by, None, keep_until))
+            )
+            self._settled()
+            return 0
+        self._jobs[job_id] = entry
+        if new.key is not None:
+            self._keys[new.key] = job_id
+        self._changed(entry)
+        if entry[STATE] == WAITING:
+            self._waiting += 1
+            return 0
+        self._pending += 1
+        return self._schedule(entry, now)
+
+    def _check_parents(
+        self, jobs: Sequence[NewJob], job_id: int, added: list[Enqueued]
+    ) -> None:
+        """At the batch's first job with parents (``job_id``, after the
+        jobs ``added``): ``ValueError`` for a parent id never given (see
+        ``add``), those jobs taken back: all or none. Not before: the usual
+        batch has no parents, and pays nothing for them."""
+        if any(new.after for new in itertools.islice(jobs, len(added))):
+            return  # an earlier job of the batch had parents: checked then
+        first_id = job_id - sum(not job.duplicate for job in added)
+        for new in jobs:
+            if new.after and max(new.after) >= first_id:
+                for job in added:
+                    if not job.duplicate:
+                        self._take_back(self._jobs.pop(job.id))
+                raise unknown_parent(max(new.after))
+
+    def _take_back(self, entry: Entry) -> None:
+        """Forget a plain job just added: ``add`` failed after it."""
+        self._release_key(entry)
+        self._pending -= 1  # its heap item is skipped when it surfaces
+        self._changed(entry[ID])
+
+    def _standing(self, job_id: int) -> Standing:
+        """How a parent stands for a child added now (see ``Standing``)."""
+        entry = self._jobs.get(job_id)
+        if entry is None:
+            return None
+        state = entry[STATE]
+        if state == COMPLETED:
+            return "completed", entry[RESULT]
+        if job_id not in self._claims and state in (DEAD, CANCELLED):
+            return state, None  # type: ignore[return-value]  # DEAD, CANCELLED
+        return None, None
 
     def _new_jobs(self, jobs: Sequence[NewJob]) -> int:
         """How many of ``jobs`` ``add`` would add: those whose key no live job
@@ -311,7 +406,8 @@ class MemoryStore(OneJobCalls):
                     recorder.claimed(job_id, now)
                 claims.append(Claim(job_id, token, entry[PAYLOAD], entry[ATTEMPTS] + 1,
                                     entry[MAX_ATTEMPTS], entry[KEY], entry[TASK],
-                                    run_at, entry[TIMEOUT], entry[META]))  # fmt: skip
+                                    run_at, entry[TIMEOUT], entry[META], (),
+                                    entry[PARENTS]))  # fmt: skip
         return claims
 
     def _claim_mixed(self, claims: list[Claim], now: float, limit: int) -> None:
@@ -345,7 +441,8 @@ class MemoryStore(OneJobCalls):
             self._recorder.claimed(job_id, now)
         return Claim(job_id, token, entry[PAYLOAD], entry[ATTEMPTS] + 1,
                      entry[MAX_ATTEMPTS], entry[KEY], entry[TASK], entry[RUN_AT],
-                     entry[TIMEOUT], entry[META], entry[LIMITS])  # fmt: skip
+                     entry[TIMEOUT], entry[META], entry[LIMITS],
+                     entry[PARENTS])  # fmt: skip
 
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
@@ -370,6 +467,8 @@ class MemoryStore(OneJobCalls):
         if ended is None:
             return False
         entry, start = ended
+        if self._children:  # a workflow's step may be a parent: see there
+            return self._finish_step(entry, start, result, keep_until, now)
         if entry[KEY] is not None:  # the usual job has none: no call
             self._release_key(entry)
         if keep_until is None:
@@ -385,6 +484,34 @@ class MemoryStore(OneJobCalls):
             self._changed(entry)
         return True
 
+    def _finish_step(
+        self,
+        entry: Entry,
+        start: float | None,
+        result: str | None,
+        keep_until: float | None,
+        now: float,
+    ) -> bool:
+        """``_finish_locked`` while workflows exist: a parent's success
+        and its children's changes, one write."""
+        job_id = entry[ID]
+        with self._family_write(job_id):
+            self._release_key(entry)
+            if keep_until is None:
+                del self._jobs[job_id]
+                self._changed(job_id)
+            else:
+                entry = evolve(entry, state=COMPLETED, result=result,
+                               expires_at=keep_until, started_at=start,
+                               finished_at=now, cancellation=None)  # fmt: skip
+                self._jobs[job_id] = entry
+                self._completed.append((keep_until, job_id))
+                self._changed(entry)
+            self._parent_ended(job_id, "completed", result, "completed", now)
+            if keep_until is None:
+                self._children.pop(job_id, None)
+        return True
+
     def release(self, claims: Sequence[Claim], now: float) -> None:
         with self._lock:
             released = stopped = 0
@@ -394,7 +521,10 @@ class MemoryStore(OneJobCalls):
                     continue
                 entry = started(ended[0], None)
                 if entry[CANCELLATION] is not None:  # asked to stop: it never starts
-                    self._end_cancelled(entry)
+                    with self._family_write(entry[ID]):
+                        self._end_cancelled(entry)
+                        self._parent_ended(entry[ID], "cancelled", None,
+                                           "was cancelled", now)  # fmt: skip
                     stopped += 1
                     continue
                 self._jobs[claim.id] = entry
@@ -420,13 +550,18 @@ class MemoryStore(OneJobCalls):
                     continue
                 entry, start = ended
                 if entry[CANCELLATION] is not None:
-                    self._end_cancelled(failed(entry, error, started_at=start,
-                                               finished_at=now))  # fmt: skip
+                    with self._family_write(entry[ID]):
+                        self._end_cancelled(failed(entry, error, started_at=start,
+                                                   finished_at=now))  # fmt: skip
+                        self._parent_ended(entry[ID], "cancelled", None,
+                                           "was cancelled", now)  # fmt: skip
                     states.append(JobState.CANCELLED)
                     settled += 1
                 elif retry_at is None:
-                    self._bury(failed(entry, error, state=DEAD, started_at=start,
-                                      finished_at=now))  # fmt: skip
+                    with self._family_write(entry[ID]):
+                        self._bury(failed(entry, error, state=DEAD, started_at=start,
+                                          finished_at=now))  # fmt: skip
+                        self._parent_ended(entry[ID], "dead", None, "died", now)
                     states.append(JobState.DEAD)
                     settled += 1
                 else:
@@ -460,9 +595,10 @@ class MemoryStore(OneJobCalls):
             ):
                 return None
             held = self._claims.get(job_id)
+            children = tuple(self._children.get(job_id, ()))
             if held is None:
-                return record(entry, False, self._limiter.held_by(job_id))
-            return record(started(entry, held[1]), True)
+                return record(entry, False, self._limiter.held_by(job_id), children)
+            return record(started(entry, held[1]), True, None, children)
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
@@ -507,9 +643,11 @@ class MemoryStore(OneJobCalls):
         with self._lock:
             if job_id not in self._dead:
                 return False
-            del self._dead[job_id]
-            del self._jobs[job_id]
-            self._changed(job_id)
+            with self._family_write(job_id):
+                del self._dead[job_id]
+                del self._jobs[job_id]
+                self._changed(job_id)
+                self._gone(job_id, "was deleted", self._signal.clock())
             return True
 
     # -- limits (LimitStore) -----------------------------------------------------
@@ -539,7 +677,7 @@ class MemoryStore(OneJobCalls):
     ) -> CancelOutcome | None:
         with self._lock:
             entry = self._jobs.get(job_id)
-            if entry is None or entry[STATE] != PENDING:
+            if entry is None or entry[STATE] not in (PENDING, WAITING):
                 return None
             self._release_key(entry)
             if job_id in self._claims:  # running: it stops, then ends cancelled
@@ -551,10 +689,17 @@ class MemoryStore(OneJobCalls):
                 return "stopping"
             if self._cancelled:
                 self._expire(self._cancelled, CANCELLED, now)
-            self._pending -= 1  # its heap item is skipped when it surfaces
+            if entry[STATE] == WAITING:
+                self._waiting -= 1
+            else:
+                self._pending -= 1  # its heap item is skipped when it surfaces
             if entry[LIMITS]:
                 self._push_due(self._limiter.cancelled(job_id, entry[LIMITS], now))
-            self._end_cancelled(evolve(entry, cancellation=(now, by, None, keep_until)))
+            with self._family_write(job_id):
+                self._end_cancelled(
+                    evolve(entry, cancellation=(now, by, None, keep_until))
+                )
+                self._parent_ended(job_id, "cancelled", None, "was cancelled", now)
             self._settled()
             return "cancelled"
 
@@ -580,6 +725,7 @@ class MemoryStore(OneJobCalls):
             return StoreStats(
                 self._pending, len(self._claims), len(self._dead), delayed,
                 _live_count(self._completed, now), _live_count(self._cancelled, now),
+                self._waiting,
             )  # fmt: skip
 
     def page_jobs(self, query: JobQuery, now: float) -> JobPage:
@@ -595,9 +741,9 @@ class MemoryStore(OneJobCalls):
             elif view == "dead":
                 entries = (self._jobs[i] for i in self._dead)
             else:
-                state = {"completed": COMPLETED, "cancelled": CANCELLED}.get(
-                    view, PENDING
-                )
+                state = {
+                    "completed": COMPLETED, "cancelled": CANCELLED, "waiting": WAITING
+                }.get(view, PENDING)  # fmt: skip
                 entries = (
                     e
                     for e in self._jobs.values()
@@ -720,6 +866,77 @@ class MemoryStore(OneJobCalls):
             else:
                 recorder.stored(change)
 
+    # -- workflows (call with the lock held) -----------------------------------
+
+    def _parent_ended(
+        self, parent_id: int, end: ParentEnd, result: str | None, how: str, now: float
+    ) -> None:
+        """Carry a parent's end to its waiting children (see "Workflows" in
+        ``jobq.stores.base``): each counts it, is released, or is cancelled
+        (and its own children after it)."""
+        if parent_id not in self._children:
+            return
+        ends = [(parent_id, end, result, how)]
+        released: list[tuple[int, str | None]] = []
+        due = cancelled = 0
+        while ends:
+            parent_id, end, result, how = ends.pop()
+            for child_id in self._children.get(parent_id, ()):
+                child = self._jobs.get(child_id)
+                if child is None or child[STATE] != WAITING:
+                    continue
+                fate = child_fate(child[AFTER_FAILURE] or "wait", end)
+                if fate == "waiting":
+                    continue
+                if fate == "cancel":
+                    self._waiting -= 1
+                    self._release_key(child)
+                    by = parent_ended(parent_id, how)
+                    keep_until = now + self._signal.keep_cancelled
+                    self._end_cancelled(
+                        evolve(child, cancellation=(now, by, None, keep_until))
+                    )
+                    cancelled += 1
+                    ends.append((child_id, "cancelled", None, "was cancelled"))
+                    continue
+                parents = with_outcome(child[PARENTS], parent_id, end, result)
+                if waits(parents):
+                    child = evolve(child, parents=parents)
+                else:
+                    run_at = max(child[RUN_AT], now)
+                    child = evolve(child, parents=parents, state=PENDING, run_at=run_at)
+                    self._waiting -= 1
+                    self._pending += 1
+                    due += self._schedule(child, now)
+                    released.append((child_id, child[TASK]))
+                self._jobs[child_id] = child
+                self._changed(child)
+        if due:
+            self._signal.jobs_added_locked(due)
+        if cancelled:
+            self._settled()
+        self._signal.jobs_released(released)
+
+    def _gone(self, job_id: int, how: str, now: float) -> None:
+        """A dead job is gone (deleted, or dropped beyond the cap): its
+        waiting children end as a cancelled parent's do."""
+        if job_id in self._children:
+            self._parent_ended(job_id, "cancelled", None, how, now)
+            del self._children[job_id]
+
+    @contextmanager
+    def _family_write(self, job_id: int) -> Iterator[None]:
+        """A parent's end and its children's changes as one write for the
+        recorder (the JSON store's journal: one record)."""
+        grouped = self._recorder is not None and job_id in self._children
+        if grouped:
+            self._recorder.begin()  # type: ignore[union-attr]  # grouped says
+        try:
+            yield
+        finally:
+            if grouped:
+                self._recorder.end()  # type: ignore[union-attr]
+
     # -- helpers (call with the lock held) -------------------------------------
 
     def _schedule(self, entry: Entry, now: float) -> int:
@@ -819,6 +1036,8 @@ class MemoryStore(OneJobCalls):
             gone = self._jobs.pop(dropped)
             self._changed(dropped)
             log_dropped_dead(self._dead_letter_limit, dropped, gone[LAST_ERROR])
+            self._gone(dropped, "was dropped from the dead-letter list",
+                       self._signal.clock())  # fmt: skip
 
     def _expire(self, kept: deque[tuple[float, int]], state: str, now: float) -> None:
         """Purge the kept jobs of ``state`` (completed, cancelled) whose time
@@ -829,6 +1048,7 @@ class MemoryStore(OneJobCalls):
             if entry is not None and entry[STATE] == state:
                 del self._jobs[job_id]
                 self._changed(job_id)
+                self._children.pop(job_id, None)
 
     def restore(
         self,
@@ -856,6 +1076,7 @@ class MemoryStore(OneJobCalls):
         # A reader's claims: tokens start at 1, so none of this process ends them.
         self._claims = dict.fromkeys(set(running) - died, (0, None))
         buried: list[int] = []
+        ended: list[Entry] = []  # died as parents may have: their children follow
         for entry in entries:
             if entry[ID] in self._claims:  # its entry holds the start
                 self._claims[entry[ID]] = (0, entry[STARTED_AT])
@@ -863,17 +1084,28 @@ class MemoryStore(OneJobCalls):
                 entry = self._died(entry, error, now)
                 if entry[STATE] == DEAD:
                     buried.append(entry[ID])
+                if entry[STATE] != PENDING:
+                    ended.append(entry)
                 self._changed(entry)
             elif entry[STATE] == DEAD:
                 self._dead[entry[ID]] = None
             self._jobs[entry[ID]] = entry
-            if entry[STATE] == PENDING:
-                if entry[ID] not in self._claims:
-                    self._pending += 1
-                    self._schedule(entry, now)
-                if entry[KEY] is not None and entry[CANCELLATION] is None:
-                    self._keys[entry[KEY]] = entry[ID]
+            for parent in entry[PARENTS]:
+                self._children.setdefault(parent[0], []).append(entry[ID])
+            if entry[STATE] == WAITING:
+                self._waiting += 1
+            if entry[STATE] == PENDING and entry[ID] not in self._claims:
+                self._pending += 1
+                self._schedule(entry, now)
+            live = entry[STATE] in (PENDING, WAITING) and entry[CANCELLATION] is None
+            if live and entry[KEY] is not None:
+                self._keys[entry[KEY]] = entry[ID]
+        for children in self._children.values():
+            children.sort()
         self._dead.update(dict.fromkeys(buried))
+        for entry in ended:
+            how = "died" if entry[STATE] == DEAD else "was cancelled"
+            self._parent_ended(entry[ID], entry[STATE], None, how, now)  # type: ignore[arg-type]
         for kept, state in ((self._completed, COMPLETED), (self._cancelled, CANCELLED)):
             kept.extend(
                 sorted(

@@ -3,7 +3,8 @@ answers (the dashboard's lists, ``JobQueue.browse``).
 
 A list is one of ``VIEWS``: ``due`` (pending and due now, in run order:
 highest priority, earliest due, lowest id), ``delayed`` (pending, not yet due,
-earliest due first), ``running`` (by id), ``dead`` (newest death first),
+earliest due first), ``running`` (by id), ``waiting`` (for a parent, by
+id), ``dead`` (newest death first),
 ``completed`` and ``cancelled`` (kept ones, newest first). Filters: a task
 name and a key (each exact), and text the job's ``last_error`` contains
 (case-sensitive).
@@ -42,7 +43,7 @@ from jobq.types import JobRecord, JobState
 T = TypeVar("T")
 
 #: The lists a page may come from.
-VIEWS = ("due", "delayed", "running", "dead", "completed", "cancelled")
+VIEWS = ("due", "delayed", "running", "waiting", "dead", "completed", "cancelled")
 
 #: The most jobs one page may hold.
 MAX_PAGE = 1000
@@ -61,6 +62,7 @@ VIEW_STATES = {
     "due": JobState.PENDING,
     "delayed": JobState.PENDING,
     "running": JobState.RUNNING,
+    "waiting": JobState.WAITING,
     "dead": JobState.DEAD,
     "completed": JobState.COMPLETED,
     "cancelled": JobState.CANCELLED,
@@ -208,7 +210,7 @@ def sort_key(view: str, priority: int, run_at: float, job_id: int,
         return (-priority, run_at, job_id)
     if view == "delayed":
         return (run_at, -priority, job_id)
-    if view == "running":
+    if view in ("running", "waiting"):
         return (job_id,)
     return (-(finished_at or 0.0), -job_id)  # dead, completed, cancelled: newest first
 
@@ -220,13 +222,15 @@ DATABASE_FIRST: dict[str, tuple[float, ...]] = {
     "due": (2**63 - 1, -1e308, 0),
     "delayed": (-1e308, 0),
     "running": (0,),
+    "waiting": (0,),
     "dead": (2**63 - 1,),
     "completed": (1e308, 2**63 - 1),
     "cancelled": (1e308, 2**63 - 1),
 }
 
 _KEY_LENGTHS = {
-    "due": 3, "delayed": 3, "running": 1, "dead": 2, "completed": 2, "cancelled": 2,
+    "due": 3, "delayed": 3, "running": 1, "waiting": 1, "dead": 2, "completed": 2,
+    "cancelled": 2,
 }  # fmt: skip
 
 

@@ -9,6 +9,15 @@ from a browser (``pip install 'jobq[web]'``; see the README, "Dashboard").
 from __future__ import annotations
 
 from jobq.web.app import Dashboard, DashboardOptions, make_app
+from jobq.web.rendering import FRAME_KEY, Frame
 from jobq.web.security import CsrfPolicy, framework_csrf
 
-__all__ = ["CsrfPolicy", "Dashboard", "DashboardOptions", "framework_csrf", "make_app"]
+__all__ = [
+    "FRAME_KEY",
+    "CsrfPolicy",
+    "Dashboard",
+    "DashboardOptions",
+    "Frame",
+    "framework_csrf",
+    "make_app",
+]

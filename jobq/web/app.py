@@ -10,7 +10,7 @@ from typing import Any, TypedDict, Unpack
 
 from jobq.options import check_names
 from jobq.queue import JobQueue
-from jobq.web import views
+from jobq.web import figures, views
 from jobq.web.http import Request, Response, redirect, text
 from jobq.web.rendering import Renderer
 from jobq.web.security import (
@@ -26,7 +26,6 @@ from jobq.web.security import (
     token_matches,
     with_headers,
 )
-from jobq.web.throughput import Throughput
 
 logger = logging.getLogger("jobq.web")
 
@@ -36,11 +35,17 @@ View = Callable[..., Response]
 ROUTES: list[tuple[str, re.Pattern[str], View]] = [
     ("GET", re.compile(r"/"), views.overview),
     ("GET", re.compile(r"/stats\.json"), views.stats_json),
-    ("GET", re.compile(r"/static/([a-z]+\.(?:js|css))"), views.asset),
+    ("GET", re.compile(r"/figures"), figures.figures_fragment),
+    ("GET", re.compile(r"/processes"), figures.processes_page),
+    ("GET", re.compile(r"/tasks"), figures.tasks_page),
+    ("GET", re.compile(r"/static/([a-z]+\.(?:js|css|svg))"), views.asset),
+    ("GET", re.compile(r"/favicon\.ico"), views.favicon),
     ("GET", re.compile(r"/jobs/([a-z]+)"), views.job_list),
     ("GET", re.compile(r"/job/([0-9]{1,19})"), views.job_page),
     ("POST", re.compile(r"/job/([0-9]{1,19})/(retry|delete|cancel)"), views.job_action),
     ("POST", re.compile(r"/jobs/dead/(retry|delete)"), views.bulk_action),
+    ("POST", re.compile(r"/jobs/([a-z]+)/selected"), views.selected_action),
+    ("GET", re.compile(r"/find"), views.find_job),
 ]
 
 
@@ -49,6 +54,11 @@ _BAD_HOST = (
     "or a loopback address (e.g. http://localhost:PORT/); to open it by another "
     "name that resolves here, add the name to the dashboard's hosts "
     "(JOBQ_DASHBOARD_HOSTS in Flask)"
+)
+_NOT_LOOPBACK = (
+    "forbidden: this dashboard serves this machine only, and no request through "
+    "a proxy; to let others in, give it a check of who may look: "
+    "JobQ(app, dashboard_auth=...) in Flask, make_app(queue, allow=...) elsewhere"
 )
 _FOREIGN_ORIGIN = (
     "forbidden: the form was sent from another origin ({origin!r}); open the "
@@ -127,8 +137,6 @@ class Dashboard:
         self.csrf = csrf or double_submit(csrf_secret)
         self.refresh_seconds = options.get("refresh_seconds", 3.0)
         self.renderer = Renderer()
-        self.throughput = Throughput()
-        queue.subscribe(self.throughput)
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]
@@ -162,9 +170,7 @@ class Dashboard:
             try:
                 return view(self, request, *found.groups())
             except ValueError as exc:
-                return self.renderer.page(
-                    self, request, "error.html", 400, message=str(exc)
-                )
+                return self.renderer.error(self, request, 400, str(exc))
         if allowed:
             return Response(
                 405,
@@ -172,9 +178,7 @@ class Dashboard:
                 "text/plain",
                 [("Allow", ", ".join(allowed))],
             )
-        return self.renderer.page(
-            self, request, "error.html", 404, message="no such page"
-        )
+        return self.renderer.error(self, request, 404, "no such page")
 
     def _refuse(self, request: Request) -> Response | None:
         """403 unless the request may see the dashboard (see the class)."""
@@ -202,7 +206,7 @@ class Dashboard:
         ``Host`` names this machine, 403 for a POST from another origin (a
         page whose name was rebound to 127.0.0.1 sends its own name)."""
         if not loopback(request):
-            return text(403, "forbidden: this dashboard serves this machine only")
+            return text(403, _NOT_LOOPBACK)
         environ = request.environ
         host = environ.get("HTTP_HOST")
         # Every browser sends a Host; a request without one is no page's.

@@ -35,12 +35,20 @@ class Request:
         with contextlib.suppress(http.cookies.CookieError):
             cookies.load(environ.get("HTTP_COOKIE", ""))
         self.cookies = {name: morsel.value for name, morsel in cookies.items()}
-        self._form: dict[str, str] | None = None
+        self._fields: dict[str, list[str]] | None = None
 
     def form(self) -> dict[str, str]:
         """The urlencoded body of a POST (the first value of each field);
         ``ValueError`` if it is too large."""
-        if self._form is None:
+        return {name: values[0] for name, values in self._form_fields().items()}
+
+    def form_values(self, name: str) -> list[str]:
+        """Every value of one field of the form (checkboxes of one name), in
+        the order sent; ``ValueError`` if the form is too large."""
+        return self._form_fields().get(name, [])
+
+    def _form_fields(self) -> dict[str, list[str]]:
+        if self._fields is None:
             try:
                 length = int(self.environ.get("CONTENT_LENGTH") or 0)
             except ValueError:
@@ -48,8 +56,8 @@ class Request:
             if length > MAX_FORM_BYTES:
                 raise ValueError("form too large")
             body = self.environ["wsgi.input"].read(length) if length > 0 else b""
-            self._form = _first_values(body.decode("utf-8", "replace"))
-        return self._form
+            self._fields = parse_qs(body.decode("utf-8", "replace"))
+        return self._fields
 
     def url(self, path: str) -> str:
         """An absolute path below the mount point (``path`` starts with /)."""

@@ -1,15 +1,46 @@
-"""What the dashboard's Django tests share (WSGI and browser): a dead job in
-the project's queue, and requests that start no workers."""
+"""What the dashboard's tests share: a test client from this machine and
+what they read of a page (its CSRF token, its banners); for the Django
+tests (WSGI and browser), a dead job in the project's queue, and requests
+that start no workers."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from werkzeug.test import Client as WerkzeugClient
+from werkzeug.test import TestResponse
 
 from jobq import Fatal, JobState
 
 XSS = "<script>alert(1)</script>"
+
+
+class Client(WerkzeugClient):
+    """werkzeug's test client, from 127.0.0.1 unless told otherwise."""
+
+    def open(self, *args: Any, **kwargs: Any) -> TestResponse:
+        kwargs["environ_base"] = {
+            "REMOTE_ADDR": "127.0.0.1",
+            **kwargs.get("environ_base", {}),
+        }
+        return super().open(*args, **kwargs)
+
+
+def csrf_of(page: TestResponse) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None, page.text
+    return found.group(1)
+
+
+def banners(page: str) -> dict[str, list[str]]:
+    """The texts of a page's success banners and of its error banners."""
+    return {
+        "success": re.findall(r'<p class="message" role="status">(.*?)</p>', page),
+        "error": re.findall(r'<p class="message failed" role="alert">(.*?)</p>', page),
+    }
 
 
 def explode(text: str) -> None:

@@ -62,6 +62,8 @@ class Row:
     timeout: float | None
     meta: str | None  # JSON object text
     limits: tuple[str, ...] = ()  # kept, never enforced: no Capabilities.limits
+    after: tuple[int, ...] = ()  # never given: no Capabilities.workflows
+    after_failure: str = "wait"
     state: JobState = JobState.PENDING
     attempts: int = 0
     last_error: str | None = None

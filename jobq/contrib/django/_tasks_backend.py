@@ -112,6 +112,9 @@ _last_finished = _LastFinished()
 
 STATUSES = {
     JobState.PENDING: TaskResultStatus.READY,
+    # A job waiting for its parents (after=, jobq's own tasks only: Django's
+    # Tasks have no dependencies) is READY there, as a pending one.
+    JobState.WAITING: TaskResultStatus.READY,
     JobState.RUNNING: TaskResultStatus.RUNNING,
     JobState.COMPLETED: TaskResultStatus.SUCCESSFUL,
     JobState.DEAD: TaskResultStatus.FAILED,
@@ -327,7 +330,7 @@ def _show_immediate_outcome(result: TaskResult[Any, Any], queue: JobQueue[Any]) 
         outcome = last
     else:
         record = queue.get(int(result.id))
-        if record is None or record.state is JobState.PENDING:
+        if record is None or record.state in (JobState.PENDING, JobState.WAITING):
             return
         outcome = _to_result(result.task, record)
     for name in (

@@ -1,30 +1,39 @@
 """The dashboard (``jobq.web``) in a Django project:
-``path("jobq/", include("jobq.contrib.django.urls"))``.
+``path("admin/jobq/", include("jobq.contrib.django.urls"))``, before
+``path("admin/", admin.site.urls)`` (whose last pattern answers every URL
+below it: ``jobq.W001`` says so).
 
 Staff only by default (``user.is_active and user.is_staff``, which needs
-Django's auth middleware); ``settings.JOBQ_DASHBOARD_ACCESS`` names another
-check (a dotted path to a function of the request returning a bool), and
+Django's auth middleware); an anonymous user is sent to log in (the
+admin's login, else ``LOGIN_URL``) and back, a signed-in one the check
+refuses gets a 403. ``settings.JOBQ_DASHBOARD_ACCESS`` names another check
+(a dotted path to a function of the request returning a bool), and
 ``settings.JOBQ_DASHBOARD_READ_ONLY = True`` makes it read-only (both are
 checked as the ``JOBQ`` setting is: ``manage.py check``, and
 ``ImproperlyConfigured`` in a request). Actions use Django's own CSRF check
-(``csrf_protect``) and token, and its session.
+(``csrf_protect``) and token, and its session. Below the admin, the pages
+carry the admin's header, user links and breadcrumbs (``admin_frame``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 from django.middleware.csrf import get_token
+from django.shortcuts import resolve_url
+from django.urls import NoReverseMatch, resolve, reverse
 from django.utils.module_loading import import_string
 from django.views.decorators.csrf import csrf_protect
 
-from jobq.web import Dashboard, framework_csrf, make_app
+from jobq.web import FRAME_KEY, Dashboard, Frame, framework_csrf, make_app
 
 from . import conf, get_queue
 
@@ -76,25 +85,36 @@ def _dashboard() -> Dashboard:
 
 @csrf_protect
 def dashboard(request: HttpRequest, path: str = "") -> HttpResponse:
-    """Hand the request to the dashboard, below the prefix it came by."""
+    """Hand the request to the dashboard, below the prefix it came by; an
+    anonymous user is sent to log in first (the admin's login where the
+    admin is installed, else ``LOGIN_URL``), back here afterwards."""
     _check_settings()
+    user = getattr(request, "user", None)
     if not _access()(request):
-        return HttpResponseForbidden("forbidden")
+        if user is not None and not user.is_authenticated:
+            # Imported here: a project without django.contrib.auth has no user.
+            from django.contrib.auth.views import redirect_to_login
+
+            return redirect_to_login(request.get_full_path(), _login_url())
+        return HttpResponseForbidden("forbidden: the jobq dashboard is for staff")
     # The form as Django parsed it (its CSRF check read the body), as the
     # urlencoded body the dashboard reads.
     body = request.POST.urlencode().encode()
+    script_name = request.path[: len(request.path) - len(path)].rstrip("/")
     environ = dict(request.META)
     environ.update({
         "CONTENT_TYPE": "application/x-www-form-urlencoded",
-        "SCRIPT_NAME": request.path[: len(request.path) - len(path)].rstrip("/"),
+        "SCRIPT_NAME": script_name,
         "PATH_INFO": "/" + path,
         "wsgi.input": io.BytesIO(body),
         "CONTENT_LENGTH": str(len(body)),
         TOKEN_KEY: get_token(request),
     })  # fmt: skip
-    user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:  # who cancels (REMOTE_USER)
         environ["REMOTE_USER"] = user.get_username()
+    frame = admin_frame(request, script_name)
+    if frame is not None:
+        environ[FRAME_KEY] = frame
     answer: dict[str, Any] = {}
 
     def start_response(status: str, headers: list[tuple[str, str]]) -> None:
@@ -105,3 +125,54 @@ def dashboard(request: HttpRequest, path: str = "") -> HttpResponse:
     for name, value in answer["headers"]:
         response[name] = value
     return response
+
+
+def _login_url() -> str:
+    """Where an anonymous user logs in: the admin's login, else ``LOGIN_URL``."""
+    if apps.is_installed("django.contrib.admin"):
+        with contextlib.suppress(NoReverseMatch):
+            return reverse("admin:login")
+    return str(resolve_url(settings.LOGIN_URL))
+
+
+def admin_frame(request: HttpRequest, script_name: str) -> Frame | None:
+    """The admin's header, user links and breadcrumbs around the dashboard's
+    pages when it is mounted below the admin (``admin/jobq/``); ``None``
+    elsewhere."""
+    if not apps.is_installed("django.contrib.admin"):
+        return None
+    try:
+        home = reverse("admin:index")
+    except NoReverseMatch:
+        return None
+    if not (script_name + "/").startswith(home):
+        return None
+    site = _admin_site(home)
+    crumbs = (("Home", home), ("jobq", script_name + "/"))
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:  # a check of yours let it in
+        return Frame(str(site.site_header), home, crumbs)
+    return Frame(
+        str(site.site_header), home, crumbs,
+        user=user.get_short_name() or user.get_username(),
+        links=_user_links(site, user),
+        logout=reverse("admin:logout"),
+    )  # fmt: skip
+
+
+def _admin_site(home: str) -> Any:
+    """The admin site serving ``home`` (its index view knows it), else the
+    default one; imported only where the admin is installed."""
+    from django.contrib.admin import site as default_site
+
+    return getattr(resolve(home).func, "admin_site", default_site)
+
+
+def _user_links(site: Any, user: Any) -> tuple[tuple[str, str], ...]:
+    """The admin's links for a signed-in user, as its header has them."""
+    links = []
+    if site.site_url:
+        links.append(("View site", str(site.site_url)))
+    if user.has_usable_password():
+        links.append(("Change password", reverse("admin:password_change")))
+    return tuple(links)

@@ -1,5 +1,6 @@
-"""The dashboard's URLs: ``path("jobq/", include("jobq.contrib.django.urls"))``
-(see ``jobq.contrib.django.dashboard``)."""
+"""The dashboard's URLs: ``path("admin/jobq/",
+include("jobq.contrib.django.urls"))``, before ``path("admin/",
+admin.site.urls)`` (see ``jobq.contrib.django.dashboard``)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,12 @@ state and a row's ``cancel`` member (``[at, by, attempt, keep_until]``,
 only where a job was asked to stop), a row's ``limits`` (only where a job
 runs under some), and limits' declarations: the header's ``limits`` list and
 ``limit`` journal records (``[name, concurrency, rate, per, burst]``); older
-files load with none.
+files load with none. Version 4 added the ``waiting`` state, a row's
+``parents`` (``[[id, end, result], ...]``, the result as JSON text in a
+string) and ``after_failure`` (only where a job has parents), and ``all``
+records: a parent's end and its children's changes, one per line after the
+``["all"]`` line, replayed together (see "Workflows" in
+``jobq.stores.base``).
 
 Periodic jobs' schedule states (``SlotState``) live in the snapshot header's
 ``schedules`` list and in ``slot`` journal records; files without them
@@ -33,6 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from jobq.stores._entry import (
+    AFTER_FAILURE,
     ATTEMPTS,
     CANCELLATION,
     CANCELLED,
@@ -48,6 +54,7 @@ from jobq.stores._entry import (
     LIMITS,
     MAX_ATTEMPTS,
     META,
+    PARENTS,
     PAYLOAD,
     PENDING,
     PRIORITY,
@@ -58,15 +65,16 @@ from jobq.stores._entry import (
     STATE,
     TASK,
     TIMEOUT,
+    WAITING,
     CancelTuple,
     Entry,
     started,
 )
-from jobq.stores.base import SlotState
+from jobq.stores.base import ParentOutcome, SlotState
 from jobq.types import Limit
 
 FORMAT = "jobq"
-VERSION = 3
+VERSION = 4
 
 #: What reading a malformed file raises (RecursionError: absurdly deep nesting).
 MALFORMED = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError)
@@ -79,8 +87,13 @@ _JOBS_OPEN = ', "jobs": ['
 _PUT_OPEN = '["put",'
 _PAYLOAD_MEMBER = ',"payload":'
 _RESULT_MEMBER = ',"result":'
-_STATES = frozenset((PENDING, RUNNING, DEAD, COMPLETED, CANCELLED))
+_STATES = frozenset((PENDING, WAITING, RUNNING, DEAD, COMPLETED, CANCELLED))
 _OPERATIONS = frozenset(("put", "del", "run", "slot", "limit"))
+_PARENT_ENDS = frozenset((None, "completed", "dead", "cancelled"))
+#: A record of several changes made in one write (a parent's end and its
+#: children's): this line, then one change per line.
+_GROUP_OPEN = '["all"]\n'
+
 _ROW_CHECK = re.compile(rb'\{"crc32":([0-9]{1,10}),')
 _ROW_START = re.compile(re.escape(b'{"crc32":'))
 _TRAILER = re.compile(rb'.\], "crc32": [0-9]+\}$', re.DOTALL)  # after a hit newline
@@ -118,6 +131,7 @@ def row(entry: Entry, running: bool) -> str:
         f'"finished_at":{_number(entry[FINISHED_AT])},'
         f'"timeout":{_number(entry[TIMEOUT])},"meta":{_text(entry[META])},'
         f"{_cancel_member(entry[CANCELLATION])}{_limits_member(entry[LIMITS])}"
+        f"{_parents_member(entry[PARENTS], entry[AFTER_FAILURE])}"
         f'"payload":{entry[PAYLOAD]},'
         f'"result":{"null" if entry[RESULT] is None else entry[RESULT]}}}'
     )
@@ -136,6 +150,38 @@ def _limits_member(limits: tuple[str, ...]) -> str:
     if not limits:
         return ""
     return f'"limits":[{",".join(_string(name) for name in limits)}],'
+
+
+def _parents_member(
+    parents: tuple[ParentOutcome, ...], after_failure: str | None
+) -> str:
+    """A row's ``parents`` and ``after_failure`` members with their commas;
+    none for the usual job. Each parent is ``[id, end, result]``, its result
+    JSON text held as a string: a row's members before its payload never
+    hold raw JSON of a job's (see ``_entry``)."""
+    if not parents:
+        return ""
+    items = ",".join(
+        f"[{pid},{_text(end)},{_text(result)}]" for pid, end, result in parents
+    )
+    return f'"parents":[{items}],"after_failure":{_text(after_failure)},'
+
+
+def _parents(value: object) -> tuple[ParentOutcome, ...]:
+    """A row's ``parents`` read back (``()``: none)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list of parents, not {value!r}")
+    parents: list[ParentOutcome] = []
+    for item in value:
+        if not isinstance(item, list) or len(item) != 3 or type(item[0]) is not int:
+            raise TypeError(f"expected a parent, not {item!r}")
+        pid, end, result = item
+        if end not in _PARENT_ENDS:
+            raise ValueError(f"unknown parent end {end!r}")
+        parents.append((pid, end, _optional_str(result)))
+    return tuple(parents)
 
 
 def _limit_names(value: object) -> tuple[str, ...]:
@@ -176,6 +222,12 @@ def checked_row(entry: Entry, running: bool) -> str:
 
 def put_record(entry: Entry, running: bool = False) -> bytes:
     return f"{_PUT_OPEN}{row(entry, running)}]".encode()
+
+
+def group_record(bodies: list[bytes]) -> bytes:
+    """One record of several changes, replayed all or none (no change's
+    text holds a raw newline: JSON escapes it in strings)."""
+    return _GROUP_OPEN.encode() + b"\n".join(bodies)
 
 
 def delete_record(job_id: int) -> bytes:
@@ -397,6 +449,15 @@ class State:
         if seq <= self.seq:
             return
         text = body.decode()
+        if text.startswith(_GROUP_OPEN):
+            for change in text[len(_GROUP_OPEN) :].split("\n"):
+                self._apply(change)
+        else:
+            self._apply(text)
+        self.seq = seq
+
+    def _apply(self, text: str) -> None:
+        """Replay one change (see ``apply``)."""
         if text.startswith(_PUT_OPEN):
             if not text.endswith("]"):
                 raise ValueError("a put record without its closing bracket")
@@ -413,7 +474,6 @@ class State:
                 )
             if operation in ("slot", "limit"):
                 (self._slot if operation == "slot" else self._limit)(record[1:])
-                self.seq = seq
                 return
             if len(record) < 2 or type(record[1]) is not int:  # a bool is no id
                 raise ValueError(f"malformed journal record: {text[:80]!r}")
@@ -426,7 +486,6 @@ class State:
                 self._run(job_id, record[2:])
             else:
                 raise ValueError(f"malformed journal record: {text[:80]!r}")
-        self.seq = seq
 
     def _put(self, text_row: str) -> None:
         entry, running = _entry(text_row)  # a malformed row fails where it is read
@@ -564,6 +623,8 @@ def _entry(text_row: str) -> tuple[Entry, bool]:
         _optional_str(item.get("meta")),
         _cancellation(item.get("cancel")),  # version 3
         _limit_names(item.get("limits")),  # version 3
+        _parents(item.get("parents")),  # version 4
+        _optional_str(item.get("after_failure")),
     )
     return entry, state == RUNNING
 

@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from jobq.stores.jsonfile.fileio import FileIO
 from jobq.stores.jsonfile.formats import NewerFormat
 
-#: The version this code writes; it reads versions 1 and 2 segments too
+#: The version this code writes; it reads older segments too
 #: (their records only lack what later versions added, see ``formats``).
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 MAGIC = b"JOBQ-JOURNAL %d\n" % FORMAT_VERSION
-_MAGICS = (MAGIC, b"JOBQ-JOURNAL 2\n", b"JOBQ-JOURNAL 1\n")  # all of one length
+#: This version's header and the older ones it reads, all of one length.
+_MAGICS = tuple(b"JOBQ-JOURNAL %d\n" % v for v in range(FORMAT_VERSION, 0, -1))
 _HEADER = struct.Struct("<IIQ")  # body length, crc32(seq + body), seq
 _MAX_BODY = 1 << 30
 _SEQ_TOP = _HEADER.size - 2  # where the sequence number's two highest bytes are

@@ -34,6 +34,7 @@ from typing import Any
 
 from jobq._fork import reset_after_fork
 from jobq.errors import StoreError, StoreLocked
+from jobq.stores._activity import ActivityInMemory
 from jobq.stores._entry import DEAD, STATE, Entry, started
 from jobq.stores._threads import start_helper
 from jobq.stores.base import (
@@ -73,7 +74,7 @@ from jobq.types import Enqueued, JobRecord, JobState, Limit, LimitUsage
 logger = logging.getLogger("jobq.stores.jsonfile")
 
 
-class JsonFileStore(OneJobCalls):
+class JsonFileStore(ActivityInMemory, OneJobCalls):
     """Jobs in memory (a ``MemoryStore`` it holds), kept in a JSON snapshot
     plus a journal of the memory store's changes (it is their
     ``ChangeRecorder``).
@@ -94,7 +95,13 @@ class JsonFileStore(OneJobCalls):
     keeps_results = True  # the file outlives the process
     transactional_add = False
     capabilities = Capabilities(
-        pages=True, schedules=True, files=True, owner_writes=True, limits=True
+        pages=True,
+        schedules=True,
+        files=True,
+        owner_writes=True,
+        limits=True,
+        workflows=True,
+        activity=True,
     )
 
     def __init__(
@@ -121,12 +128,18 @@ class JsonFileStore(OneJobCalls):
         self._opened = False
         self._loaded_signature: object = None
         self._init_writing()
+        self._clear_activity()
         reset_after_fork(self)
 
     def _init_writing(self) -> None:
         """State of the journal and its threads: new in a forked child too."""
         self._seq = 0  # the newest change's sequence number (under _lock)
         self._buffer: list[bytes] = []  # records not yet appended (under _lock)
+        #: The changes of one write of the memory store (``begin`` .. ``end``),
+        #: made one record (under _lock); ``None`` outside one.
+        self._group: list[bytes] | None = None
+        self._group_depth = 0
+        self._settle_group = False
         self._written = 0  # newest seq appended to the journal (_journal_lock)
         #: The change that settled a job last and is not in the journal yet
         #: (0: none): ``join`` callers wake, and ``stats`` counts it as
@@ -149,6 +162,7 @@ class JsonFileStore(OneJobCalls):
         self._owner.release()
         self._segments = Segments(self.path, self._io)  # the parent's fd is not ours
         self._init_writing()
+        self._clear_activity()  # the parent's figures, and its lock
         self._opened = False
 
     # -- lifecycle ------------------------------------------------------------
@@ -363,7 +377,27 @@ class JsonFileStore(OneJobCalls):
         self._record(fmt.slot_record(state))
 
     def settled(self) -> None:
-        self._settling = self._seq  # its records are buffered already
+        if self._group is not None:  # its records get their number at end()
+            self._settle_group = True
+        else:
+            self._settling = self._seq  # its records are buffered already
+
+    def begin(self) -> None:
+        self._group_depth += 1
+        if self._group is None:
+            self._group = []
+
+    def end(self) -> None:
+        self._group_depth -= 1
+        if self._group_depth:
+            return
+        bodies, self._group = self._group or [], None
+        if bodies:
+            self._seq += 1
+            self._buffer.append(encode_record(self._seq, fmt.group_record(bodies)))
+        if self._settle_group:
+            self._settle_group = False
+            self._settling = self._seq
 
     def _journalled(self, written: int) -> None:
         """The journal holds every change up to ``written``: wake ``join``
@@ -377,6 +411,9 @@ class JsonFileStore(OneJobCalls):
                     self._signal.job_settled_locked()
 
     def _record(self, body: bytes) -> None:
+        if self._group is not None:
+            self._group.append(body)
+            return
         self._seq += 1
         self._buffer.append(encode_record(self._seq, body))
 

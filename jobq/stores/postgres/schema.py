@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobq.stores.postgres")
 
 #: The schema this code writes; a database with a newer one is refused.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 
 # -- schema (version 1) -------------------------------------------------------------
 # ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
@@ -236,10 +236,101 @@ SCHEMA_V6 = (
     "CREATE INDEX {wakes_names} ON {wakes} (queue, name)",
 )
 
+# -- version 7: workflows (``NewJob.after``) -----------------------------------------
+# A child keeps one ``deps`` row per parent (its place in ``after``, and the
+# parent's outcome once known: ``outcome`` NULL while unset), deleted with
+# it. On the jobs: ``after_failure`` (children only), ``waits`` (a child's
+# unset slots: the parent's end that sets the last one releases it, under
+# the child's row lock, without counting rows) and ``children`` (a parent's
+# deps rows, ever: NULL for a job that never had one, which is what lets the
+# statements that end a claim skip children at no cost; see
+# ``statements.NO_CHILDREN``). A waiting job holds its key as a pending one.
+
+SCHEMA_V7 = (
+    """ALTER TABLE {jobs}
+        ADD COLUMN after_failure text,  -- 'wait', 'cancel', 'run'; NULL: no parents
+        ADD COLUMN waits integer,       -- a child's parents not finished yet
+        ADD COLUMN children integer,    -- deps rows naming it as parent; NULL: none
+        DROP CONSTRAINT jobs_state_check,
+        ADD CONSTRAINT jobs_state_check CHECK (state IN ('scheduled', 'ready',
+            'held', 'waiting', 'running', 'dead', 'completed', 'cancelled'))""",
+    "DROP INDEX {schema}.{jobs_live_keys}",
+    """CREATE UNIQUE INDEX {jobs_live_keys} ON {jobs} (queue, key)
+        WHERE key IS NOT NULL
+          AND state IN ('scheduled', 'ready', 'held', 'waiting', 'running')
+          AND cancel_at IS NULL""",
+    "CREATE INDEX {jobs_waiting} ON {jobs} (queue, id) WHERE state = 'waiting'",
+    """CREATE TABLE {deps} (
+        child bigint NOT NULL,
+        position integer NOT NULL,     -- in the child's ``after``, from 0
+        parent bigint NOT NULL,
+        outcome text CHECK (outcome IN ('completed', 'dead', 'cancelled')),
+        result text,                   -- a completed parent's result (JSON)
+        PRIMARY KEY (child, position)
+    )""",
+    "CREATE INDEX {deps_parent} ON {deps} (parent, child)",
+)
+
+# -- version 8: activity (``beat``, ``processes``, ``outcomes``, ``samples``) ----------
+# Figures on the beats' clock (the processes' own), whatever the store's
+# ``clock``. Every key starts with (queue, minute) or (queue, id): each
+# read and each drop is a range of a primary key, and none reads the jobs.
+# Text a row is sorted by is ``COLLATE "C"``: code point order, as Python
+# sorts (the in-memory store's order), whatever the database's collation.
+# ``outcomes``: a plain job's row (task NULL) has ``named`` false and task
+# '' (a primary key holds no NULL; ``NULLS NOT DISTINCT`` needs PostgreSQL
+# 15, and no text is free to stand for NULL: a job's task may be '' or
+# any text but NUL, which PostgreSQL's text cannot hold). Plain first in
+# the key's order, as the reads return them. ``durations``: one bigint[]
+# of ``activity.BUCKETS`` counts, rather than a column per bucket: one
+# array parameter per beat, summed item by item in the upsert, and the
+# bounds live in ``jobq.activity`` alone. Rows updated every beat leave
+# room on their page (fillfactor) for HOT updates. ``running``: JSON text
+# of [job id, task, started], written and read by Python only (a task is
+# any text, NUL included, and ``json``/``jsonb`` would check or refuse
+# escapes that JSON allows).
+
+SCHEMA_V8 = (
+    """CREATE TABLE {processes} (
+        queue text NOT NULL,
+        id text COLLATE "C" NOT NULL,         -- host:pid:nonce
+        host text COLLATE "C" NOT NULL,
+        pid bigint NOT NULL,
+        started double precision NOT NULL,    -- epoch seconds, the process's clock
+        seen double precision NOT NULL,
+        gone_after double precision NOT NULL,  -- gone once seen + gone_after passed
+        workers bigint NOT NULL,
+        busy bigint NOT NULL,
+        running text NOT NULL,                -- JSON [[id, task, started], ...]
+        PRIMARY KEY (queue, id)
+    ) WITH (fillfactor = 50)""",
+    """CREATE TABLE {outcomes} (
+        queue text NOT NULL,
+        minute double precision NOT NULL,     -- epoch seconds, a multiple of 60
+        named boolean NOT NULL,               -- false: plain jobs (task NULL)
+        task text COLLATE "C" NOT NULL,       -- '' for plain jobs
+        succeeded bigint NOT NULL,
+        failed bigint NOT NULL,
+        dead bigint NOT NULL,
+        cancelled bigint NOT NULL,
+        durations bigint[] NOT NULL,          -- attempts per duration bucket
+        PRIMARY KEY (queue, minute, named, task)
+    ) WITH (fillfactor = 50)""",
+    """CREATE TABLE {samples} (
+        queue text NOT NULL,
+        minute double precision NOT NULL,
+        pending bigint NOT NULL,
+        running bigint NOT NULL,
+        waiting bigint NOT NULL,
+        latency double precision,             -- NULL: nothing was due
+        PRIMARY KEY (queue, minute)
+    )""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
-    6: SCHEMA_V6,
+    6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8,
 }  # fmt: skip
 
 # -- looking at the schema, and changing it ----------------------------------------
@@ -276,7 +367,18 @@ PRIVILEGES = (
     ("table", "slots_name", "DELETE"),
     ("table", "wakes_name", "INSERT"),
     ("table", "wakes_name", "DELETE"),
+    ("table", "deps_name", "SELECT"),
+    ("table", "deps_name", "INSERT"),
+    ("table", "deps_name", "UPDATE"),
+    ("table", "deps_name", "DELETE"),
+    *(
+        ("table", f"{table}_name", privilege)
+        for table in ("processes", "outcomes", "samples")
+        # FOR UPDATE (the drops' SKIP LOCKED) needs UPDATE too.
+        for privilege in ("SELECT", "INSERT", "UPDATE", "DELETE")
+    ),
     ("sequence", "burials_name", "USAGE"),
+    ("sequence", "jobs_id_seq_name", "USAGE"),
 )
 HAS_PRIVILEGE = {
     "schema": "SELECT has_schema_privilege(%(name)s, %(privilege)s)",

@@ -20,8 +20,11 @@ DB_NOW = "extract(epoch FROM statement_timestamp())::float8"
 NOW = f"coalesce(%(now)s::float8, {DB_NOW})"
 
 #: ``{holds_key}``: the jobs that hold their key (``jobs_live_keys``'s
-#: predicate): pending (held too) or running, not stopping.
-HOLDS_KEY = "state IN ('scheduled', 'ready', 'held', 'running') AND cancel_at IS NULL"
+#: predicate): pending (held too), waiting or running, not stopping.
+HOLDS_KEY = (
+    "state IN ('scheduled', 'ready', 'held', 'waiting', 'running')"
+    " AND cancel_at IS NULL"
+)
 
 ADD = """WITH added AS (
         INSERT INTO {jobs} AS j (queue, state, payload, key, priority, run_at,
@@ -46,6 +49,32 @@ ADD_NOTIFY = ADD.replace(
 # that need not wait for the WAL flush; see wakeups.Notifier.
 NOTIFY = """SELECT set_config('synchronous_commit', 'off', true),
     pg_notify(%(channel)s, %(message)s)"""
+# A job added ``after=`` others (and any other of its batch): waiting while
+# a parent is unfinished (``waits`` > 0), or cancelled at once when a
+# parent's failure cancels it (``cancel_by``: then it holds no key).
+ADD_CHILD = """WITH added AS (
+        INSERT INTO {jobs} AS j (queue, state, payload, key, priority, run_at,
+                                  created_at, max_attempts, task, timeout, meta,
+                                  limits, after_failure, waits, cancel_at,
+                                  cancel_by, expires_at)
+        VALUES (%(q)s,
+                CASE WHEN %(cancel_by)s::text IS NOT NULL THEN 'cancelled'
+                     WHEN %(waits)s::integer > 0 THEN 'waiting'
+                     WHEN %(run_in)s::float8 > 0 THEN 'scheduled' ELSE 'ready' END,
+                %(payload)s::json, %(key)s::text, %(priority)s::bigint,
+                {now} + %(run_in)s::float8, {now}, %(max_attempts)s::integer,
+                %(task)s::text, %(timeout)s::float8, %(meta)s::text,
+                %(limits)s::text[], %(after_failure)s::text, %(waits)s::integer,
+                CASE WHEN %(cancel_by)s::text IS NOT NULL THEN {now} END,
+                %(cancel_by)s::text,
+                CASE WHEN %(cancel_by)s::text IS NOT NULL
+                     THEN {now} + %(keep_for)s::float8 END)
+        ON CONFLICT (queue, key) WHERE key IS NOT NULL AND {holds_key}
+            DO NOTHING
+        RETURNING id
+    )
+    SELECT id FROM added"""
+NOTIFY_IN = "SELECT pg_notify(%(channel)s, %(message)s)"
 HELD_KEY = """SELECT id FROM {jobs} WHERE queue = %(q)s AND key = %(key)s
     AND {holds_key}"""
 
@@ -97,7 +126,7 @@ _START = """UPDATE {jobs} AS j SET state = 'running', token = %(token)s,
         lease_until = {db_now} + %(lease)s, owner = %(owner)s
     FROM pick, lazy WHERE j.id = pick.id
     RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task,
-        -j.priority, j.run_at, j.timeout, j.meta"""
+        -j.priority, j.run_at, j.timeout, j.meta, j.after_failure"""
 # The plain claim takes only jobs under no limit (``_PICK``): it returns no
 # column for their limits, which would cost every claim a column to load.
 CLAIM = _PICK + ", {lazy_commit}\n    " + _START
@@ -219,29 +248,59 @@ PURGE = """expired AS (
             SELECT id FROM {jobs}
             WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}
             LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+        RETURNING id, after_failure
     ), expired_cancelled AS (
         DELETE FROM {jobs} WHERE id IN (
             SELECT id FROM {jobs}
             WHERE queue = %(q)s AND state = 'cancelled' AND expires_at <= {now}
             LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+        RETURNING id, after_failure
+    ), expired_deps AS (
+        DELETE FROM {deps} WHERE child IN (
+            SELECT id FROM expired WHERE after_failure IS NOT NULL
+            UNION ALL
+            SELECT id FROM expired_cancelled WHERE after_failure IS NOT NULL)
     )"""
 
 # Ending claims: ``ids`` and ``tokens`` (and ``results``) are arrays, one
 # item per claim; the ids whose claim was current come back.
-_FINISH = """DELETE FROM {jobs} AS j
+#
+# Workflows: the plain statements end only jobs that never had a parent or
+# a child (``NO_CHILDREN``, one filter on the row they change anyway), so a
+# job outside every workflow costs what it did. Any other comes back as not
+# ended, and the store ends it again in a transaction with the ``_WORKFLOW``
+# variant, then writes what that end does to the children in it. The
+# filter is checked on the row as it is once its lock is held: ``add``
+# locks (and counts) a parent before it links a child to it, so a finish
+# that waited for such an ``add`` sees the count and leaves the job alone;
+# the next statement of the transaction (a new snapshot) sees the child.
+NO_CHILDREN = "\n      AND j.children IS NULL AND j.after_failure IS NULL"
+#: What the ``_WORKFLOW`` variants return for each job they ended.
+WORKFLOW_RETURNING = "j.children IS NOT NULL, j.after_failure IS NOT NULL"
+_FINISH_ANY = """DELETE FROM {jobs} AS j
     USING unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token), lazy
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'"""
+_FINISH = _FINISH_ANY + NO_CHILDREN
 FINISH = "WITH {purge}, {lazy_commit}\n    " + _FINISH + "\n    RETURNING j.id"
+FINISH_WORKFLOW = (
+    "WITH {purge}, {lazy_commit}\n    "
+    + _FINISH_ANY
+    + "\n    RETURNING j.id, "
+    + WORKFLOW_RETURNING
+)
 # A stopping job whose handler returned completes: its request is dropped.
-_COMPLETE = """UPDATE {jobs} AS j SET state = 'completed', result = c.result::json,
-        expires_at = {now} + %(keep_for)s::float8, finished_at = {now},
-        cancel_at = NULL, cancel_by = NULL, cancel_attempt = NULL
+_COMPLETE_ANY = """UPDATE {jobs} AS j SET state = 'completed',
+        result = c.result::json, expires_at = {now} + %(keep_for)s::float8,
+        finished_at = {now}, cancel_at = NULL, cancel_by = NULL,
+        cancel_attempt = NULL
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[], %(results)s::text[])
         AS c(id, token, result), lazy
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'"""
+_COMPLETE = _COMPLETE_ANY + NO_CHILDREN
 COMPLETE = "WITH {purge}, {lazy_commit}\n    " + _COMPLETE + "\n    RETURNING j.id"
+COMPLETE_WORKFLOW = FINISH_WORKFLOW.replace(_FINISH_ANY, _COMPLETE_ANY)
 # A stopping job given back never ran again: it ends cancelled.
 _RELEASE = """UPDATE {jobs} AS j
     SET state = CASE WHEN cancel_at IS NULL THEN 'ready' ELSE 'cancelled' END,
@@ -249,7 +308,7 @@ _RELEASE = """UPDATE {jobs} AS j
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'"""
-RELEASE = _RELEASE + "\n    RETURNING j.state"
+RELEASE = _RELEASE + "\n    RETURNING j.id, j.state, j.children IS NOT NULL"
 
 # A failed attempt: pending again in ``retry_in`` seconds, or dead (``retry_in``
 # NULL), or cancelled whatever ``retry_in`` if it was stopping (kept until
@@ -275,11 +334,23 @@ _FAIL = """UPDATE {jobs} AS j SET
                        {now} + %(error_in)s::float8))
         WHERE id = %(id)s AND queue = %(q)s AND state = 'running'
           AND token = %(token)s"""
+# A retry leaves the children waiting: only a parent's end needs them.
+_FAIL_ALONE = (
+    _FAIL
+    + """
+          AND (j.children IS NULL OR (j.cancel_at IS NULL
+                                      AND %(retry_in)s::float8 IS NOT NULL))"""
+)
 FAIL = f"""WITH failed AS (
-        {_FAIL}
+        {_FAIL_ALONE}
         RETURNING state
     )
     SELECT state FROM failed"""  # noqa: S608
+FAIL_WORKFLOW = f"""WITH failed AS (
+        {_FAIL}
+        RETURNING state, children
+    )
+    SELECT state, children IS NOT NULL FROM failed"""  # noqa: S608
 
 # Ending claims under limits (the store picks these for a claim whose
 # ``Claim.limits`` are not empty; any other ends as above, touching no limits
@@ -301,15 +372,23 @@ def _freeing(ctes: str, change: str, returned: str) -> str:
     ``ctes``, freeing the slots of what it ended; ``returned`` of each row."""
     return f"""WITH {ctes}ended AS (
     {change}
-    RETURNING j.id, j.limits, j.state
+    RETURNING j.id, j.limits, j.state, j.children, j.after_failure
     ), {_FREED}
     SELECT {returned} FROM ended"""  # noqa: S608
 
 
+_ENDED_WORKFLOW = "children IS NOT NULL, after_failure IS NOT NULL"
 FINISH_LIMITED = _freeing("{purge}, {lazy_commit}, ", _FINISH, "id")
+FINISH_LIMITED_WORKFLOW = _freeing(
+    "{purge}, {lazy_commit}, ", _FINISH_ANY, "id, " + _ENDED_WORKFLOW
+)
 COMPLETE_LIMITED = _freeing("{purge}, {lazy_commit}, ", _COMPLETE, "id")
-RELEASE_LIMITED = _freeing("", _RELEASE, "state")
-FAIL_LIMITED = _freeing("", _FAIL, "state")
+COMPLETE_LIMITED_WORKFLOW = _freeing(
+    "{purge}, {lazy_commit}, ", _COMPLETE_ANY, "id, " + _ENDED_WORKFLOW
+)
+RELEASE_LIMITED = _freeing("", _RELEASE, "id, state, children IS NOT NULL")
+FAIL_LIMITED = _freeing("", _FAIL_ALONE, "state")
+FAIL_LIMITED_WORKFLOW = _freeing("", _FAIL, "state, children IS NOT NULL")
 # The dead-letter trim, in the transaction that buried: first LOCK_DEAD, a
 # lock per queue held until that transaction ends, then TRIM_DEAD in a
 # statement of its own, whose snapshot (READ COMMITTED: one per statement) is
@@ -324,7 +403,8 @@ TRIM_DEAD = """DELETE FROM {jobs} WHERE id IN (
         LIMIT greatest((SELECT coalesce(sum(n), 0) FROM {counts}
                         WHERE queue = %(q)s AND state = 'dead') - %(limit)s, 0)::bigint
         FOR UPDATE SKIP LOCKED)
-    RETURNING id, buried, last_error"""
+    RETURNING id, buried, last_error, children IS NOT NULL,
+        after_failure IS NOT NULL"""
 
 RENEW = """UPDATE {jobs} AS j SET lease_until = {db_now} + %(lease)s
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
@@ -338,10 +418,20 @@ EXPIRED = """SELECT id, token, limits IS NOT NULL, attempts, max_attempts,
     WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now}
     ORDER BY id FOR UPDATE SKIP LOCKED"""
 
+# A workflow's columns cost nothing for a job outside one: each look-up
+# runs only for a job with parents (``after_failure``) or children.
 _COLUMNS = """id, state, payload::text, attempts, run_at, created_at, last_error,
     key, priority, result::text, task, errors, max_attempts, started_at,
     finished_at, timeout, meta, cancel_at, cancel_by, cancel_attempt,
-    limits, held_by, state IN ('completed', 'cancelled') AND expires_at <= {now}"""
+    limits, held_by, after_failure,
+    CASE WHEN after_failure IS NOT NULL THEN (
+        SELECT array_agg(parent ORDER BY position) FROM {deps} WHERE child = id) END,
+    CASE WHEN after_failure IS NOT NULL THEN (
+        SELECT array_agg(parent ORDER BY position) FROM {deps}
+        WHERE child = id AND outcome IS NULL) END,
+    CASE WHEN children IS NOT NULL THEN (
+        SELECT array_agg(child ORDER BY child) FROM {deps} WHERE parent = id) END,
+    state IN ('completed', 'cancelled') AND expires_at <= {now}"""
 RECORD = "SELECT " + _COLUMNS + " FROM {jobs}"  # noqa: S608
 GET = RECORD + " WHERE id = %(id)s AND queue = %(q)s"
 LIST_DEAD = (
@@ -357,6 +447,10 @@ LIST_RUNNING = (
 )
 LIST_COMPLETED = (
     RECORD + " WHERE queue = %(q)s AND state = 'completed'"
+    " ORDER BY run_at, priority DESC, id LIMIT %(limit)s"
+)
+LIST_WAITING = (
+    RECORD + " WHERE queue = %(q)s AND state = 'waiting'"
     " ORDER BY run_at, priority DESC, id LIMIT %(limit)s"
 )
 LIST_CANCELLED = (
@@ -375,7 +469,7 @@ REVIVE = """WITH revived AS (
     )
     SELECT id FROM revived"""
 DELETE_DEAD = """DELETE FROM {jobs} WHERE id = %(id)s AND queue = %(q)s
-    AND state = 'dead' RETURNING id"""
+    AND state = 'dead' RETURNING id, children IS NOT NULL, after_failure IS NOT NULL"""
 # One statement, so that requests at once see each other (the second waits
 # for the row, then finds the first's request): a pending job ends
 # cancelled, a running one keeps running with the request (the first one
@@ -394,13 +488,13 @@ CANCEL = """WITH {purge}, ended AS (
         expires_at = CASE WHEN cancel_at IS NULL
                           THEN {now} + %(keep_for)s::float8 ELSE expires_at END
     WHERE id = %(id)s AND queue = %(q)s
-      AND state IN ('scheduled', 'ready', 'held', 'running')
-    RETURNING state, limits
+      AND state IN ('scheduled', 'ready', 'held', 'waiting', 'running')
+    RETURNING state, limits, children
     ), woke AS (
         INSERT INTO {wakes} (queue, name)
         SELECT %(q)s, unnest(limits) FROM ended WHERE state = 'cancelled'
     )
-    SELECT state FROM ended"""
+    SELECT state, children IS NOT NULL FROM ended"""
 # The claims asked to stop, of those given (current ones only): by id.
 STOPS_REQUESTED = """SELECT j.id FROM {jobs} AS j
     JOIN unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
@@ -411,6 +505,62 @@ PENDING = """SELECT coalesce(sum(n), 0) FROM {counts}
     WHERE queue = %(q)s AND state IN ('scheduled', 'ready', 'held')"""
 LIVE = """SELECT coalesce(sum(n), 0) FROM {counts}
     WHERE queue = %(q)s AND state IN ('scheduled', 'ready', 'held', 'running')"""
+
+# -- workflows (see schema's version 7) --------------------------------------------
+# Adding a child: its parents locked in id order and read as they are once
+# locked (a parent ending meanwhile is seen ended), then each one's count
+# of children raised, and the child's rows added.
+LOCK_PARENTS = """SELECT id, queue, state, result::text FROM {jobs}
+    WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR NO KEY UPDATE"""
+#: The last job id given (0: none yet), to tell ids never given.
+LAST_ID = "SELECT coalesce(pg_sequence_last_value(%(seq)s::regclass), 0)"
+COUNT_CHILDREN = """UPDATE {jobs} AS j SET children = coalesce(j.children, 0) + c.n
+    FROM unnest(%(ids)s::bigint[], %(counts)s::integer[]) AS c(id, n)
+    WHERE j.id = c.id"""
+ADD_DEPS = """INSERT INTO {deps} (child, position, parent, outcome, result)
+    SELECT * FROM unnest(%(children)s::bigint[], %(positions)s::integer[],
+                         %(parents)s::bigint[], %(outcomes)s::text[],
+                         %(results)s::text[])"""
+DELETE_DEPS = "DELETE FROM {deps} WHERE child = ANY(%(ids)s::bigint[])"
+# A parent's end: its waiting children whose slot for it is unset, locked
+# in id order (two parents of one child ending at once take its lock one
+# after the other, and the second sees the first's slot set: the child is
+# released once), as they are once locked (one released meanwhile drops out).
+WAITING_CHILDREN = """SELECT j.id, d.position, d.parent, j.after_failure
+    FROM {deps} AS d JOIN {jobs} AS j ON j.id = d.child
+    WHERE d.parent = ANY(%(parents)s::bigint[]) AND d.outcome IS NULL
+      AND j.state = 'waiting'
+    ORDER BY j.id, d.position
+    FOR NO KEY UPDATE OF j"""
+# The slots set, and each child counted down: one with none left is pending,
+# due at its run_at or now if later.
+SET_SLOTS = """WITH slots AS (
+        UPDATE {deps} AS d SET outcome = s.outcome, result = s.result
+        FROM unnest(%(children)s::bigint[], %(positions)s::integer[],
+                    %(outcomes)s::text[], %(results)s::text[])
+            AS s(child, position, outcome, result)
+        WHERE d.child = s.child AND d.position = s.position AND d.outcome IS NULL
+        RETURNING d.child
+    ), counted AS (
+        SELECT child, count(*)::integer AS n FROM slots GROUP BY child
+    )
+    UPDATE {jobs} AS j SET waits = j.waits - c.n,
+        state = CASE WHEN j.waits > c.n THEN 'waiting'
+                     WHEN j.run_at > {now} THEN 'scheduled' ELSE 'ready' END,
+        run_at = CASE WHEN j.waits > c.n THEN j.run_at
+                      ELSE greatest(j.run_at, {now}) END
+    FROM counted AS c WHERE j.id = c.child AND j.state = 'waiting'
+    RETURNING j.id, j.task, j.state <> 'waiting'"""
+CANCEL_CHILDREN = """UPDATE {jobs} AS j SET state = 'cancelled', cancel_at = {now},
+        cancel_by = c.by, cancel_attempt = NULL,
+        expires_at = {now} + %(keep_for)s::float8
+    FROM unnest(%(ids)s::bigint[], %(by)s::text[]) AS c(id, by)
+    WHERE j.id = c.id AND j.state = 'waiting'
+    RETURNING j.id, j.children IS NOT NULL"""
+#: A claimed child's parents, in order, with their outcomes.
+PARENTS = """SELECT child, parent, outcome, result FROM {deps}
+    WHERE child = ANY(%(ids)s::bigint[]) ORDER BY child, position"""
+
 NEXT_DUE = """SELECT
     (SELECT run_at FROM {jobs} WHERE queue = %(q)s AND state = 'ready'
      ORDER BY priority DESC, run_at, id LIMIT 1),
@@ -454,7 +604,7 @@ _PAGE_DUE = (
     " WHERE queue = %(q)s AND state = 'held' AND priority < %(c0)s"
     + _FILTERS
     + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)) AS due"
-    " ORDER BY 24 DESC, 25, 26 LIMIT %(limit)s"
+    " ORDER BY 28 DESC, 29, 30 LIMIT %(limit)s"
 )
 PAGES = {
     "due": _PAGE_DUE,
@@ -465,6 +615,10 @@ PAGES = {
     + " ORDER BY run_at, id LIMIT %(limit)s",
     "running": "SELECT " + _COLUMNS + ", id FROM {jobs}"  # noqa: S608
     " WHERE queue = %(q)s AND state = 'running' AND id > %(c0)s"
+    + _FILTERS
+    + " ORDER BY id LIMIT %(limit)s",
+    "waiting": "SELECT " + _COLUMNS + ", id FROM {jobs}"  # noqa: S608
+    " WHERE queue = %(q)s AND state = 'waiting' AND id > %(c0)s"
     + _FILTERS
     + " ORDER BY id LIMIT %(limit)s",
     "dead": "SELECT " + _COLUMNS + ", buried FROM {jobs}"  # noqa: S608
@@ -509,6 +663,78 @@ FINISHED_PER_MINUTE = """SELECT m.start::float8, c.completed, c.died
     ORDER BY m.start"""
 
 
+# -- activity (see schema's version 8) ---------------------------------------------
+# A beat's statements, in one transaction, take their row locks in one
+# order whichever process runs them: its own process row, the outcome rows
+# in the key's order (``ORDER BY``: the upsert locks them as it inserts),
+# the minute's sample, then the drops, which never wait (SKIP LOCKED: a row
+# another beat holds is dropped by a later beat). So beats never deadlock.
+PUT_PROCESS = """INSERT INTO {processes} AS p (queue, id, host, pid, started, seen,
+        gone_after, workers, busy, running)
+    VALUES (%(q)s, %(id)s, %(host)s, %(pid)s, %(started)s, %(seen)s,
+        %(gone_after)s, %(workers)s, %(busy)s, %(running)s)
+    ON CONFLICT (queue, id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+        started = excluded.started, seen = excluded.seen,
+        gone_after = excluded.gone_after, workers = excluded.workers,
+        busy = excluded.busy, running = excluded.running"""
+# One row per (minute, task) of the beat; ``durations``: every row's
+# buckets one after the other (``buckets`` each), as an array of arrays
+# cannot be cut into rows by ``unnest``.
+ADD_OUTCOMES = """INSERT INTO {outcomes} AS o (queue, minute, named, task, succeeded,
+        failed, dead, cancelled, durations)
+    SELECT %(q)s, r.minute, r.task IS NOT NULL, coalesce(r.task, ''), r.succeeded,
+        r.failed, r.dead, r.cancelled,
+        (%(durations)s::bigint[])[(r.n - 1) * %(buckets)s + 1 : r.n * %(buckets)s]
+    FROM unnest(%(minutes)s::float8[], %(tasks)s::text[], %(succeeded)s::bigint[],
+                %(failed)s::bigint[], %(dead)s::bigint[], %(cancelled)s::bigint[])
+        WITH ORDINALITY AS r(minute, task, succeeded, failed, dead, cancelled, n)
+    ORDER BY r.minute, r.task IS NOT NULL, r.task COLLATE "C"
+    ON CONFLICT (queue, minute, named, task) DO UPDATE SET
+        succeeded = o.succeeded + excluded.succeeded,
+        failed = o.failed + excluded.failed,
+        dead = o.dead + excluded.dead,
+        cancelled = o.cancelled + excluded.cancelled,
+        durations = ARRAY(SELECT a + b
+            FROM unnest(o.durations, excluded.durations) WITH ORDINALITY AS d(a, b, i)
+            ORDER BY i)"""
+# The first sample of a minute wins.
+ADD_SAMPLE = """INSERT INTO {samples} (queue, minute, pending, running, waiting,
+        latency)
+    VALUES (%(q)s, %(minute)s, %(pending)s, %(running)s, %(waiting)s, %(latency)s)
+    ON CONFLICT (queue, minute) DO NOTHING"""
+# The outer deletes repeat the range, so that both sides read only it.
+DROP_OLD_ACTIVITY = """WITH old_outcomes AS (
+        DELETE FROM {outcomes} WHERE queue = %(q)s AND minute < %(oldest)s
+        AND (minute, named, task) IN (
+            SELECT minute, named, task FROM {outcomes}
+            WHERE queue = %(q)s AND minute < %(oldest)s FOR UPDATE SKIP LOCKED)
+    ), old_samples AS (
+        DELETE FROM {samples} WHERE queue = %(q)s AND minute < %(oldest)s
+        AND minute IN (
+            SELECT minute FROM {samples}
+            WHERE queue = %(q)s AND minute < %(oldest)s FOR UPDATE SKIP LOCKED)
+    )
+    DELETE FROM {processes} WHERE queue = %(q)s AND id IN (
+        SELECT id FROM {processes}
+        WHERE queue = %(q)s AND %(now)s::float8 > seen + gone_after + %(gone_kept)s
+        FOR UPDATE SKIP LOCKED)"""
+LEAVE = "DELETE FROM {processes} WHERE queue = %(q)s AND id = %(id)s"
+PROCESSES = """SELECT id, host, pid, started, seen, workers, busy, running,
+        %(now)s::float8 > seen + gone_after
+    FROM {processes} WHERE queue = %(q)s ORDER BY host, started, id"""
+# Plain jobs' rows first in each minute (``named`` false), as the key orders.
+OUTCOMES = """SELECT minute, CASE WHEN named THEN task END, succeeded, failed, dead,
+        cancelled, durations
+    FROM {outcomes} WHERE queue = %(q)s AND minute BETWEEN %(first)s AND %(last)s
+    ORDER BY minute, named, task"""
+MINUTE_OUTCOMES = """SELECT minute, sum(succeeded)::bigint, sum(failed)::bigint,
+        sum(dead)::bigint, sum(cancelled)::bigint
+    FROM {outcomes} WHERE queue = %(q)s AND minute BETWEEN %(first)s AND %(last)s
+    GROUP BY minute ORDER BY minute"""
+SAMPLES = """SELECT minute, pending, running, waiting, latency FROM {samples}
+    WHERE queue = %(q)s AND minute BETWEEN %(first)s AND %(last)s ORDER BY minute"""
+
+
 class Statements:
     """Every statement of one schema, rendered once (names through
     ``psycopg.sql.Identifier``, values left as parameters); ``render`` renders
@@ -531,6 +757,10 @@ class Statements:
             "limit_keys": ident("limit_keys"),
             "slots": ident("slots"),
             "wakes": ident("wakes"),
+            "deps": ident("deps"),
+            "processes": ident("processes"),
+            "outcomes": ident("outcomes"),
+            "samples": ident("samples"),
             "count_jobs": ident("count_jobs"),
             "now": sql.SQL(NOW),
             "db_now": sql.SQL(DB_NOW),
@@ -539,12 +769,12 @@ class Statements:
         }
         for index in ("ready", "scheduled", "running", "dead", "completed",
                       "live_keys", "finished", "cancelled", "held",
-                      "held_order"):  # fmt: skip
+                      "held_order", "waiting"):  # fmt: skip
             idents[f"jobs_{index}"] = sql.Identifier(f"jobs_{index}")
-        for index in ("limit_keys_ready", "slots_jobs", "wakes_names"):
+        for index in ("limit_keys_ready", "slots_jobs", "wakes_names", "deps_parent"):
             idents[index] = sql.Identifier(index)
         #: Qualified names as text, for parameters such as ``::regclass``.
-        self.names = {
+        self.names: dict[str, str] = {
             "schema": schema,
             "jobs_name": ident("jobs").as_string(None),
             "counts_name": ident("counts").as_string(None),
@@ -552,13 +782,16 @@ class Statements:
             "burials_name": ident("burials").as_string(None),
             "schedules_name": ident("schedules").as_string(None),
         }
-        for table in ("limits", "limit_keys", "slots", "wakes"):
+        for table in ("limits", "limit_keys", "slots", "wakes", "deps", "jobs_id_seq",
+                      "processes", "outcomes", "samples"):  # fmt: skip
             self.names[f"{table}_name"] = ident(table).as_string(None)
         idents["purge"] = sql.SQL(PURGE).format(**idents)
         self._idents = idents
         render = self.render
         self.add = render(ADD)
         self.add_notify = render(ADD_NOTIFY)
+        self.add_child = render(ADD_CHILD)
+        self.notify_in = render(NOTIFY_IN)
         self.held_key = render(HELD_KEY)
         self.claim = render(CLAIM)
         self.finish = render(FINISH)
@@ -568,6 +801,21 @@ class Statements:
         self.complete_limited = render(COMPLETE_LIMITED)
         self.release_limited = render(RELEASE_LIMITED)
         self.fail_limited = render(FAIL_LIMITED)
+        self.finish_workflow = render(FINISH_WORKFLOW)
+        self.complete_workflow = render(COMPLETE_WORKFLOW)
+        self.fail_workflow = render(FAIL_WORKFLOW)
+        self.finish_limited_workflow = render(FINISH_LIMITED_WORKFLOW)
+        self.complete_limited_workflow = render(COMPLETE_LIMITED_WORKFLOW)
+        self.fail_limited_workflow = render(FAIL_LIMITED_WORKFLOW)
+        self.lock_parents = render(LOCK_PARENTS)
+        self.last_id = render(LAST_ID)
+        self.count_children = render(COUNT_CHILDREN)
+        self.add_deps = render(ADD_DEPS)
+        self.delete_deps = render(DELETE_DEPS)
+        self.waiting_children = render(WAITING_CHILDREN)
+        self.set_slots = render(SET_SLOTS)
+        self.cancel_children = render(CANCEL_CHILDREN)
+        self.parents = render(PARENTS)
         self.lock_dead = render(LOCK_DEAD)
         self.trim_dead = render(TRIM_DEAD)
         self.renew = render(RENEW)
@@ -581,6 +829,7 @@ class Statements:
             JobState.DEAD: render(LIST_DEAD),
             JobState.COMPLETED: render(LIST_COMPLETED),
             JobState.CANCELLED: render(LIST_CANCELLED),
+            JobState.WAITING: render(LIST_WAITING),
         }
         self.revive = render(REVIVE)
         self.delete_dead = render(DELETE_DEAD)
@@ -611,6 +860,15 @@ class Statements:
         self.declare_limit = render(DECLARE_LIMIT)
         self.running_per_key = render(RUNNING_PER_KEY)
         self.held_per_key = render(HELD_PER_KEY)
+        self.put_process = render(PUT_PROCESS)
+        self.add_outcomes = render(ADD_OUTCOMES)
+        self.add_sample = render(ADD_SAMPLE)
+        self.drop_old_activity = render(DROP_OLD_ACTIVITY)
+        self.leave = render(LEAVE)
+        self.processes = render(PROCESSES)
+        self.outcomes = render(OUTCOMES)
+        self.minute_outcomes = render(MINUTE_OUTCOMES)
+        self.samples = render(SAMPLES)
 
     def render(self, template: str) -> bytes:
         """``template`` with this schema's names in its ``{x}`` fields."""

@@ -29,17 +29,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import os
 import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from jobq._fork import reset_after_fork
-from jobq._rules import check_text
+from jobq._rules import check_text, storable
+from jobq.activity import Beat, DepthSample, MinuteOutcomes, ProcessInfo, TaskOutcomes
 from jobq.errors import StoreError
 from jobq.stores.base import (
     ERRORS_KEPT,
@@ -49,16 +51,21 @@ from jobq.stores.base import (
     Done,
     Failure,
     NewJob,
+    ParentEnd,
+    ParentOutcome,
     Signal,
     SlotState,
     StoreStats,
     check_room,
+    child_fate,
     describe_error,
     ended_by_crash,
     log_dropped_dead,
     log_recovered,
     overlapping_job,
+    parent_ended,
     process_died,
+    unknown_parent,
 )
 from jobq.stores.helpers import (
     DATABASE_STATES,
@@ -76,6 +83,14 @@ from jobq.stores.limits import (
     rate_ready_at,
 )
 from jobq.stores.pages import DATABASE_FIRST, JobPage, JobQuery, read_cursor
+from jobq.stores.postgres.activity import (
+    drop_params,
+    minutes_params,
+    outcome_arrays,
+    outcome_from_row,
+    process_from_row,
+    process_params,
+)
 from jobq.stores.postgres.connections import (
     Database,
     first,
@@ -257,8 +272,11 @@ CANCELS_AT = 17
 #: Where ``statements.RECORD``'s columns hold a job's limits and held_by.
 LIMITS_AT = 20
 
+#: Where they hold its after_failure, parents, waiting_on and children.
+WORKFLOW_AT = 22
+
 #: ``statements.RECORD``'s columns, and so where a page's sort key starts.
-RECORD_WIDTH = 23
+RECORD_WIDTH = 27
 
 
 def _record(row: Sequence[Any]) -> JobRecord[Any]:
@@ -267,11 +285,93 @@ def _record(row: Sequence[Any]) -> JobRecord[Any]:
 
 
 def _with_limits(record: JobRecord[Any], row: Sequence[Any]) -> JobRecord[Any]:
-    """``record`` with the limits and ``held_by`` of its row."""
+    """``record`` with the limits and ``held_by`` of its row, and its
+    place in a workflow."""
     limits, held_by = row[LIMITS_AT : LIMITS_AT + 2]
-    if limits is None and held_by is None:
-        return record
-    return dataclasses.replace(record, limits=tuple(limits or ()), held_by=held_by)
+    after_failure, parents, waiting_on, children = row[WORKFLOW_AT : WORKFLOW_AT + 4]
+    if limits is not None or held_by is not None:
+        record = dataclasses.replace(
+            record, limits=tuple(limits or ()), held_by=held_by
+        )
+    if after_failure is not None or children is not None:
+        record = dataclasses.replace(
+            record,
+            after_failure=after_failure,
+            parents=tuple(parents or ()),
+            waiting_on=tuple(waiting_on or ()),
+            children=tuple(children or ()),
+        )
+    return record
+
+
+class _Ended(NamedTuple):
+    """A parent's end, as its waiting children take it: how it ended, its
+    result (completed), and the ``parent_ended`` words of a child it cancels."""
+
+    id: int
+    end: ParentEnd
+    result: str | None
+    how: str
+
+
+class _Aftermath:
+    """What parents' ends did to their children in a transaction, to tell
+    once it committed: the jobs released (id, task: due now or later) and
+    whether a child ended cancelled."""
+
+    def __init__(self) -> None:
+        self.released: list[tuple[int, str | None]] = []
+        self.cancelled = 0
+
+    def forget(self) -> None:
+        """The transaction rolled back: nothing of it happened."""
+        self.released.clear()
+        self.cancelled = 0
+
+
+logger = logging.getLogger(__name__)
+
+#: How many times a transaction the server aborted for a deadlock is tried.
+DEADLOCK_TRIES = 5
+
+T = TypeVar("T")
+
+
+def _retried(
+    conn: psycopg.Connection[Any], aftermath: _Aftermath, work: Callable[[], T]
+) -> T:
+    """``work`` in one transaction, tried again when the server aborts it
+    for a deadlock (40P01). A parent's end writes its children in the same
+    transaction, so the jobs counters (``counts``, one row per state and
+    shard) are taken in more than one order, and two transactions of one
+    shard may wait for each other; the server aborts one, and it is tried
+    again here, rather than its claim running again after its lease."""
+    import psycopg
+
+    for attempt in range(1, DEADLOCK_TRIES + 1):
+        try:
+            with conn.transaction():
+                return work()
+        except psycopg.errors.DeadlockDetected:
+            aftermath.forget()
+            if attempt == DEADLOCK_TRIES:
+                raise
+            logger.info("a transaction met a deadlock; trying it again")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+#: What a parent's state means to a child added after it: ended so (any
+#: other: unfinished).
+_PARENT_ENDS: dict[str, ParentEnd] = {
+    "completed": "completed", "dead": "dead", "cancelled": "cancelled",
+}  # fmt: skip
+
+#: How a child a parent's end cancels says it (``parent_ended``).
+_HOW = {"dead": "died", "cancelled": "was cancelled", "completed": ""}
+
+#: What inserting jobs gave: each job's (id, duplicate), and how many of
+#: them are new and pending (not waiting, not cancelled).
+_Inserted = tuple[list[tuple[int, bool]], int]
 
 
 class _Owner(NamedTuple):
@@ -320,7 +420,8 @@ class PostgresStore(OneJobCalls):
     transactional_add = True
     capabilities = Capabilities(
         pages=True, finished_counts=True, schedules=True, schema=True,
-        migrates_on_open=True, named_queues=True, limits=True,
+        migrates_on_open=True, named_queues=True, limits=True, workflows=True,
+        activity=True,
     )  # fmt: skip
 
     def __init__(
@@ -582,8 +683,10 @@ class PostgresStore(OneJobCalls):
     ) -> list[Enqueued]:
         """Add jobs in one transaction. With ``connection`` (a psycopg 3
         connection), write them in that connection's current transaction: they
-        exist if, and only if, the caller commits it."""
+        exist if, and only if, the caller commits it. Jobs ``after=`` others
+        take a few statements more (``_insert_children``); others do not."""
         params: list[dict[str, Any]] = []
+        kept: list[NewJob] = []
         first_of_key: dict[str, int] = {}
         plan: list[int] = []  # per job: its row in params, or -1 - the first job
         for index, job in enumerate(jobs):
@@ -594,26 +697,34 @@ class PostgresStore(OneJobCalls):
                 first_of_key[job.key] = index
             plan.append(len(params))
             params.append(self._add_params(job, now))
+            kept.append(job)
+        children = any(job.after for job in kept)
+
+        def insert(conn: psycopg.Connection[Any], statement: bytes) -> _Inserted:
+            if children:
+                return self._insert_children(
+                    conn, kept, params, now, notify=connection is not None
+                )
+            ids = self._insert(conn, params, statement)
+            return ids, sum(not held for _, held in ids)
+
         if connection is not None:
-            ids = self._add_in(connection, params, max_pending)
+            ids, due = self._add_in(connection, insert, max_pending)
         else:
             with self._connection() as conn:
-                if len(params) == 1 and max_pending is None:
-                    ids = self._insert(conn, params, self._sql.add)
+                if len(params) == 1 and max_pending is None and not children:
+                    ids, due = insert(conn, self._sql.add)
                 else:
                     with conn.transaction():
-                        ids = self._insert_checked(
-                            conn, params, self._sql.add, max_pending
+                        ids, due = self._insert_checked(
+                            conn, insert, self._sql.add, max_pending
                         )
         results: list[Enqueued] = []
-        due = 0
         for row in plan:
             if row < 0:
                 results.append(Enqueued(results[-1 - row].id, True))
             else:
-                job_id, duplicate = ids[row]
-                results.append(Enqueued(job_id, duplicate))
-                due += not duplicate
+                results.append(Enqueued(*ids[row]))
         if due:
             self._signal.jobs_added(due)
             if connection is None:
@@ -638,28 +749,28 @@ class PostgresStore(OneJobCalls):
     def _insert_checked(
         self,
         conn: psycopg.Connection[Any],
-        params: list[dict[str, Any]],
+        insert: Callable[[psycopg.Connection[Any], bytes], _Inserted],
         statement: bytes,
         max_pending: int | None,
-    ) -> list[tuple[int, bool]]:
-        """``_insert``; with ``max_pending``, in a savepoint that ``QueueFull``
+    ) -> _Inserted:
+        """``insert``; with ``max_pending``, in a savepoint that ``QueueFull``
         rolls back, so an open transaction (the caller's) stays as it was.
         The count is read first, which begins the caller's transaction on a
         connection that has none open yet."""
         if max_pending is None:
-            return self._insert(conn, params, statement)
+            return insert(conn, statement)
         pending = first(conn.execute(self._sql.pending, {"q": self.queue}).fetchone())
         with conn.transaction():
-            ids = self._insert(conn, params, statement)
-            check_room(pending, sum(not held for _, held in ids), max_pending)
-        return ids
+            ids, due = insert(conn, statement)
+            check_room(pending, due, max_pending)
+        return ids, due
 
     def _add_in(
         self,
         connection: Any,
-        params: list[dict[str, Any]],
+        insert: Callable[[psycopg.Connection[Any], bytes], _Inserted],
         max_pending: int | None,
-    ) -> list[Any]:
+    ) -> _Inserted:
         """Add in the caller's transaction (or, on an autocommit connection
         outside a transaction, in one of our own)."""
         import psycopg
@@ -675,16 +786,14 @@ class PostgresStore(OneJobCalls):
                 "the caller's transaction failed earlier and must be rolled back; "
                 "nothing was added"
             )
-        message = {"channel": self.channel, "message": f"-:{self.queue}"}
-        params = [{**values, **message} for values in params]
         statement = self._sql.add_notify
         try:
             if connection.autocommit and status == psycopg.pq.TransactionStatus.IDLE:
                 with connection.transaction():
                     return self._insert_checked(
-                        connection, params, statement, max_pending
+                        connection, insert, statement, max_pending
                     )
-            return self._insert_checked(connection, params, statement, max_pending)
+            return self._insert_checked(connection, insert, statement, max_pending)
         except psycopg.Error as exc:
             raise self._db.error(exc) from exc
 
@@ -697,6 +806,9 @@ class PostgresStore(OneJobCalls):
         """Insert the rows; a row whose key a live job holds yields that job."""
         from psycopg.rows import tuple_row
 
+        if statement == self._sql.add_notify:
+            message = {"channel": self.channel, "message": f"-:{self.queue}"}
+            params = [{**values, **message} for values in params]
         with conn.cursor(row_factory=tuple_row) as cur:
             if len(params) == 1:
                 cur.execute(statement, params[0])
@@ -715,6 +827,104 @@ class PostgresStore(OneJobCalls):
                     continue
                 results.append(self._held(cur, values, statement))
         return results
+
+    def _insert_children(
+        self,
+        conn: psycopg.Connection[Any],
+        jobs: Sequence[NewJob],
+        params: list[dict[str, Any]],
+        now: float,
+        *,
+        notify: bool,
+    ) -> _Inserted:
+        """Add jobs some of which come ``after=`` others, in ``conn``'s
+        transaction: their parents locked in id order and read as they are
+        then, each job waiting, pending or cancelled by what they are, its
+        deps rows, and its parents' counts of children. ``notify``: in the
+        caller's transaction, which sends the wake-up as it commits."""
+        sql = self._sql
+        wanted = sorted({pid for job in jobs for pid in job.after})
+        rows = conn.execute(sql.lock_parents, {"ids": wanted}).fetchall()
+        found = {row[0]: (row[1], row[2], row[3]) for row in rows}
+        self._check_parents(conn, wanted, found)
+        for job, values in zip(jobs, params, strict=True):
+            values.update(self._child_params(job, found, now))
+        ids = self._insert(conn, params, sql.add_child)
+        deps: list[tuple[int, int, int, str | None, str | None]] = []
+        counts: dict[int, int] = {}
+        due = 0
+        for values, (job_id, duplicate) in zip(params, ids, strict=True):
+            if duplicate:
+                continue
+            due += values["cancel_by"] is None and not values["waits"]
+            for position, outcome in enumerate(values.pop("outcomes")):
+                pid, end, result = outcome
+                deps.append((job_id, position, pid, end, result))
+                if pid in found:
+                    counts[pid] = counts.get(pid, 0) + 1
+        if deps:
+            columns = list(zip(*deps, strict=True))
+            conn.execute(sql.add_deps, dict(zip(
+                ("children", "positions", "parents", "outcomes", "results"),
+                map(list, columns), strict=True)))  # fmt: skip
+            counted = {"ids": list(counts), "counts": list(counts.values())}
+            conn.execute(sql.count_children, counted)
+        if due and notify:
+            conn.execute(
+                sql.notify_in, {"channel": self.channel, "message": f"-:{self.queue}"}
+            )
+        return ids, due
+
+    def _check_parents(
+        self,
+        conn: psycopg.Connection[Any],
+        wanted: list[int],
+        found: dict[int, tuple[str, str, str | None]],
+    ) -> None:
+        """Raise ``unknown_parent`` for the first id this queue never gave:
+        another queue's job, or one above the last id given."""
+        missing = [pid for pid in wanted if pid not in found]
+        last = 0
+        if missing:
+            seq = {"seq": self._sql.names["jobs_id_seq_name"]}
+            last = first(conn.execute(self._sql.last_id, seq).fetchone())
+        for pid in wanted:
+            if pid in found:
+                if found[pid][0] != self.queue:
+                    raise unknown_parent(pid)
+            elif pid > last:
+                raise unknown_parent(pid)
+
+    def _child_params(
+        self,
+        job: NewJob,
+        found: dict[int, tuple[str, str, str | None]],
+        now: float,
+    ) -> dict[str, Any]:
+        """A job's parents' outcomes as they are now (``outcomes``), how
+        many it waits for, and the parent's end that cancels it, if one does."""
+        outcomes: list[ParentOutcome] = []
+        cancel_by = None
+        for pid in job.after:
+            _, state, result = found.get(pid, (self.queue, "completed", None))
+            if state not in _PARENT_ENDS:
+                outcomes.append((pid, None, None))
+                continue
+            end = _PARENT_ENDS[state]
+            fate = child_fate(job.after_failure, end)
+            if fate == "cancel" and cancel_by is None:
+                cancel_by = parent_ended(pid, _HOW[end])
+            if fate == "finished":
+                outcomes.append((pid, end, result if end == "completed" else None))
+            else:
+                outcomes.append((pid, None, None))
+        return {
+            "after_failure": job.after_failure if job.after else None,
+            "waits": sum(end is None for _, end, _ in outcomes) if job.after else None,
+            "cancel_by": cancel_by,
+            "keep_for": self._signal.keep_cancelled,
+            "outcomes": outcomes,
+        }
 
     def _held(
         self, cur: psycopg.Cursor[Any], values: dict[str, Any], statement: bytes
@@ -796,6 +1006,11 @@ class PostgresStore(OneJobCalls):
                 rows, limits = self._claim_limited(conn, now, params)
             else:  # jobs under no limit only, and no column for their limits
                 rows, limits = conn.execute(self._sql.claim, params).fetchall(), {}
+            parents = None
+            for row in rows:  # a loop, not a call: it runs for every claim
+                if row[10] is not None:  # a workflow's step (after_failure)
+                    parents = self._parents_of(conn, rows)
+                    break
         # RETURNING keeps no order (on a small table the plan scans the rows
         # as they lie): sort into run order, ties by id (first added first).
         if len(rows) > 1:
@@ -824,11 +1039,31 @@ class PostgresStore(OneJobCalls):
                 run_at,
                 timeout,
                 meta,
+                _,
             ) in rows
         ]
         if limits:
             claims = [claim._replace(limits=limits[claim.id]) for claim in claims]
+        if parents:  # None or {} for jobs outside workflows
+            claims = [
+                claim._replace(parents=parents[claim.id])
+                if claim.id in parents
+                else claim
+                for claim in claims
+            ]
         return claims
+
+    def _parents_of(
+        self, conn: psycopg.Connection[Any], rows: list[Any]
+    ) -> dict[int, tuple[ParentOutcome, ...]]:
+        """The parents of the claimed children among ``rows`` (a claim's),
+        in ``after`` order, with their outcomes."""
+        children = [row[0] for row in rows if row[10] is not None]
+        found: dict[int, list[ParentOutcome]] = {}
+        rows = conn.execute(self._sql.parents, {"ids": children}).fetchall()
+        for child, parent, end, result in rows:
+            found.setdefault(child, []).append((parent, end, result))
+        return {child: tuple(outcomes) for child, outcomes in found.items()}
 
     def _look_for_limits(self, conn: psycopg.Connection[Any]) -> bool:
         """Whether the queue has limits declared, looked up at most every
@@ -959,6 +1194,36 @@ class PostgresStore(OneJobCalls):
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]:
+        """One statement for jobs outside workflows; a job with parents or
+        children ends in a transaction that also writes its end to its
+        children (``_finish_workflow``)."""
+        plain = [d for d in done if not d.claim.parents]
+        ended: set[int] = set()
+        aftermath = None
+        with self._connection() as conn:
+            if plain:
+                query, values = self._finish_query(plain, keep_until, now, False)
+                ended = {row[0] for row in conn.execute(query, values).fetchall()}
+            if len(ended) < len(done):  # parents, children, or stale claims
+                rest = [d for d in done if d.claim.id not in ended]
+                aftermath = _Aftermath()
+                ended |= self._finish_workflow(conn, rest, keep_until, now, aftermath)
+            if ended:
+                self._settle(conn)
+        if aftermath is not None:
+            self._told(aftermath)
+        self._slots_freed([d.claim for d in done])
+        return [d.claim.id in ended for d in done]
+
+    def _finish_query(
+        self,
+        done: Sequence[Done],
+        keep_until: float | None,
+        now: float,
+        workflow: bool,
+    ) -> tuple[bytes, dict[str, Any]]:
+        """The statement that ends ``done`` (``workflow``: the variant that
+        ends jobs in workflows too), and its values."""
         values: dict[str, Any] = {
             "q": self.queue,
             "now": self._now(now),
@@ -968,27 +1233,60 @@ class PostgresStore(OneJobCalls):
         limited = _limited([d.claim for d in done])
         sql = self._sql
         if keep_until is None:
-            query = sql.finish_limited if limited else sql.finish
+            queries = (sql.finish, sql.finish_limited, sql.finish_workflow,
+                       sql.finish_limited_workflow)  # fmt: skip
         else:
-            query = sql.complete_limited if limited else sql.complete
+            queries = (sql.complete, sql.complete_limited, sql.complete_workflow,
+                       sql.complete_limited_workflow)  # fmt: skip
             values["results"] = [d.result for d in done]
             values["keep_for"] = max(keep_until - now, 0.0)
-        with self._connection() as conn:
-            ended = {row[0] for row in conn.execute(query, values).fetchall()}
-            if ended:
-                self._settle(conn)
-        self._slots_freed([d.claim for d in done])
-        return [d.claim.id in ended for d in done]
+        return queries[2 * workflow + limited], values
+
+    def _finish_workflow(
+        self,
+        conn: psycopg.Connection[Any],
+        done: Sequence[Done],
+        keep_until: float | None,
+        now: float,
+        aftermath: _Aftermath,
+    ) -> set[int]:
+        """End jobs that may be in workflows, in one transaction with what
+        their ends do to their children (and the deps rows of a child
+        finished and not kept); the ids ended."""
+        query, values = self._finish_query(done, keep_until, now, True)
+        results = {d.claim.id: d.result for d in done}
+
+        def finish() -> set[int]:
+            rows = conn.execute(query, values).fetchall()
+            if keep_until is None:
+                gone = [job_id for job_id, _, parents in rows if parents]
+                if gone:
+                    conn.execute(self._sql.delete_deps, {"ids": gone})
+            ends = [_Ended(job_id, "completed", results[job_id], "")
+                    for job_id, children, _ in rows if children]  # fmt: skip
+            self._parents_ended(conn, ends, now, aftermath)
+            return {row[0] for row in rows}
+
+        return _retried(conn, aftermath, finish)
 
     def release(self, claims: Sequence[Claim], now: float) -> None:
+        """One transaction: a stopping job given back ends cancelled, and
+        so do (or not) its children."""
         values = {"q": self.queue, **self._claim_arrays(claims)}
         sql = self._sql
         query = sql.release_limited if _limited(claims) else sql.release
+        aftermath = _Aftermath()
         with self._connection() as conn:
-            rows = conn.execute(query, values).fetchall()
-            states = [DATABASE_STATES[state] for (state,) in rows]
+            with conn.transaction():
+                rows = conn.execute(query, values).fetchall()
+                ends = [_Ended(job_id, "cancelled", None, _HOW["cancelled"])
+                        for job_id, state, children in rows
+                        if children and state == "cancelled"]  # fmt: skip
+                self._parents_ended(conn, ends, now, aftermath)
+            states = [DATABASE_STATES[state] for _, state, _ in rows]
             if JobState.CANCELLED in states:
                 self._settle(conn)  # stopping jobs given back ended
+        self._told(aftermath)
         self._slots_freed(claims)
         released = states.count(JobState.PENDING)
         self._signal.jobs_added(released)
@@ -1021,31 +1319,66 @@ class PostgresStore(OneJobCalls):
                      bool(claim.limits))
             for claim, error, retry_at in failures
         ]  # fmt: skip
+        aftermath = _Aftermath()
+        states: list[JobState | None] = [None]
+        dropped: list[tuple[int, str | None]] = []
         with self._connection() as conn:
-            with contextlib.nullcontext() if alone else conn.transaction():
-                states, dropped = self._fail_all(conn, attempts, now)
+            if alone:  # a retry: a parent's children go on waiting
+                states = [self._fail_one(conn, attempts[0], now, None)]
+            if not alone or states[0] is None:  # stopping parent, or stale
+                states, dropped = _retried(
+                    conn,
+                    aftermath,
+                    lambda: self._fail_all(conn, attempts, now, aftermath),
+                )
             self._after_failures(conn, states, dropped)
+        self._told(aftermath)
         self._slots_freed([f.claim for f in failures])
         return states
 
     def _fail_all(
-        self, conn: psycopg.Connection[Any], attempts: Sequence[_Attempt], now: float
+        self,
+        conn: psycopg.Connection[Any],
+        attempts: Sequence[_Attempt],
+        now: float,
+        aftermath: _Aftermath,
     ) -> tuple[list[JobState | None], list[tuple[int, str | None]]]:
-        """Record failed attempts, then trim the dead letters if one died:
-        the state each job is in now (``None``: a stale claim), and the dead
-        jobs the trim dropped."""
-        states = [self._fail_one(conn, attempt, now) for attempt in attempts]
-        dropped = self._trim_dead(conn) if JobState.DEAD in states else []
-        return states, dropped
+        """Record failed attempts, then what the ends of parents among them
+        do to their children, then trim the dead letters if one died: the
+        state each job is in now (``None``: a stale claim), and the dead
+        jobs the trim dropped. In the caller's transaction."""
+        ends: list[_Ended] = []
+        states = [self._fail_one(conn, attempt, now, ends) for attempt in attempts]
+        self._parents_ended(conn, ends, now, aftermath)
+        if JobState.DEAD not in states:
+            return states, []
+        return states, self._trim_dead(conn, now, aftermath)
 
     def _fail_one(
-        self, conn: psycopg.Connection[Any], attempt: _Attempt, now: float
+        self,
+        conn: psycopg.Connection[Any],
+        attempt: _Attempt,
+        now: float,
+        ends: list[_Ended] | None,
     ) -> JobState | None:
+        """Record one failed attempt. ``ends`` ``None``: the plain statement,
+        which leaves a parent that ends alone (``None``, as a stale claim);
+        else any job, a parent's end added to ``ends``."""
         job_id, token, error, retry_in, limited = attempt
         values = self._fail_params(job_id, token, error, retry_in, now)
-        query = self._sql.fail_limited if limited else self._sql.fail
+        sql = self._sql
+        if ends is None:
+            query = sql.fail_limited if limited else sql.fail
+        else:
+            query = sql.fail_limited_workflow if limited else sql.fail_workflow
         row = conn.execute(query, values).fetchone()
-        return None if row is None else DATABASE_STATES[row[0]]
+        if row is None:
+            return None
+        state = DATABASE_STATES[row[0]]
+        if ends is not None and row[1] and state in (JobState.DEAD, JobState.CANCELLED):
+            end: ParentEnd = "dead" if state is JobState.DEAD else "cancelled"
+            ends.append(_Ended(job_id, end, None, _HOW[end]))
+        return state
 
     def _after_failures(
         self,
@@ -1102,14 +1435,16 @@ class PostgresStore(OneJobCalls):
             if not first(conn.execute(sql.any_expired, {"q": self.queue}).fetchone()):
                 return 0
             error = process_died(now)
+            aftermath = _Aftermath()
             with conn.transaction():
                 rows = conn.execute(sql.expired, {"q": self.queue}).fetchall()
                 attempts = [
                     _Attempt(job_id, token, error, _retry_after_crash(*ran), limited)
                     for job_id, token, limited, *ran in rows
                 ]
-                states, dropped = self._fail_all(conn, attempts, now)
+                states, dropped = self._fail_all(conn, attempts, now, aftermath)
             self._after_failures(conn, states, dropped)
+        self._told(aftermath)
         recovered = [a.id for a, state in zip(attempts, states, strict=True) if state]
         if recovered and self._limited:
             self._wake_claimers()
@@ -1153,11 +1488,38 @@ class PostgresStore(OneJobCalls):
         return True
 
     def delete_dead(self, job_id: int) -> bool:
+        """One transaction: the job, its deps rows, and what its deletion
+        does to its waiting children (as a cancelled parent's end)."""
+        now = self._signal.clock()
+        aftermath = _Aftermath()
         with self._connection() as conn:
-            row = conn.execute(
-                self._sql.delete_dead, {"id": job_id, "q": self.queue}
-            ).fetchone()
+            with conn.transaction():
+                row = conn.execute(
+                    self._sql.delete_dead, {"id": job_id, "q": self.queue}
+                ).fetchone()
+                if row is not None:
+                    self._deleted(conn, [row], "was deleted", now, aftermath)
+            if aftermath.cancelled:
+                self._settle(conn)
+        self._told(aftermath)
         return row is not None
+
+    def _deleted(
+        self,
+        conn: psycopg.Connection[Any],
+        rows: Sequence[Sequence[Any]],
+        how: str,
+        now: float,
+        aftermath: _Aftermath,
+    ) -> None:
+        """Dead jobs deleted (rows: id, ..., has children, has parents, last):
+        their deps rows go, and their waiting children take it as a
+        cancelled parent's end, ``parent_ended(id, how)``."""
+        gone = [row[0] for row in rows if row[-1]]
+        if gone:
+            conn.execute(self._sql.delete_deps, {"ids": gone})
+        ends = [_Ended(row[0], "cancelled", None, how) for row in rows if row[-2]]
+        self._parents_ended(conn, ends, now, aftermath)
 
     def cancel(
         self, job_id: int, now: float, *, by: str, keep_until: float
@@ -1168,13 +1530,19 @@ class PostgresStore(OneJobCalls):
             "id": job_id, "q": self.queue, "now": self._now(now), "by": by,
             "keep_for": max(keep_until - now, 0.0), "batch": EXPIRE_BATCH,
         }  # fmt: skip
+        aftermath = _Aftermath()
         with self._connection() as conn:
-            row = conn.execute(self._sql.cancel, values).fetchone()
+            with conn.transaction():
+                row = conn.execute(self._sql.cancel, values).fetchone()
+                if row is not None and row[0] == "cancelled" and row[1]:
+                    end = _Ended(job_id, "cancelled", None, _HOW["cancelled"])
+                    self._parents_ended(conn, [end], now, aftermath)
             if row is None:
                 return None
             if row[0] == "running":
                 return "stopping"
             self._settle(conn)
+        self._told(aftermath)
         return "cancelled"
 
     def stops_requested(self, claims: Sequence[Claim]) -> list[int]:
@@ -1208,6 +1576,7 @@ class PostgresStore(OneJobCalls):
             int(counts.get("scheduled", 0) - due),
             int(counts.get("completed", 0) - expired),
             int(counts.get("cancelled", 0) - expired_cancelled),
+            int(counts.get("waiting", 0)),
         )
 
     def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:
@@ -1220,6 +1589,65 @@ class PostgresStore(OneJobCalls):
             FinishedMinute(float(m), int(completed), int(died))
             for m, completed, died in rows
         ]
+
+    # -- activity (see "Activity" in ``jobq.stores.base``) -----------------------------
+    # Rows on the beats' clock (``now`` as given, whatever ``clock`` says):
+    # a process's ``seen`` is its own clock's, and so is every reader's now.
+
+    def beat(self, beat: Beat, now: float) -> None:
+        """One transaction: its statements lock rows in one order whoever
+        beats (see ``statements.PUT_PROCESS``), so beats never deadlock."""
+        sql = self._sql
+        queue = {"q": self.queue}
+        with self._connection() as conn, conn.transaction():
+            if beat.process is not None:
+                row = process_params(beat.process, beat.gone_after)
+                conn.execute(sql.put_process, {**queue, **row})
+            if beat.outcomes:
+                conn.execute(
+                    sql.add_outcomes, {**queue, **outcome_arrays(beat.outcomes)}
+                )
+            if beat.sample is not None:
+                conn.execute(sql.add_sample, {**queue, **beat.sample._asdict()})
+            conn.execute(sql.drop_old_activity, {**queue, **drop_params(now)})
+
+    def leave(self, process_id: str) -> None:
+        with self._connection() as conn:
+            conn.execute(self._sql.leave, {"q": self.queue, "id": storable(process_id)})
+
+    def processes(self, now: float) -> list[ProcessInfo]:
+        """One range of the processes' key (this queue's rows)."""
+        with self._connection() as conn:
+            rows = conn.execute(
+                self._sql.processes, {"q": self.queue, "now": now}
+            ).fetchall()
+        return [process_from_row(row) for row in rows]
+
+    def outcomes(self, since: float, now: float) -> list[TaskOutcomes]:
+        """One range of the outcomes' key: the minutes asked for."""
+        with self._connection() as conn:
+            rows = conn.execute(
+                self._sql.outcomes, self._minutes(since, now)
+            ).fetchall()
+        return [outcome_from_row(row) for row in rows]
+
+    def minute_outcomes(self, since: float, now: float) -> list[MinuteOutcomes]:
+        """One range of the outcomes' key, summed per minute by the server."""
+        with self._connection() as conn:
+            rows = conn.execute(
+                self._sql.minute_outcomes, self._minutes(since, now)
+            ).fetchall()
+        return [MinuteOutcomes(*row) for row in rows]
+
+    def samples(self, since: float, now: float) -> list[DepthSample]:
+        """One range of the samples' key: the minutes asked for."""
+        with self._connection() as conn:
+            rows = conn.execute(self._sql.samples, self._minutes(since, now)).fetchall()
+        return [DepthSample(*row) for row in rows]
+
+    def _minutes(self, since: float, now: float) -> dict[str, Any]:
+        """A read's range: the minutes of ``since`` to ``now``, this queue's."""
+        return {"q": self.queue, **minutes_params(since, now)}
 
     def page_jobs(self, query: JobQuery, now: float) -> JobPage:
         """A page of a list (see ``jobq.stores.pages``): one statement over
@@ -1281,8 +1709,11 @@ class PostgresStore(OneJobCalls):
         if not live:
             signal.job_settled()
 
-    def _trim_dead(self, conn: psycopg.Connection[Any]) -> list[tuple[int, str | None]]:
-        """Drop the oldest dead jobs beyond the limit; returns them to log.
+    def _trim_dead(
+        self, conn: psycopg.Connection[Any], now: float, aftermath: _Aftermath
+    ) -> list[tuple[int, str | None]]:
+        """Drop the oldest dead jobs beyond the limit (their waiting children
+        take it as a cancelled parent's end); returns them to log.
 
         In the transaction that buried, after its burials: the lock makes
         concurrent trims of the queue count one after the other, each seeing
@@ -1291,8 +1722,68 @@ class PostgresStore(OneJobCalls):
         rows = conn.execute(
             self._sql.trim_dead, {"q": self.queue, "limit": self._dead_letter_limit}
         ).fetchall()
-        return [(job_id, last_error) for job_id, _, last_error in sorted(
-            rows, key=lambda r: r[1])]  # fmt: skip
+        rows.sort(key=lambda r: r[1])
+        self._deleted(
+            conn, rows, "was dropped from the dead-letter list", now, aftermath
+        )
+        return [(row[0], row[2]) for row in rows]
+
+    # -- workflows: a parent's end, in its transaction --------------------------------
+
+    def _parents_ended(
+        self,
+        conn: psycopg.Connection[Any],
+        ends: Sequence[_Ended],
+        now: float,
+        aftermath: _Aftermath,
+    ) -> None:
+        """Write what parents' ends do to their waiting children (see
+        ``jobq.stores.base``, "Workflows"): slots set and children released,
+        or children cancelled, and then their children, level by level. In
+        the transaction that ended the parents, after it locked them: each
+        statement here sees every child added before (its own snapshot)."""
+        sql = self._sql
+        while ends:
+            by_id = {end.id: end for end in ends}
+            rows = conn.execute(sql.waiting_children, {"parents": list(by_id)})
+            slots: list[tuple[int, int, str, str | None]] = []
+            cancels: dict[int, str] = {}
+            for child, position, parent, after_failure in rows.fetchall():
+                end = by_id[parent]
+                fate = child_fate(after_failure, end.end)
+                if fate == "finished":
+                    result = end.result if end.end == "completed" else None
+                    slots.append((child, position, end.end, result))
+                elif fate == "cancel":
+                    cancels.setdefault(child, parent_ended(parent, end.how))
+            slots = [slot for slot in slots if slot[0] not in cancels]
+            if slots:
+                columns = [list(column) for column in zip(*slots, strict=True)]
+                released = conn.execute(sql.set_slots, {
+                    "now": self._now(now),
+                    **dict(zip(("children", "positions", "outcomes", "results"),
+                               columns, strict=True)),
+                }).fetchall()  # fmt: skip
+                aftermath.released += [(i, task) for i, task, done in released if done]
+            ends = []
+            if cancels:
+                cancelled = conn.execute(sql.cancel_children, {
+                    "now": self._now(now), "ids": list(cancels),
+                    "by": list(cancels.values()),
+                    "keep_for": self._signal.keep_cancelled,
+                }).fetchall()  # fmt: skip
+                aftermath.cancelled += len(cancelled)
+                ends = [_Ended(child, "cancelled", None, _HOW["cancelled"])
+                        for child, children in cancelled if children]  # fmt: skip
+
+    def _told(self, aftermath: _Aftermath) -> None:
+        """Once the transaction committed: wake workers here and elsewhere
+        for the released children, and tell the queue of them."""
+        released = aftermath.released
+        if released:
+            self._signal.jobs_added(len(released))
+            self._notify_others(len(released))
+            self._signal.jobs_released(released)
 
     def _log_dropped(self, dropped: list[tuple[int, str | None]]) -> None:
         for job_id, last_error in dropped:

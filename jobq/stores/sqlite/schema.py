@@ -5,10 +5,11 @@ or migrated from an older version, or its version checked).
 Tables carry a ``jobq_`` prefix so that the queue can live in a database the
 application also uses. States: scheduled and ready (both "pending"), running,
 dead, completed (kept with its result until ``expires_at``), cancelled (kept
-likewise), held (pending, due, held back by a limit: version 6); a running
-job with a ``cancel_at`` is stopping (it holds no key).
+likewise), held (pending, due, held back by a limit: version 6), waiting (for a
+parent, ``after=``: version 8); a running job with a ``cancel_at`` is
+stopping (it holds no key).
 Counts per state live in a small table kept by triggers, so ``stats`` reads
-seven rows, never the jobs (plus the few scheduled jobs already due and
+eight rows, never the jobs (plus the few scheduled jobs already due and
 completed or cancelled ones already expired that no write moved yet).
 """
 
@@ -24,7 +25,7 @@ from jobq.stores.sqlite.connections import Database, primary_code
 logger = logging.getLogger("jobq.stores.sqlite")
 
 #: The schema this code writes; a file with a newer one is refused.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 9
 
 SCHEMA_V1 = (
     """CREATE TABLE jobq_meta (
@@ -254,10 +255,98 @@ _HELD_INDEXES = (
 )
 SCHEMA_V7 = ("DROP INDEX jobq_held", "DROP INDEX jobq_held_order", *_HELD_INDEXES)
 
+# Version 8: workflows (see "Workflows" in ``jobq.stores.base``). A child
+# keeps a row per parent in ``jobq_deps`` (position in ``after``, and the
+# parent's outcome and result once it ended: NULL while unset), deleted with
+# the child (a trigger on the children only: ``after_failure`` is set on the
+# jobs that have parents, and NULL on every other). A waiting child counts its
+# unset slots in ``waiting_on`` (NULL once it no longer waits), so that a
+# parent's end releases it without counting its rows; the waiting jobs are
+# listed through ``jobq_deps`` (every child has a row at position 0), with
+# no index of the jobs table: one costs every insert and delete. A parent
+# counts the children added after it in ``children``: the statement that
+# ends a claim returns it, and only a job with children
+# looks for them, so a job without pays no statement more. The state
+# "waiting" needs a new CHECK: the table is rebuilt as for version 5.
+_V6_COLUMNS = f"""{_V5_COLUMNS}, limits, held_by"""
+_JOBS_V8 = (
+    _JOBS_V6.replace("jobq_jobs_v6", "jobq_jobs_v8")
+    .replace("'cancelled', 'held')", "'cancelled', 'held', 'waiting')")
+    .replace(
+        "held_by TEXT                           -- held jobs: the key holding",
+        """held_by TEXT,                          -- held jobs: the key holding
+        after_failure TEXT,                    -- jobs with parents only
+        children INTEGER NOT NULL DEFAULT 0,   -- jobs added after it
+        waiting_on INTEGER                     -- waiting jobs: unset slots""",
+    )
+)
+SCHEMA_V8 = (
+    _JOBS_V8,
+    f"INSERT INTO jobq_jobs_v8 ({_V6_COLUMNS}) SELECT {_V6_COLUMNS} FROM jobq_jobs",  # noqa: S608
+    "DELETE FROM sqlite_sequence WHERE name = 'jobq_jobs_v8'",
+    "UPDATE sqlite_sequence SET name = 'jobq_jobs_v8' WHERE name = 'jobq_jobs'",
+    "DROP TABLE jobq_jobs",  # its indexes and triggers with it
+    "ALTER TABLE jobq_jobs_v8 RENAME TO jobq_jobs",
+    *(sql for sql in SCHEMA_V5 if sql.startswith("CREATE INDEX")),
+    *_HELD_INDEXES,
+    """CREATE UNIQUE INDEX jobq_live_keys ON jobq_jobs (key)
+        WHERE key IS NOT NULL AND state IN
+        ('scheduled', 'ready', 'running', 'held', 'waiting') AND cancel_at IS NULL""",
+    "INSERT INTO jobq_counts (state, n) VALUES ('waiting', 0)",
+    *(sql for sql in SCHEMA_V1 if sql.startswith("CREATE TRIGGER")),
+    """CREATE TABLE jobq_deps (
+        child INTEGER NOT NULL,
+        position INTEGER NOT NULL,             -- in the child's after, from 0
+        parent INTEGER NOT NULL,
+        outcome TEXT,                          -- NULL: unset (ParentEnd)
+        result TEXT,                           -- JSON, a completed parent's
+        PRIMARY KEY (child, position)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX jobq_deps_parent ON jobq_deps (parent, child)",
+    """CREATE TRIGGER jobq_deps_delete AFTER DELETE ON jobq_jobs
+        WHEN OLD.after_failure IS NOT NULL BEGIN
+        DELETE FROM jobq_deps WHERE child = OLD.id;
+    END""",
+)
+
+# Version 9: activity (see "Activity" in ``jobq.stores.base`` and
+# ``jobq.stores.sqlite.activity``): the registry of processes, outcomes per
+# minute and task, depth samples per minute. No job's statement touches them.
+SCHEMA_V9 = (
+    """CREATE TABLE jobq_processes (
+        id TEXT PRIMARY KEY,                   -- host:pid:nonce
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        started REAL NOT NULL,
+        seen REAL NOT NULL,
+        gone_after REAL NOT NULL,
+        workers INTEGER NOT NULL,
+        busy INTEGER NOT NULL,
+        running TEXT NOT NULL                  -- JSON [[id, task, started]]
+    ) WITHOUT ROWID""",
+    """CREATE TABLE jobq_outcomes (
+        minute REAL NOT NULL,
+        task TEXT NOT NULL,                    -- '': plain jobs
+        succeeded INTEGER NOT NULL,
+        failed INTEGER NOT NULL,
+        dead INTEGER NOT NULL,
+        cancelled INTEGER NOT NULL,
+        durations TEXT NOT NULL,               -- JSON: counts per bucket
+        PRIMARY KEY (minute, task)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE jobq_samples (
+        minute REAL PRIMARY KEY,
+        pending INTEGER NOT NULL,
+        running INTEGER NOT NULL,
+        waiting INTEGER NOT NULL,
+        latency REAL
+    ) WITHOUT ROWID""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
-    6: SCHEMA_V6, 7: SCHEMA_V7,
+    6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8, 9: SCHEMA_V9,
 }  # fmt: skip
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"

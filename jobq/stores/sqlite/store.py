@@ -28,6 +28,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 from jobq._fork import reset_after_fork
+from jobq.activity import (
+    Beat,
+    DepthSample,
+    MinuteOutcomes,
+    ProcessInfo,
+    TaskOutcomes,
+)
 from jobq.errors import StoreError
 from jobq.stores.base import (
     CancelOutcome,
@@ -58,6 +65,7 @@ from jobq.stores.helpers import (
 )
 from jobq.stores.limits import usage_of
 from jobq.stores.pages import DATABASE_FIRST, JobPage, JobQuery, read_cursor
+from jobq.stores.sqlite import activity
 from jobq.stores.sqlite.connections import Database, guard, inherited
 from jobq.stores.sqlite.limiting import (
     Limiter,
@@ -81,12 +89,14 @@ from jobq.stores.sqlite.statements import (
     CLAIM,
     CLAIMED,
     COMPLETE,
+    COMPLETE_PARENT,
     COUNTS,
     DEAD_COUNT,
     DEAD_KEY,
     DELETE,
     DELETE_CLAIMED,
     DELETE_DEAD,
+    DELETE_PARENT,
     DUE_SCHEDULED,
     END_CANCELLED,
     EXPIRE_CANCELLED,
@@ -101,6 +111,7 @@ from jobq.stores.sqlite.statements import (
     HELD_KEY,
     HELD_PER_KEY,
     INSERT,
+    INSERT_CHILD,
     LIMITS_AT,
     LIMITS_DECLARED,
     LISTS,
@@ -128,6 +139,7 @@ from jobq.stores.sqlite.statements import (
     stops,
 )
 from jobq.stores.sqlite.wakeups import Watcher
+from jobq.stores.sqlite.workflows import Ends, link, parents_of, start_of, with_family
 from jobq.types import (
     AttemptError,
     Enqueued,
@@ -217,50 +229,123 @@ def _load_errors(text: str) -> tuple[AttemptError, ...]:
     )
 
 
-def _record(row: Sequence[Any]) -> JobRecord[Any]:
-    """A job as ``RECORD`` selects it."""
-    return record_from_row(
-        row, json.loads(row[11]), cancels_at=CANCELS_AT, limits_at=LIMITS_AT
-    )
+def _records(
+    conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]
+) -> list[JobRecord[Any]]:
+    """Jobs as ``RECORD`` selects them, with their parents and children."""
+    records = [
+        record_from_row(
+            row, json.loads(row[11]), cancels_at=CANCELS_AT, limits_at=LIMITS_AT
+        )
+        for row in rows
+    ]
+    return with_family(conn, rows, records)
+
+
+#: What ``_finish_one`` says of a job with children it ended.
+_PARENT = 2
 
 
 def _finish_one(
     conn: sqlite3.Connection, done: Done, keep_until: float | None, now: float
-) -> bool:
-    """Delete the job, or keep it completed (finished ``now``); whether its
-    claim was current."""
+) -> int:
+    """Delete the job, or keep it completed (finished ``now``): 0 if its
+    claim was no longer current, ``_PARENT`` if it has children (to tell),
+    else 1."""
     claim = done.claim
     if keep_until is None:
-        ended = conn.execute(DELETE_CLAIMED, (claim.id, claim.token)).rowcount
+        values: tuple[Any, ...] = (claim.id, claim.token)
+        statements = (DELETE_CLAIMED, DELETE_PARENT)
     else:
         values = (done.result, keep_until, now, claim.id, claim.token)
-        ended = conn.execute(COMPLETE, values).rowcount
-    if ended and claim.limits:
+        statements = (COMPLETE, COMPLETE_PARENT)
+    ended = conn.execute(statements[0], values).rowcount
+    parent = not ended and conn.execute(statements[1], values).rowcount
+    if not (ended or parent):
+        return 0
+    if claim.limits:
         free_slots(conn, claim.id)
-    return bool(ended)
+    return _PARENT if parent else 1
 
 
-def _release_one(conn: sqlite3.Connection, claim: Claim) -> list[Any]:
-    """Give the claim's job back (``RELEASE``); the rows it returned."""
-    rows = conn.execute(RELEASE, (claim.id, claim.token)).fetchall()
-    if rows and claim.limits:
+def _release_one(conn: sqlite3.Connection, claim: Claim, ends: Ends) -> bool:
+    """Give the claim's job back (``RELEASE``); whether it was stopping, so
+    ended cancelled (its waiting children told)."""
+    row = conn.execute(RELEASE, (claim.id, claim.token)).fetchone()
+    if row is None:
+        return False
+    if claim.limits:
         free_slots(conn, claim.id)
-    return rows
+    stopped, children = row
+    if stopped and children:
+        ends.ended(claim.id, "cancelled")
+    return bool(stopped)
 
 
-def _insert(conn: sqlite3.Connection, new: NewJob, now: float) -> Enqueued:
+def _insert(
+    conn: sqlite3.Connection, new: NewJob, now: float, keep_cancelled: float = 0.0
+) -> tuple[Enqueued, str]:
     """Insert one job (in the caller's write transaction); a live job
-    holding its key is returned as a duplicate instead."""
-    if new.key is not None:
+    holding its key is returned as a duplicate instead. With the state the
+    job was added in (a child's may be "waiting" or "cancelled")."""
+    start = None if not new.after else start_of(conn, new, now, keep_cancelled)
+    if new.key is not None and (start is None or start.cancel is None):
         held = conn.execute(HELD_KEY, (new.key,)).fetchone()
         if held is not None:
-            return Enqueued(held[0], True)
-    state = "ready" if new.run_at <= now else "scheduled"
-    row = (state, new.payload, new.key, new.priority, new.run_at, now,
-           new.max_attempts, new.task, new.timeout, new.meta,
-           limits_text(new.limits))  # fmt: skip
-    (job_id,) = conn.execute(INSERT, row).fetchone()
-    return Enqueued(job_id, False)
+            return Enqueued(held[0], True), ""
+    if start is None:
+        state = "ready" if new.run_at <= now else "scheduled"
+        row = (state, new.payload, new.key, new.priority, new.run_at, now,
+               new.max_attempts, new.task, new.timeout, new.meta,
+               limits_text(new.limits))  # fmt: skip
+        (job_id,) = conn.execute(INSERT, row).fetchone()
+        return Enqueued(job_id, False), state
+    at, by, until = start.cancel or (None, None, None)
+    values = (start.state, new.payload, new.key, new.priority, new.run_at, now,
+              new.max_attempts, new.task, new.timeout, new.meta,
+              limits_text(new.limits), new.after_failure, start.waiting_on, at,
+              by, until)  # fmt: skip
+    (job_id,) = conn.execute(INSERT_CHILD, values).fetchone()
+    link(conn, job_id, start.slots)
+    return Enqueued(job_id, False), start.state
+
+
+def _claims(rows: list[Any], conn: sqlite3.Connection | None = None) -> list[Claim]:
+    """The claims ``CLAIM`` returned, in run order; a child's parents read
+    through ``conn`` (given only when some row is a child)."""
+    if len(rows) > 1:  # RETURNING keeps no order
+        rows.sort(key=lambda row: (*row[7:9], row[0]))
+    return [
+        Claim(
+            job_id,
+            token,
+            payload,
+            tried + 1,
+            max_attempts,
+            key,
+            task,
+            due,
+            timeout,
+            meta,
+            () if limits is None else job_limits(limits),
+            () if conn is None or after_failure is None else parents_of(conn, job_id),
+        )
+        for (
+            job_id,
+            token,
+            payload,
+            tried,
+            max_attempts,
+            key,
+            task,
+            _,
+            due,
+            timeout,
+            meta,
+            limits,
+            after_failure,
+        ) in rows
+    ]
 
 
 class SqliteStore(OneJobCalls):
@@ -288,6 +373,8 @@ class SqliteStore(OneJobCalls):
         schema=True,
         files=True,
         limits=True,
+        workflows=True,
+        activity=True,
     )
 
     def __init__(
@@ -465,18 +552,17 @@ class SqliteStore(OneJobCalls):
     ) -> list[Enqueued]:
         results: list[Enqueued] = []
         due = delayed = 0
+        keep_cancelled = self._signal.keep_cancelled
         with self._write() as conn:
             pending = 0
             if max_pending is not None:
                 (pending,) = conn.execute(PENDING_COUNT).fetchone()
             for new in jobs:
-                enqueued = _insert(conn, new, now)
+                enqueued, state = _insert(conn, new, now, keep_cancelled)
                 results.append(enqueued)
-                if enqueued.duplicate:
-                    continue
-                if new.run_at <= now:
+                if state == "ready":
                     due += 1
-                else:
+                elif state == "scheduled":
                     delayed += 1
             if max_pending is not None:  # raising here rolls the inserts back
                 check_room(pending, due + delayed, max_pending)
@@ -507,8 +593,11 @@ class SqliteStore(OneJobCalls):
                 return conn.execute(LIVE_JOB, (job_id,)).fetchone() is not None
 
             skipped = overlapping_job(state, skip_running, live)
+            keep_cancelled = self._signal.keep_cancelled
             result = (
-                _insert(conn, job, now) if skipped is None else Enqueued(skipped, True)
+                _insert(conn, job, now, keep_cancelled)[0]
+                if skipped is None
+                else Enqueued(skipped, True)
             )
             conn.execute(PUT_SCHEDULE, (name, expression, slot, result.id))
         if not result.duplicate:
@@ -549,37 +638,10 @@ class SqliteStore(OneJobCalls):
                     limiter = limiter or Limiter(conn, now)
                     rows = self._admit(conn, limiter, rows, limit)
                     break
-        if len(rows) > 1:  # RETURNING keeps no order
-            rows.sort(key=lambda row: (*row[7:9], row[0]))
-        return [
-            Claim(
-                job_id,
-                token,
-                payload,
-                tried + 1,
-                max_attempts,
-                key,
-                task,
-                due,
-                timeout,
-                meta,
-                () if limits is None else job_limits(limits),
-            )
-            for (
-                job_id,
-                token,
-                payload,
-                tried,
-                max_attempts,
-                key,
-                task,
-                _,
-                due,
-                timeout,
-                meta,
-                limits,
-            ) in rows
-        ]
+            for row in rows:
+                if row[12] is not None:
+                    return _claims(rows, conn)
+        return _claims(rows)
 
     def _look_for_limits(self, conn: sqlite3.Connection, now: float) -> None:
         """Whether some process declared a limit, looked at once a second:
@@ -621,15 +683,24 @@ class SqliteStore(OneJobCalls):
     def finish_many(
         self, done: Sequence[Done], keep_until: float | None, now: float
     ) -> list[bool]:
+        ends: Ends | None = None  # made for a parent only: a finish's hot path
         with self._write() as conn:
             conn.execute(EXPIRE_COMPLETED, (now,))
-            ended = [_finish_one(conn, d, keep_until, now) for d in done]
+            ended: list[bool] = []
+            for d in done:
+                outcome = _finish_one(conn, d, keep_until, now)
+                if outcome == _PARENT:
+                    ends = ends or self._ends(conn, now)
+                    ends.ended(d.claim.id, "completed", d.result)
+                ended.append(bool(outcome))
             settled = any(ended) and self._settled(conn)
             freed = self._slots_freed(conn, [d.claim for d in done], now)
         if settled:
             self._job_settled()
         if freed:
             self._jobs_added(1)
+        if ends is not None:
+            self._ends_told(ends)
         return ended
 
     def _slots_freed(
@@ -644,12 +715,13 @@ class SqliteStore(OneJobCalls):
     def release(self, claims: Sequence[Claim], now: float) -> None:
         """Pending again; a stopping job, which never started, cancelled."""
         with self._write() as conn:
-            ended = [_release_one(conn, claim) for claim in claims]
-            stopped = any(row == [(1,)] for row in ended)
-            settled = stopped and self._settled(conn)
+            ends = self._ends(conn, now)
+            stopped = [_release_one(conn, claim, ends) for claim in claims]
+            settled = any(stopped) and self._settled(conn)
         self._jobs_added(len(claims))
         if settled:
             self._job_settled()
+        self._ends_told(ends)
 
     def fail_many(
         self, failures: Sequence[Failure], now: float
@@ -657,23 +729,26 @@ class SqliteStore(OneJobCalls):
         states: list[JobState | None] = []
         dropped: list[tuple[int, str | None]] = []
         with self._write() as conn:
+            ends = self._ends(conn, now)
             for claim, error, retry_at in failures:
                 row = conn.execute(CLAIMED, (claim.id, claim.token)).fetchone()
                 if row is None:
                     states.append(None)
                     continue
-                attempts, errors, stopping = row
+                attempts, errors, stopping, children = row
                 end = JobState.CANCELLED if stopping else (
                     JobState.DEAD if retry_at is None else JobState.PENDING
                 )  # fmt: skip
                 dropped += self._record_failure(conn, claim.id, attempts, errors,
-                                                error, retry_at, now, end)  # fmt: skip
+                                                error, retry_at, now, end,
+                                                children, ends)  # fmt: skip
                 if claim.limits:
                     free_slots(conn, claim.id)
                 states.append(end)
-            settled = self._any_settled(conn, states, now)
+            settled = self._any_settled(conn, states, now, ends)
             freed = self._slots_freed(conn, [f.claim for f in failures], now)
         self._log_dropped(dropped)
+        self._ends_told(ends)
         if settled:
             self._job_settled()
         retried = states.count(JobState.PENDING) + freed
@@ -704,19 +779,19 @@ class SqliteStore(OneJobCalls):
     def get(self, job_id: int, now: float) -> JobRecord[Any] | None:
         with self._reading() as conn:
             row = conn.execute(GET, (job_id,)).fetchone()
-        if row is None:
-            return None
-        expires_at = row[EXPIRES_AT]  # a stopping job's is its cancel's
-        if row[1] != "running" and expires_at is not None and expires_at <= now:
-            return None
-        return _record(row)
+            if row is None:
+                return None
+            expires_at = row[EXPIRES_AT]  # a stopping job's is its cancel's
+            if row[1] != "running" and expires_at is not None and expires_at <= now:
+                return None
+            return _records(conn, [row])[0]
 
     def list_jobs(
         self, state: JobState, limit: int | None = None
     ) -> list[JobRecord[Any]]:
         with self._reading() as conn:
             rows = conn.execute(LISTS[state], (-1 if limit is None else limit,))
-            return [_record(row) for row in rows.fetchall()]
+            return _records(conn, rows.fetchall())
 
     def revive(self, job_id: int, now: float) -> bool:
         with self._write() as conn:
@@ -731,8 +806,18 @@ class SqliteStore(OneJobCalls):
         return True
 
     def delete_dead(self, job_id: int) -> bool:
+        """Its waiting children end as if it was cancelled (see "Workflows")."""
+        now = self._signal.clock()
         with self._write() as conn:
-            return bool(conn.execute(DELETE_DEAD, (job_id,)).rowcount)
+            row = conn.execute(DELETE_DEAD, (job_id,)).fetchone()
+            ends = self._ends(conn, now)
+            if row is not None and row[0]:
+                ends.ended(job_id, "cancelled", how="was deleted")
+            settled = self._any_settled(conn, (), now, ends)
+        if settled:
+            self._job_settled()
+        self._ends_told(ends)
+        return row is not None
 
     def cancel(
         self, job_id: int, now: float, *, by: str, keep_until: float
@@ -742,14 +827,17 @@ class SqliteStore(OneJobCalls):
         with self._write() as conn:
             conn.execute(EXPIRE_CANCELLED, (now,))
             row = conn.execute(CANCEL_STATE, (job_id,)).fetchone()
-            state, stopping, limits, held_by = (
-                (None, False, None, None) if row is None else row
+            state, stopping, limits, held_by, children = (
+                (None, False, None, None, 0) if row is None else row
             )
             request = (now, by, keep_until, job_id)
-            if state in ("scheduled", "ready", "held"):
+            ends = self._ends(conn, now)
+            if state in ("scheduled", "ready", "held", "waiting"):
                 conn.execute(CANCEL_PENDING, request)
                 if limits is not None:
                     cancelled(conn, state, limits, held_by)
+                if children:
+                    ends.ended(job_id, "cancelled")
                 outcome: CancelOutcome | None = "cancelled"
             elif state == "running":
                 if not stopping:
@@ -760,6 +848,7 @@ class SqliteStore(OneJobCalls):
             settled = outcome == "cancelled" and self._settled(conn)
         if settled:
             self._job_settled()
+        self._ends_told(ends)
         return outcome
 
     def stops_requested(self, claims: Sequence[Claim]) -> list[int]:
@@ -792,6 +881,7 @@ class SqliteStore(OneJobCalls):
             counts["scheduled"] - due,
             counts["completed"] - expired,
             counts["cancelled"] - gone,
+            counts["waiting"],
         )
 
     def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:
@@ -817,14 +907,16 @@ class SqliteStore(OneJobCalls):
         params.update((f"c{i}", value) for i, value in enumerate(cursor))
         with self._reading() as conn:
             rows = conn.execute(PAGES[query.view], params).fetchall()
-        return database_page(
-            rows,
-            query.limit,
-            WIDTH,
-            json.loads,
-            cancels_at=CANCELS_AT,
-            limits_at=LIMITS_AT,
-        )
+            page = database_page(
+                rows,
+                query.limit,
+                WIDTH,
+                json.loads,
+                cancels_at=CANCELS_AT,
+                limits_at=LIMITS_AT,
+            )
+            with_family(conn, rows, page.jobs)
+        return page
 
     def next_due(self) -> float | None:
         """The first ready job's due time, else the earliest of the first
@@ -853,6 +945,32 @@ class SqliteStore(OneJobCalls):
             held = conn.execute(HELD_PER_KEY).fetchall()
         return usage_of(limits, running, held)
 
+    # -- activity (jobq.stores.sqlite.activity) -------------------------------------
+
+    def beat(self, beat: Beat, now: float) -> None:
+        with self._write() as conn:
+            activity.write_beat(conn, beat, now)
+
+    def leave(self, process_id: str) -> None:
+        with self._write() as conn:
+            activity.leave(conn, process_id)
+
+    def processes(self, now: float) -> list[ProcessInfo]:
+        with self._reading() as conn:
+            return activity.read_processes(conn, now)
+
+    def outcomes(self, since: float, now: float) -> list[TaskOutcomes]:
+        with self._reading() as conn:
+            return activity.read_outcomes(conn, since, now)
+
+    def minute_outcomes(self, since: float, now: float) -> list[MinuteOutcomes]:
+        with self._reading() as conn:
+            return activity.read_minute_outcomes(conn, since, now)
+
+    def samples(self, since: float, now: float) -> list[DepthSample]:
+        with self._reading() as conn:
+            return activity.read_samples(conn, since, now)
+
     # -- inside a write transaction: settling, failures, burial, recovery ----------
 
     def _settled(self, conn: sqlite3.Connection) -> bool:
@@ -867,15 +985,32 @@ class SqliteStore(OneJobCalls):
         return not conn.execute(LIVE_COUNT).fetchone()[0]
 
     def _any_settled(
-        self, conn: sqlite3.Connection, states: Sequence[JobState | None], now: float
+        self,
+        conn: sqlite3.Connection,
+        states: Sequence[JobState | None],
+        now: float,
+        ends: Ends,
     ) -> bool:
-        """After failed attempts ended jobs in ``states``: purge the expired
-        cancelled jobs if one was cancelled (``cancel`` does too), and say
-        whether ``join`` callers should look again (one left the live ones)."""
-        if JobState.CANCELLED in states:
+        """After failed attempts ended jobs in ``states`` (and parents'
+        ends cancelled children): purge the expired cancelled jobs if one was
+        cancelled (``cancel`` does too), and say whether ``join`` callers
+        should look again (one left the live ones)."""
+        cancelled = JobState.CANCELLED in states or ends.cancelled
+        if cancelled:
             conn.execute(EXPIRE_CANCELLED, (now,))
-        ended = JobState.DEAD in states or JobState.CANCELLED in states
-        return ended and self._settled(conn)
+        ended = cancelled or JobState.DEAD in states
+        return bool(ended) and self._settled(conn)
+
+    def _ends(self, conn: sqlite3.Connection, now: float) -> Ends:
+        """What parents' ends in this write do to their children."""
+        return Ends(conn, now, self._signal.keep_cancelled)
+
+    def _ends_told(self, ends: Ends) -> None:
+        """After the commit: wake the workers for the children parents'
+        ends released, here and in the other processes, and say which."""
+        if ends.released:
+            self._jobs_added(len(ends.released))
+            self._signal.jobs_released(ends.released)
 
     # -- wake-ups, here and in the other processes --------------------------------
 
@@ -905,9 +1040,12 @@ class SqliteStore(OneJobCalls):
         retry_at: float | None,
         now: float,
         end: JobState,
+        children: int,
+        ends: Ends,
     ) -> list[tuple[int, str | None]]:
         """Store one more failed attempt, finished ``now``: ``end`` says
-        whether the job is pending again at ``retry_at``, dead or cancelled.
+        whether the job is pending again at ``retry_at``, dead or cancelled
+        (its waiting children told, if it has ``children``).
 
         Returns the dead jobs the dead-letter limit dropped, to log after commit.
         """
@@ -915,6 +1053,8 @@ class SqliteStore(OneJobCalls):
         last = describe_error(error)
         if end is JobState.CANCELLED:
             conn.execute(END_CANCELLED, (attempts + 1, last, kept, now, job_id))
+            if children:
+                ends.ended(job_id, "cancelled")
             return []
         if end is JobState.PENDING and retry_at is not None:
             state = "ready" if retry_at <= now else "scheduled"
@@ -922,13 +1062,19 @@ class SqliteStore(OneJobCalls):
             conn.execute(RETRY, values)
             return []
         conn.execute(BURY, (attempts + 1, last, kept, now, job_id))
+        if children:
+            ends.ended(job_id, "dead")
         (dead,) = conn.execute(DEAD_COUNT).fetchone()
         excess = dead - self._dead_letter_limit
         if excess <= 0:
             return []
         dropped = conn.execute(OLDEST_DEAD, (excess,)).fetchall()
-        conn.executemany(DELETE, [(dropped_id,) for dropped_id, _ in dropped])
-        return dropped
+        conn.executemany(DELETE, [(row[0],) for row in dropped])
+        for dropped_id, _, dropped_children in dropped:
+            if dropped_children:
+                how = "was dropped from the dead-letter list"
+                ends.ended(dropped_id, "cancelled", how=how)
+        return [(dropped_id, last_error) for dropped_id, last_error, _ in dropped]
 
     def _log_dropped(self, dropped: list[tuple[int, str | None]]) -> None:
         for job_id, last_error in dropped:
@@ -948,6 +1094,7 @@ class SqliteStore(OneJobCalls):
         error = process_died(now)
         dropped: list[tuple[int, str | None]] = []
         with self._write() as conn:
+            ends = self._ends(conn, now)
             rows = conn.execute(EXPIRED, (now,)).fetchall() if expired else []
             for pid, nonce in dead_owners:
                 rows += conn.execute(OWNED, (self._owner.host, pid, nonce)).fetchall()
@@ -960,17 +1107,19 @@ class SqliteStore(OneJobCalls):
                 errors,
                 stopping,
                 limited,
+                children,
             ) in recovered.values():
                 end = ended_by_crash(attempts, max_attempts, bool(stopping))
                 dropped += self._record_failure(
-                    conn, job_id, attempts, errors, error, now, now, end
+                    conn, job_id, attempts, errors, error, now, now, end, children, ends
                 )
                 if limited:
                     free_slots(conn, job_id)
                 states.append(end)
-            settled = self._any_settled(conn, states, now)
+            settled = self._any_settled(conn, states, now, ends)
             freed = bool(recovered) and self._may_hold(conn, now)
         self._log_dropped(dropped)
+        self._ends_told(ends)
         log_recovered(recovered)
         retried = states.count(JobState.PENDING) + freed
         if retried:

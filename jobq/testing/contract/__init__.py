@@ -27,13 +27,17 @@ leases), ``retries`` (retries and burial), ``dead`` (dead letters), ``kept``
 (kept results), ``schedules`` (``ScheduleStore``: skipped for a store
 without it, as the optional reads are), ``pages``, ``reads``,
 ``wakeups`` (the ``Signal`` calls that wake workers and ``join`` callers),
-``cancels`` (``cancel``, stopping jobs and how they end) and ``limits``
-(``LimitStore``, skipped for a store without it).
+``cancels`` (``cancel``, stopping jobs and how they end), ``limits``
+(``LimitStore``, skipped for a store without it), ``workflows``
+(``after=``, skipped for a store that does not declare it) and
+``activity`` (``ActivityStore``: beats, the registry of processes, the
+figures per minute; skipped likewise).
 ``StoreContractTests`` combines them: subclass it, not the parts.
 """
 
 from __future__ import annotations
 
+from jobq.testing.contract.activity import ActivityTests
 from jobq.testing.contract.base import (
     ContractBase,
     MakeQueue,
@@ -67,8 +71,10 @@ from jobq.testing.contract.retries import (
 )
 from jobq.testing.contract.schedules import ScheduleTests
 from jobq.testing.contract.wakeups import WakeUpTests
+from jobq.testing.contract.workflows import WorkflowTests
 
 __all__ = [
+    "ActivityTests",
     "CancelTests",
     "ClaimTests",
     "ContractBase",
@@ -87,6 +93,7 @@ __all__ = [
     "StoreContractTests",
     "WakeUpTests",
     "WakeUps",
+    "WorkflowTests",
     "bury",
     "claim_one",
     "claimed_again",
@@ -105,6 +112,8 @@ __all__ = [
 # pytest collects the tests of the last base first: the topics are listed
 # backwards, so that they run (and are reported) in the order above.
 class StoreContractTests(
+    ActivityTests,
+    WorkflowTests,
     LimitTests,
     CancelTests,
     WakeUpTests,

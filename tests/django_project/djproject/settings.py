@@ -17,9 +17,11 @@ STATIC_URL = "/static/"  # pytest-django's live_server serves it
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 INSTALLED_APPS = [
+    "django.contrib.admin",  # the dashboard mounts below it, in its frame
     "django.contrib.contenttypes",
     "django.contrib.auth",  # the dashboard's staff check, and its session
     "django.contrib.sessions",
+    "django.contrib.messages",  # the admin's
     "jobq.contrib.django",
     "djapp",
 ]
@@ -31,6 +33,23 @@ if importlib.util.find_spec("django.tasks") is None:  # Django 5.2: the backport
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",  # the admin's
+]
+
+# The admin's pages, and the link to the dashboard on its index
+# (jobq/admin_index.html, a template of the jobq app).
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
 ]
 
 DATABASES = {

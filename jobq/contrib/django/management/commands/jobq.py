@@ -21,8 +21,8 @@ from jobq.errors import JobqError
 from jobq.queue import JobQueue
 
 #: The ``jobq`` commands this one offers (``worker`` is ``jobq_worker``).
-NAMES = ("stats", "dead", "cancelled", "schedules", "limits", "show", "retry",
-         "delete", "cancel", "purge-dead", "migrate")  # fmt: skip
+NAMES = ("stats", "dead", "cancelled", "schedules", "limits", "processes", "show",
+         "retry", "delete", "cancel", "purge-dead", "migrate")  # fmt: skip
 COMMANDS = {name: SUBCOMMANDS[name] for name in NAMES}
 
 
@@ -71,8 +71,13 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
             return render.schedules(operations.schedules(used), as_json=as_json)
         if name == "limits":
             return render.limits(operations.limits(used), as_json=as_json)
+        if name == "processes":
+            shown = operations.processes(used)
+            return render.processes(shown, used.clock(), as_json=as_json)
         if name == "show":
-            return render.job(operations.show(used, options["id"]), as_json=as_json)
+            record = operations.show(used, options["id"])
+            relatives = operations.family(used, record)
+            return render.job(record, relatives, as_json=as_json)
         if name == "retry":
             retried = operations.retry(used, options["id"])
             return render.retried(retried, as_json=as_json)

@@ -1,0 +1,125 @@
+"""The queue's figures from its workers: the registry row a started queue
+writes (and removes when it stops), the jobs it shows running, and what an
+attempt counts in every way it can end: returned, raised, abandoned at its
+time limit then returning late, refused as stale, never started.
+
+How each store keeps the figures is in ``jobq.testing.contract.activity``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jobq
+from jobq._worker.tally import (
+    CANCELLED,
+    DEAD,
+    UNRECORDED_FAILURE,
+    UNRECORDED_SUCCESS,
+    Tally,
+    bucket,
+)
+from jobq.activity import BUCKETS, TaskOutcomes
+
+MakeQueue = Callable[..., jobq.JobQueue[Any]]
+WAIT = 20.0
+
+
+def wait_for(check: Callable[[], Any]) -> Any:
+    """``check()`` once it is truthy: a beat has no event to wait on."""
+    deadline = time.monotonic() + WAIT
+    while not (found := check()):
+        assert time.monotonic() < deadline, "never came"
+        threading.Event().wait(0.02)
+    return found
+
+
+def durations(*seconds: float) -> tuple[int, ...]:
+    counts = [0] * BUCKETS
+    for value in seconds:
+        counts[bucket(value)] += 1
+    return tuple(counts)
+
+
+def test_the_tally_counts_attempts_ends_and_what_the_store_refused() -> None:
+    tally = Tally()
+    attempts = [("a", 0.0005, True), ("a", 0.003, False), ("a", 0.003, True),
+                (None, 2.0, False)]  # fmt: skip
+    for task, seconds, returned in attempts:
+        tally.attempts.append((task, bucket(seconds), returned))
+    tally.count("a", DEAD)
+    tally.count("a", UNRECORDED_SUCCESS)  # the store refused one success
+    tally.count(None, UNRECORDED_FAILURE)
+    tally.count(None, CANCELLED)  # a pending job cancelled
+
+    rows = {row.task: row for row in tally.take(60.0)}
+
+    assert rows["a"] == TaskOutcomes(60.0, "a", 1, 1, 1, 0,
+                                     durations(0.0005, 0.003, 0.003))  # fmt: skip
+    assert rows[None] == TaskOutcomes(60.0, None, 0, 0, 0, 1, durations(2.0))
+    assert tally.take(120.0) == []
+
+
+def test_counts_a_beat_could_not_write_are_written_by_the_next() -> None:
+    tally = Tally()
+    tally.attempts.append(("a", bucket(0.01), True))
+    first = tally.take(60.0)
+    tally.give_back(first)
+    tally.attempts.append(("a", bucket(0.01), True))
+
+    assert sorted(tally.take(120.0)) == [
+        TaskOutcomes(60.0, "a", 1, 0, 0, 0, durations(0.01)),
+        TaskOutcomes(120.0, "a", 1, 0, 0, 0, durations(0.01)),
+    ]
+
+
+def test_a_started_queue_registers_shows_its_running_jobs_and_leaves(
+    make_queue: MakeQueue,
+) -> None:
+    release, entered = threading.Event(), threading.Event()
+
+    def handler(job: jobq.Job[Any]) -> None:
+        entered.set()
+        release.wait(WAIT)
+
+    queue = make_queue(handler)
+    job = queue.enqueue("blocks")
+    queue.start(workers=3)
+    try:
+        assert entered.wait(WAIT)
+        (info,) = wait_for(lambda: [p for p in queue.processes() or () if p.busy == 1])
+    finally:
+        release.set()
+    assert (info.workers, info.busy, info.idle, info.gone) == (3, 1, 2, False)
+    assert [running.id for running in info.running] == [job.id]
+    assert info.started <= info.running[0].started <= info.seen
+    queue.stop(timeout=WAIT)
+
+    assert queue.processes() == []  # it left the registry as it stopped
+    (minute,) = queue.activity(1)
+    assert minute.succeeded == 1
+    assert (minute.pending, minute.running) in ((1, 0), (0, 1))  # sampled at start
+
+
+def test_an_attempt_abandoned_then_returning_late_counts_once_as_failed(
+    make_queue: MakeQueue,
+) -> None:
+    release, entered = threading.Event(), threading.Event()
+
+    def handler(job: jobq.Job[Any]) -> None:
+        entered.set()
+        release.wait(WAIT)  # blocked in C: abandoned after the grace
+
+    queue = make_queue(handler, timeout=0.05, timeout_grace=0.05, max_attempts=1)
+    queue.enqueue("hangs")
+    queue.start(workers=1)
+    assert entered.wait(WAIT)
+    wait_for(lambda: queue.stats().abandoned == 1)
+    release.set()  # it returns late: the store refuses that success
+    queue.stop(timeout=WAIT)
+
+    (task,) = queue.task_activity(1)
+    assert (task.succeeded, task.failed, task.dead) == (0, 1, 1)
