@@ -14,6 +14,7 @@ import os
 import secrets
 import socket
 import sqlite3
+import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from jobq.stores.base import NO_SLOT, Signal, SlotState
 from jobq.stores.jsonfile import formats as fmt
 from jobq.stores.jsonfile.journal import encode_record
 from jobq.testing.clock import Clock
+from jobq.testing.contract import slot_job
 
 T0 = 1_800_000_000.0  # a multiple of 600
 
@@ -338,3 +340,60 @@ def test_a_version_4_json_file_loads_its_schedules_unpaused(tmp_path: Path) -> N
         assert store.pause_schedule("a", T0 + 1, by="ann")
     finally:
         store.close()
+
+
+# -- a pause racing the slots of another process ----------------------------------
+
+
+def shared_stores(kind: str, tmp_path: Path, schema: str | None) -> list[Any]:
+    """Two stores over one place, as two processes have them, opened."""
+    stores: list[Any] = []
+    for _ in range(2):
+        if kind == "sqlite":
+            store: Any = SqliteStore(tmp_path / "jobs.db")
+        else:
+            store = PostgresStore(POSTGRES_URL, schema=schema, queue="race",
+                                  clock="queue")  # fmt: skip
+        store.open(Signal(), dead_letter_limit=1000)
+        stores.append(store)
+    return stores
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_once_a_pause_returns_no_slot_of_another_process_is_enqueued(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    schema = request.getfixturevalue("postgres_schema") if kind == "postgres" else None
+    worker, tool = shared_stores(kind, tmp_path, schema)
+    asked = threading.Condition()
+    calls, taken, stop = [0], [], threading.Event()
+
+    def take_slots() -> None:
+        for n in range(1, 100_000):
+            if stop.is_set():
+                return
+            slot = T0 + n
+            job = slot_job(slot, "s")
+            if worker.enqueue_slot("s", "e", slot, job, slot, skip_running=False):
+                taken.append(slot)
+            with asked:
+                calls[0] += 1
+                asked.notify_all()
+
+    thread = threading.Thread(target=take_slots)
+    thread.start()
+    try:
+        with asked:
+            assert asked.wait_for(lambda: calls[0] >= 5, timeout=10)
+        assert tool.pause_schedule("s", T0, by="ann")
+        after_pause, target = len(taken), calls[0] + 50
+        with asked:  # the worker asks for 50 more slots meanwhile
+            assert asked.wait_for(lambda: calls[0] >= target, timeout=30)
+    finally:
+        stop.set()
+        thread.join(10)
+        for store in (worker, tool):
+            store.close()
+
+    assert after_pause >= 5
+    assert len(taken) <= after_pause + 1  # at most the write already under way
