@@ -36,11 +36,15 @@ from jobq._limits import DeclaredLimits, new_limit
 from jobq._periodic.scheduler import (
     CATCH_UPS,
     OVERLAPS,
+    RUN_BY,
     Periodic,
     Scheduler,
     make_slots,
+    not_declared,
+    run_now_key,
     slot_caller,
     slot_key,
+    unknown_schedule,
 )
 from jobq._rules import (
     check_int,
@@ -896,19 +900,93 @@ class JobQueue(Generic[P]):
     def schedules(self) -> list[Schedule]:
         """The periodic jobs declared on this queue, then those its store
         still keeps but no code declares any more (``orphaned``), with
-        their next and last slots."""
+        their next slots, last slot and pause."""
         self._ensure_open()
         store = cast(ScheduleStore, self.store)
         states = [] if missing_schedule_members(store) else store.schedule_states()
         return self._scheduler.schedules(states, self._clock())
 
+    def pause_schedule(self, name: str, *, by: str | None = None) -> bool:
+        """Pause periodic job ``name`` in the store, for every process that
+        shares it: each slot that falls while paused is passed over, never
+        enqueued later. ``by`` says who paused it (this host and process by
+        default). ``True`` if it ran, ``False`` if it was paused already;
+        ``ValueError`` for a name neither declared on this queue nor stored.
+        """
+        who = _who(by)
+        store = self._schedule_store(name)
+        return store.pause_schedule(name, self._clock(), by=who)
+
+    def resume_schedule(self, name: str) -> bool:
+        """Resume periodic job ``name``: its next slot after now runs; the
+        slots that fell while paused stay passed over (no burst). ``True``
+        if it was paused, ``False`` if not; ``ValueError`` for a name
+        neither declared on this queue nor stored."""
+        store = self._schedule_store(name)
+        return store.resume_schedule(name, self._clock())
+
+    def run_schedule(self, name: str, *, by: str | None = None) -> Enqueued:
+        """Enqueue one job of periodic job ``name`` now, by hand, taking no
+        slot: the next slot runs as planned. Its key says so
+        (``periodic:NAME@<now> (run now)``), its ``meta`` who asked
+        (``jobq.run_by``: ``by``, this host and process by default), and a
+        function that takes ``scheduled_at`` gets the time it was asked
+        for. It runs whether the schedule is paused or not; with
+        ``overlap="skip"`` it is refused while the schedule's last job is
+        pending or running: that job is returned with ``duplicate=True``.
+        ``ValueError`` unless this queue's code declares ``name`` (its task
+        and options are in the code)."""
+        who = _who(by)
+        store = self._schedule_store(name)
+        periodic = self._periodics.get(name)
+        if periodic is None:
+            raise not_declared(name)
+        now = self._clock()
+        job = self._schedule_job(
+            periodic, now, at=now, key=run_now_key(name, now), meta={RUN_BY: who}
+        )
+        skip = periodic.overlap == "skip"
+        result = store.enqueue_now(name, job, now, skip_running=skip)
+        if not result.duplicate:
+            self._slot_enqueued(result.id, name, now)
+        return result
+
+    def _schedule_store(self, name: object) -> ScheduleStore:
+        """The open store, for an action on schedule ``name``: one declared
+        here or stored (``TypeError``, ``ValueError`` otherwise)."""
+        if not isinstance(name, str):
+            raise TypeError(f"a schedule's name is a str, not {name!r}")
+        self._ensure_open()
+        store = cast(ScheduleStore, self.store)
+        if name in self._periodics:
+            return store
+        stored = [] if missing_schedule_members(store) else store.schedule_states()
+        if name not in {state.name for state in stored}:
+            raise unknown_schedule(name, [*self._periodics, *(s.name for s in stored)])
+        return store
+
     def _slot_job(self, periodic: Periodic, slot: float) -> NewJob:
         """The job of one slot: due at the slot, keyed by schedule and slot."""
+        return self._schedule_job(
+            periodic, slot, at=slot, key=slot_key(periodic.name, slot)
+        )
+
+    def _schedule_job(
+        self,
+        periodic: Periodic,
+        scheduled_at: float,
+        *,
+        at: float,
+        key: str,
+        meta: Mapping[str, str] | None = None,
+    ) -> NewJob:
+        """A job of ``periodic``'s task with its options, for ``scheduled_at``."""
         task = periodic.task
         return self.prepare(
-            [periodic.payload(slot)],
-            at=slot,
-            key=slot_key(task.name, slot),
+            [periodic.payload(scheduled_at)],
+            at=at,
+            key=key,
+            meta=meta,
             priority=task.priority,
             timeout=task.timeout,
             limits=task.limits or None,

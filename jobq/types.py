@@ -232,10 +232,13 @@ class Schedule:
     ``expression``: "every 600s" or the cron text; ``tz``: the IANA zone its
     slots are computed in. ``next_slot``: when the next slot falls due
     (``None`` for an orphan, or if it cannot be computed: after the year
-    9999); ``last_slot`` and ``last_job_id``: the latest slot enqueued (or
-    skipped) by any process, and its job (aware datetimes; ``None`` before
-    the first slot). ``orphaned``: kept by the
-    store but no longer declared in the code, so it never runs.
+    9999), and ``next_slots`` the next few (5; empty for an orphan);
+    ``last_slot`` and ``last_job_id``: the latest slot enqueued (or
+    skipped) by any process, and the latest job of it or run by hand
+    (aware datetimes; ``None`` before the first slot). ``orphaned``: kept
+    by the store but no longer declared in the code, so it never runs.
+    ``paused_at`` and ``paused_by``: when and by whom it was paused
+    (``None``: it runs); a paused schedule's slots are passed over.
     """
 
     name: str
@@ -245,6 +248,14 @@ class Schedule:
     last_slot: dt.datetime | None
     last_job_id: int | None
     orphaned: bool = False
+    next_slots: tuple[dt.datetime, ...] = ()
+    paused_at: dt.datetime | None = None
+    paused_by: str | None = None
+
+    @property
+    def paused(self) -> bool:
+        """Whether the schedule is paused: its slots are passed over."""
+        return self.paused_at is not None or self.paused_by is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -200,6 +200,40 @@ def test_flask_overview_updates_itself_then_a_dead_job_is_retried(
     expect(page.locator(f'a[href="/jobq/job/{first}"]')).to_have_count(0)
 
 
+def test_a_schedule_is_paused_resumed_and_run_now_in_a_browser(
+    flask_site: tuple[str, jobq.JobQueue[Any]], page: Any, shots: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    base, queue = flask_site
+    page.goto(base + "/")
+    row = page.locator('tr[data-schedule="reports.nightly"]')
+    expect(row.locator("ol.slots li")).to_have_count(5)
+
+    row.locator("button", has_text="Pause").click()  # asks first: accepted
+    expect(page.locator(".message")).to_contain_text("The schedule was paused")
+    expect(row.locator(".badge.paused")).to_have_text("paused")
+    expect(row).to_contain_text("by dashboard")
+    assert queue.schedules()[0].paused
+    assert page.dialogs[-1][0] == "confirm"
+    assert page.dialogs[-1][1].startswith("Pause reports.nightly?")
+    page.screenshot(path=str(shots / "dashboard-schedules.png"), full_page=True)
+
+    row.locator("button", has_text="Resume").click()
+    expect(page.locator(".message")).to_contain_text("The schedule was resumed")
+    expect(row.locator(".badge.paused")).to_have_count(0)
+    assert not queue.schedules()[0].paused
+
+    row.locator("button", has_text="Run now").click()
+    expect(page.locator(".message")).to_contain_text("enqueued now")
+    (job,) = queue.browse("due").jobs
+    expect(page.locator('[data-count="due"]')).to_have_text("1")
+    row.locator(f'a[href="/jobq/job/{job.id}"]').click()
+    expect(page.locator("h1")).to_contain_text(f"Job {job.id}")
+    expect(page.locator("main")).to_contain_text("reports.nightly")
+    expect(page.locator("main")).to_contain_text("(run now)")
+
+
 def test_the_processes_and_tasks_pages_show_a_worker_and_its_job(
     flask_site: tuple[str, jobq.JobQueue[Any]], page: Any, shots: Path
 ) -> None:

@@ -50,7 +50,10 @@ def test_the_member_lists_are_the_protocols_members_in_their_order() -> None:
         "list_jobs", "revive", "delete_dead", "cancel", "stops_requested", "stats",
         "next_due",
     )  # fmt: skip
-    assert SCHEDULE_MEMBERS == ("enqueue_slot", "schedule_states")
+    assert SCHEDULE_MEMBERS == (
+        "enqueue_slot", "schedule_states", "pause_schedule", "resume_schedule",
+        "enqueue_now",
+    )  # fmt: skip
 
 
 @pytest.mark.skipif(sys.version_info < (3, 13), reason="get_protocol_members: 3.13+")

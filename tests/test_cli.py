@@ -43,6 +43,7 @@ from jobq.activity import ProcessInfo, RunningJob
 from jobq.admin import operations
 from jobq.cli import render
 from jobq.stores import JsonFileStore, PostgresStore, SqliteStore, Store
+from jobq.stores.base import ScheduleStore
 from jobq.stores.jsonfile.fileio import OwnerLock
 from jobq.stores.postgres.schema import SCHEMA_VERSION as POSTGRES_SCHEMA
 from jobq.stores.sqlite.schema import SCHEMA_VERSION as SQLITE_SCHEMA
@@ -912,7 +913,8 @@ def test_build_parser_names_every_command() -> None:
 
     for command in cli.COMMANDS:
         with_id = ("show", "retry", "delete", "cancel")
-        argv = [command, "1"] if command in with_id else [command]
+        with_name = ("pause-schedule", "resume-schedule", "run-schedule")
+        argv = [command, "1"] if command in with_id + with_name else [command]
         assert parser.parse_args(argv).command == command
 
 
@@ -977,7 +979,8 @@ def test_app_with_a_memory_queue_is_refused(
 
 APP_COMMANDS = [
     ["stats"], ["dead"], ["show", "1"], ["retry", "1"], ["delete", "1"],
-    ["schedules"], ["purge-dead", "--yes"], ["dashboard", "--bind", "127.0.0.1:0"],
+    ["schedules"], ["pause-schedule", "x"], ["run-schedule", "x"],
+    ["purge-dead", "--yes"], ["dashboard", "--bind", "127.0.0.1:0"],
 ]  # fmt: skip
 
 
@@ -1625,9 +1628,13 @@ def test_schedules_with_store_alone_lists_every_stored_one_as_orphaned(
             "expression": "*/10 * * * *",
             "tz": "Europe/Berlin",
             "next_slot": None,
+            "next_slots": [],
             "last_slot": clock.now,
             "last_job_id": last_job,
             "orphaned": True,
+            "paused": False,
+            "paused_at": None,
+            "paused_by": None,
         }
     ]
     assert as_json.out.isascii()
@@ -1666,6 +1673,143 @@ def test_schedules_with_app_lists_the_declared_ones_and_the_orphans(
     assert lines[1].split()[:4] == ["hourly", "every", "3600s", "UTC"]
     assert lines[2].split()[:2] == ["removed", "(orphaned)"]
     assert "1970-01-01 00:01:00" in lines[2]
+
+
+# -- pause-schedule, resume-schedule, run-schedule ------------------------------------
+
+
+def stored_schedule(target: Target, name: str = "feeds.poll") -> None:
+    """A schedule the store keeps (one slot taken), its code gone."""
+    from jobq.testing.clock import Clock
+
+    clock = Clock(600 * 3_000_000)
+    queue = target.queue(clock=clock)
+    queue.periodic(every=600, name=name)(lambda: None)
+    queue.run_pending()
+    clock.advance(600)
+    assert queue.run_pending() == 1
+    queue.close()
+
+
+def shown_schedule(target: Target, capsys: pytest.CaptureFixture[str]) -> Any:
+    listed = run(capsys, "schedules", "--json", *target.args)
+    assert listed.code == 0, listed.err
+    (shown,) = json.loads(listed.out)
+    return shown
+
+
+def test_pause_and_resume_schedule_with_store_alone_change_the_stored_schedule(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stored_schedule(target)
+
+    paused = run(capsys, "pause-schedule", "feeds.poll", *target.args)
+    shown = shown_schedule(target, capsys)
+    resumed = run(capsys, "resume-schedule", "feeds.poll", "--json", *target.args)
+
+    assert (paused.code, resumed.code) == (0, 0), paused.err + resumed.err
+    assert paused.out == "schedule 'feeds.poll' paused\n"
+    assert (shown["paused"], shown["paused_by"]) == (True, "jobq")
+    assert json.loads(resumed.out) == {
+        "name": "feeds.poll", "resumed": True, "changed": True,
+    }  # fmt: skip
+    assert not shown_schedule(target, capsys)["paused"]
+
+
+def test_pausing_a_paused_schedule_says_nothing_changed(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stored_schedule(target)
+    assert run(capsys, "pause-schedule", "feeds.poll", *target.args).code == 0
+
+    again = run(capsys, "pause-schedule", "feeds.poll", *target.args)
+    table = run(capsys, "schedules", *target.args)
+
+    assert again.code == 0
+    assert again.out == "schedule 'feeds.poll' was paused already: nothing changed\n"
+    assert "(paused by jobq)" in table.out.splitlines()[1]
+
+
+@pytest.mark.parametrize("command", ["pause-schedule", "resume-schedule"])
+def test_an_unknown_schedule_is_an_error_naming_the_known_ones(
+    target: Target, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    stored_schedule(target)
+
+    result = run(capsys, command, "feeds.pol", *target.args)
+
+    assert result.code == 1
+    assert result.err == (
+        f"jobq {command}: no schedule 'feeds.pol': none is declared on this queue "
+        "or stored (known: 'feeds.poll')\n"
+    )
+    assert not shown_schedule(target, capsys)["paused"]
+
+
+def test_a_schedule_name_that_drives_the_terminal_is_shown_escaped(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queue = target.queue()  # a name no task may have, but a store may hold
+    queue.stats()  # opens the store
+    store = queue.store
+    assert isinstance(store, ScheduleStore)
+    store.enqueue_slot("\x1b[31mred\u202e", "every 600s @ UTC", 600.0,
+                       queue.prepare([{}])[0], 600.0, skip_running=False)  # fmt: skip
+    queue.close()
+
+    paused = run(capsys, "pause-schedule", "\x1b[31mred\u202e", *target.args)
+    unknown = run(capsys, "pause-schedule", "\x1b[2J", *target.args)
+    table = run(capsys, "schedules", *target.args)
+
+    assert paused.code == 0, paused.err
+    assert paused.out == "schedule '\\x1b[31mred\\u202e' paused\n"
+    assert unknown.code == 1
+    for text in (paused.out, unknown.err, table.out):
+        assert "\x1b" not in text
+        assert "\u202e" not in text
+
+
+def test_run_schedule_with_store_alone_needs_the_code_that_declares_it(
+    target: Target, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stored_schedule(target)
+
+    result = run(capsys, "run-schedule", "feeds.poll", *target.args)
+
+    assert result.code == 1
+    assert "not declared by this process's code" in result.err
+    assert "--app" in result.err
+
+
+def test_run_schedule_with_app_enqueues_one_job_now(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app_to_run.py").write_text(APP_WITH_SCHEDULES)  # a module of its own
+    with jobq.JobQueue(store=SqliteStore(tmp_path / "jobs.db")) as app:
+        app.stats()  # creates the file
+
+    result = run(
+        capsys, "run-schedule", "hourly", "--json", "--app", "app_to_run:queue"
+    )
+    refused = run(capsys, "run-schedule", "hourly", "--app", "app_to_run:queue")
+
+    assert result.code == 0, result.err
+    job_id = json.loads(result.out)["id"]
+    with jobq.JobQueue(store=SqliteStore(tmp_path / "jobs.db")) as look:
+        record = look.get(job_id)
+    assert record is not None
+    assert (record.state, record.task) == (jobq.JobState.PENDING, "hourly")
+    assert record.key is not None
+    assert record.key.endswith(" (run now)")
+    assert dict(record.meta) == {"jobq.run_by": "jobq"}
+    assert refused.code == 1  # overlap="skip": its job is still pending
+    assert refused.err == (
+        f"jobq run-schedule: schedule 'hourly' was not run: its job {job_id} is "
+        "still pending or running, and it skips overlapping runs (overlap='skip')\n"
+    )
 
 
 # -- limits ------------------------------------------------------------------------

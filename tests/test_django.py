@@ -399,6 +399,30 @@ def test_manage_py_jobq_schedules_lists_the_periodic_tasks_of_the_apps() -> None
     assert "djapp.tasks.new_year_report" in _queue().tasks
 
 
+def test_manage_py_jobq_pauses_resumes_and_runs_a_periodic_job() -> None:
+    name = "djapp.tasks.new_year_report"
+    _drain()  # the store exists: a command never creates one
+    out = io.StringIO()
+
+    call_command("jobq", "pause-schedule", name, stdout=out)
+    call_command("jobq", "schedules", "--json", stdout=(listed := io.StringIO()))
+    call_command("jobq", "resume-schedule", name, stdout=out)
+    call_command("jobq", "run-schedule", name, "--json", stdout=(ran := io.StringIO()))
+
+    shown = {s["name"]: s for s in json.loads(listed.getvalue())}
+    assert (shown[name]["paused"], shown[name]["paused_by"]) == (
+        True, "manage.py jobq",
+    )  # fmt: skip
+    assert out.getvalue() == f"schedule {name!r} paused\nschedule {name!r} resumed\n"
+    record = _queue().get(json.loads(ran.getvalue())["id"])
+    assert record is not None
+    assert (record.task, dict(record.meta)) == (name, {"jobq.run_by": "manage.py jobq"})
+    with pytest.raises(CommandError, match="no schedule 'nope'") as info:
+        call_command("jobq", "pause-schedule", "nope", stdout=io.StringIO())
+    assert info.value.returncode == 1
+    _drain()
+
+
 def test_manage_py_jobq_limits_lists_what_the_store_holds() -> None:
     queue = _queue()
     _drain()  # the store exists: a command never creates one

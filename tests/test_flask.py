@@ -347,6 +347,43 @@ def invoke(app: Flask, *args: str) -> Any:
     return app.test_cli_runner().invoke(args=["jobq", *args])
 
 
+def test_flask_jobq_pauses_resumes_and_runs_a_periodic_job(
+    make_app: MakeApp, tmp_path: Path
+) -> None:
+    jobs = JobQ()
+    ran: list[object] = []
+
+    @jobs.periodic(every=3600, name="hourly")
+    def hourly() -> None:
+        ran.append(None)
+
+    app = make_app(
+        jobs, JOBQ_STORE=f"sqlite:///{tmp_path / 'jobs.db'}", JOBQ_AUTOSTART=False
+    )
+    with app.app_context():
+        jobs.queue.stats()  # creates the store: a command never does
+
+    paused = invoke(app, "pause-schedule", "hourly")
+    listed = invoke(app, "schedules", "--json")
+    resumed = invoke(app, "resume-schedule", "hourly", "--json")
+    started = invoke(app, "run-schedule", "hourly", "--json")
+    unknown = invoke(app, "pause-schedule", "nope")
+
+    assert paused.output == "schedule 'hourly' paused\n"
+    (shown,) = json.loads(listed.output)
+    assert (shown["paused"], shown["paused_by"]) == (True, "flask jobq")
+    assert json.loads(resumed.output)["changed"] is True
+    job_id = json.loads(started.output)["id"]
+    with app.app_context():
+        record = jobs.queue.get(job_id)
+        assert jobs.queue.run_pending() == 1
+    assert record is not None
+    assert dict(record.meta) == {"jobq.run_by": "flask jobq"}
+    assert ran == [None]
+    assert unknown.exit_code == 1
+    assert "no schedule 'nope'" in unknown.output
+
+
 def test_flask_jobq_stats(cli_app: Flask) -> None:
     result = invoke(cli_app, "stats", "--json")
 

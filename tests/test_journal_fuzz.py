@@ -29,14 +29,16 @@ import jobq
 from jobq.stores import JsonFileStore
 from jobq.stores.jsonfile import formats as fmt
 from jobq.stores.jsonfile.fileio import FileIO
-from jobq.stores.jsonfile.journal import MAGIC, scan
+from jobq.stores.jsonfile.journal import FORMAT_VERSION, MAGIC, scan
 from jobq.stores.jsonfile.reading import Files, read_files
 
 FAR = 3600  # a delay that keeps a job pending for the whole test
 CHANGES = (0xFF, 0x01)  # XORed into one byte: every bit, and the lowest one
 #: Headers of older segments, which this jobq reads: a flip of the version's
 #: lowest bit can make one.
-OLDER_MAGICS = (b"JOBQ-JOURNAL 3\n", b"JOBQ-JOURNAL 2\n", b"JOBQ-JOURNAL 1\n")
+OLDER_MAGICS = tuple(b"JOBQ-JOURNAL %d\n" % v for v in range(FORMAT_VERSION - 1, 0, -1))
+#: A version digit above this jobq's (the snapshot's and the journal's are one).
+NEWER = b"[%d-9]" % (FORMAT_VERSION + 1)
 SAMPLE = 83  # every this many changes also goes through a real store
 LISTED = (
     jobq.JobState.PENDING,
@@ -148,8 +150,8 @@ def _read(snapshot: bytes, segment: bytes) -> Files | str:
 def _refused_as_newer(found: Files | str, damaged: bytes) -> bool:
     """Whether the change made the version number a newer one (the file is
     then refused, ``found`` being the refusal)."""
-    newer = re.match(rb'JOBQ-JOURNAL [5-9]\n|\{"format": "jobq", "version": [5-9],',
-                     damaged)  # fmt: skip
+    newer = re.match(rb'JOBQ-JOURNAL %s\n|\{"format": "jobq", "version": %s,'
+                     % (NEWER, NEWER), damaged)  # fmt: skip
     if newer is None:
         return False
     assert isinstance(found, str), found

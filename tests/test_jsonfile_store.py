@@ -424,7 +424,7 @@ def test_snapshot_carries_format_and_version(
     document = _document(path)
 
     assert document["format"] == "jobq"
-    assert document["version"] == fmt.VERSION == 4
+    assert document["version"] == fmt.VERSION == 5
 
 
 #: Jobs 1 and 2 as version 1 wrote them: no started_at, finished_at, timeout
@@ -486,7 +486,13 @@ def test_files_of_version_1_load_and_are_written_again_as_the_current_version(
 
 def _newer_file(path: Path) -> bytes:
     data = json.dumps(
-        {"format": "jobq", "version": 5, "next_id": 8, "count": 0, "jobs": []}
+        {
+            "format": "jobq",
+            "version": fmt.VERSION + 1,
+            "next_id": 8,
+            "count": 0,
+            "jobs": [],
+        }
     ).encode()
     path.write_bytes(data)
     return data
@@ -504,7 +510,7 @@ def test_file_of_a_newer_version_is_refused_and_left_untouched(
         "start": queue.start,
     }[call]
 
-    with pytest.raises(jobq.StoreError, match=r"newer jobq.*version 5"):
+    with pytest.raises(jobq.StoreError, match=r"newer jobq.*version 6"):
         action()
 
     queue.close()

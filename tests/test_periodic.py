@@ -432,9 +432,10 @@ def test_a_removed_schedule_stops_and_is_listed_as_orphaned(tmp_path: Path) -> N
 
     assert len(new.slots) == 2
     slot = dt.datetime.fromtimestamp(600 * 3_000_001, BERLIN)
+    after = [new.slots[-1] + dt.timedelta(minutes=10 * n) for n in range(1, 6)]
     assert shown == [
-        Schedule("new", "every 600s", "UTC", new.slots[-1] + dt.timedelta(minutes=10),
-                 new.slots[-1], 3),
+        Schedule("new", "every 600s", "UTC", after[0], new.slots[-1], 3,
+                 next_slots=tuple(after)),
         Schedule("old", "*/10 * * * *", "Europe/Berlin", None, slot, 1,
                  orphaned=True),
     ]  # fmt: skip
@@ -445,9 +446,11 @@ def test_schedules_show_the_next_slot_before_the_first_one_runs() -> None:
     with JobQueue(clock=clock) as queue:
         queue.periodic(cron="0 3 * * *", tz="Europe/Berlin", name="nightly")(Calls())
 
+        nights = [dt.datetime(2026, 3, 29 + n, 3, tzinfo=BERLIN) for n in range(3)]
+        nights += [dt.datetime(2026, 4, n, 3, tzinfo=BERLIN) for n in (1, 2)]
         assert queue.schedules() == [
-            Schedule("nightly", "0 3 * * *", "Europe/Berlin",
-                     dt.datetime(2026, 3, 29, 3, tzinfo=BERLIN), None, None)
+            Schedule("nightly", "0 3 * * *", "Europe/Berlin", nights[0], None, None,
+                     next_slots=tuple(nights))
         ]  # fmt: skip
 
 

@@ -332,7 +332,7 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta),
                    r.cancellation) for r in records if r is not None]  # fmt: skip
     assert new_fields == [(None, None, None, {}, None)] * 3
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 8
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 9
     first = store.claim(T0 + 5)
     assert first is not None
     assert (first.id, first.meta, first.timeout) == (1, None, None)
@@ -384,7 +384,7 @@ def test_a_version_5_schema_is_migrated_to_limits_and_keeps_its_jobs_and_keys(
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 8
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 9
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.limits, r.held_by) for r in records if r] == [
         (JobState.PENDING, "k", (), None),
@@ -411,7 +411,7 @@ def test_a_version_7_schema_is_migrated_to_activity_and_keeps_its_jobs(
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 8
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 9
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.task) for r in records if r] == [
         (JobState.PENDING, "k", None),

@@ -777,7 +777,7 @@ def test_a_version_5_file_is_migrated_and_keeps_its_jobs(
     ]
     assert store.stats() == StoreStats(2, 0, 1, delayed=1)
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (9,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (10,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
     assert add(store, new_job("new")) == [5]
     store.declare_limit(Limit("smtp", concurrency=1))
@@ -1151,7 +1151,7 @@ def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
 def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
     sqlite_v1(path)
 
-    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 9
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 10
     assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
 
     with raw(path) as conn:
@@ -1164,7 +1164,8 @@ def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
             "EXPLAIN QUERY PLAN " + FINISHED_PER_MINUTE, {"since": T0, "now": T0}
         ).fetchall()
     assert {"started_at", "finished_at", "timeout", "meta"} <= columns
-    assert schedules == {"name", "expression", "last_slot", "last_job_id"}
+    assert schedules == {"name", "expression", "last_slot", "last_job_id",
+                         "paused_at", "paused_by", "resumed_at"}  # fmt: skip
     # version 4: the minutes of finished jobs are read from an index alone
     assert "USING COVERING INDEX jobq_finished" in str(finished)
 
@@ -1201,7 +1202,7 @@ def test_a_version_4_file_is_migrated_and_keeps_its_jobs_ids_and_keys(
     ]
     assert store.stats() == StoreStats(2, 0, 1, delayed=1, kept=1, cancelled=0)
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (9,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (10,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
     assert add(store, new_job("new")) == [6]
     assert claim(store).id == 1

@@ -25,7 +25,7 @@ import inspect
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,12 @@ RETRY_AFTER = 1.0
 
 #: Where the key of a slot's job starts.
 KEY_PREFIX = "periodic:"
+#: How a job run by hand (``run_schedule``) ends its key.
+RUN_NOW_SUFFIX = " (run now)"
+#: The ``meta`` header of a job run by hand: who asked.
+RUN_BY = "jobq.run_by"
+#: How many of its next slots a schedule lists (``Schedule.next_slots``).
+NEXT_SLOTS = 5
 
 #: The shortest ``every=``, in seconds. Slots are epoch seconds in a float
 #: (as the stores keep them), which tells instants 61 µs apart at worst
@@ -94,6 +100,31 @@ class Periodic:
 def slot_key(name: str, slot: float) -> str:
     """The key of the job of ``name``'s ``slot``."""
     return f"{KEY_PREFIX}{name}@{iso(slot)}"
+
+
+def run_now_key(name: str, now: float) -> str:
+    """The key of a job of ``name`` run by hand at ``now``: never a slot's."""
+    return f"{KEY_PREFIX}{name}@{iso(now)}{RUN_NOW_SUFFIX}"
+
+
+def unknown_schedule(name: str, known: Iterable[str]) -> ValueError:
+    """The error of an action on a schedule no code declares and no store
+    keeps."""
+    names = ", ".join(repr(n) for n in sorted(set(known))[:10]) or "none"
+    return ValueError(
+        f"no schedule {name[:100]!r}: none is declared on this queue or stored "
+        f"(known: {names})"
+    )
+
+
+def not_declared(name: str) -> ValueError:
+    """The error of a run by hand of a schedule this process's code does
+    not declare: its task and options are in the code."""
+    return ValueError(
+        f"schedule {name[:100]!r} is not declared by this process's code, so its "
+        "job cannot be built here: run it where the code declares it (jobq "
+        "--app, or the application's own dashboard)"
+    )
 
 
 def iso(slot: float) -> str:
@@ -348,14 +379,17 @@ class Scheduler:
             slots = periodic.slots
             last = None if state is None else state.last_slot
             start = max(now, last or now, self._last.get(name, now))
+            next_slots = _next_slots(slots, start)
             shown.append(
                 Schedule(
                     name=name,
                     expression=slots.expression,
                     tz=slots.tz,
-                    next_slot=_next_slot(slots, start),
+                    next_slot=next_slots[0] if next_slots else None,
                     last_slot=None if last is None else _datetime(last, slots.tz),
                     last_job_id=None if state is None else state.last_job_id,
+                    next_slots=next_slots,
+                    **_pause(state, slots.tz),
                 )
             )
         for state in stored.values():
@@ -369,21 +403,34 @@ class Scheduler:
                     last_slot=_datetime(state.last_slot, "UTC"),
                     last_job_id=state.last_job_id,
                     orphaned=True,
+                    **_pause(state, "UTC"),
                 )
             )
         return shown
 
 
-def _next_slot(slots: Slots, start: float) -> dt.datetime | None:
-    """The first slot after ``start``; ``None`` if it cannot be computed (a
-    cron's next slot after the year 9999): one such schedule must not break
-    the list, nor the dashboard that shows it."""
+def _pause(state: SlotState | None, tz: str) -> dict[str, Any]:
+    """A schedule's pause as ``Schedule`` shows it."""
+    if state is None or state.paused_at is None:
+        return {}
+    return {"paused_at": _datetime(state.paused_at, tz), "paused_by": state.paused_by}
+
+
+def _next_slots(slots: Slots, start: float) -> tuple[dt.datetime, ...]:
+    """The first ``NEXT_SLOTS`` slots after ``start``, fewer where they
+    cannot be computed (a cron's after the year 9999): one such schedule
+    must not break the list, nor the dashboard that shows it."""
+    found: list[dt.datetime] = []
     try:
-        slot = slots.after(start)
+        while len(found) < NEXT_SLOTS:
+            start = slots.after(start)
+            moment = _datetime(start, slots.tz)
+            if moment is None:
+                break
+            found.append(moment)
     except Exception:
         logger.debug("periodic jobs: a next slot cannot be computed", exc_info=True)
-        return None
-    return _datetime(slot, slots.tz)
+    return tuple(found)
 
 
 def _datetime(slot: float, tz: str) -> dt.datetime | None:

@@ -20,9 +20,12 @@ __all__ = [
     "add_delete_arguments",
     "add_limits_arguments",
     "add_migrate_arguments",
+    "add_pause_schedule_arguments",
     "add_processes_arguments",
     "add_purge_dead_arguments",
+    "add_resume_schedule_arguments",
     "add_retry_arguments",
+    "add_run_schedule_arguments",
     "add_schedules_arguments",
     "add_show_arguments",
     "add_stats_arguments",
@@ -39,6 +42,21 @@ def add_dead_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_schedules_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_json_argument(parser)
+
+
+def add_pause_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_name_argument(parser, "the periodic job to pause")
+    _add_json_argument(parser)
+
+
+def add_resume_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_name_argument(parser, "the paused periodic job to resume")
+    _add_json_argument(parser)
+
+
+def add_run_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_name_argument(parser, "the periodic job to run once now (needs its code)")
     _add_json_argument(parser)
 
 
@@ -152,6 +170,21 @@ SUBCOMMANDS: dict[str, Subcommand] = {
             add_schedules_arguments,
         ),
         Subcommand(
+            "pause-schedule",
+            "pause a periodic job for every process (its slots are passed over)",
+            add_pause_schedule_arguments,
+        ),
+        Subcommand(
+            "resume-schedule",
+            "resume a paused periodic job from its next slot (no burst)",
+            add_resume_schedule_arguments,
+        ),
+        Subcommand(
+            "run-schedule",
+            "enqueue one job of a periodic job now, taking no slot (needs --app)",
+            add_run_schedule_arguments,
+        ),
+        Subcommand(
             "limits",
             "list the limits the store holds, with the jobs running and waiting "
             "under each",
@@ -200,6 +233,10 @@ def _add_json_argument(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print JSON (ASCII only, stable keys) instead of text",
     )
+
+
+def _add_name_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("name", metavar="NAME", help=help_text)
 
 
 def _add_id_argument(parser: argparse.ArgumentParser, help_text: str) -> None:

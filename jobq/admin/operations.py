@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from jobq.activity import ProcessInfo
 from jobq.admin.family import RELATIVES_SHOWN, Family, Relative, family, relatives
@@ -39,6 +39,7 @@ __all__ = [
     "EXIT_USAGE",
     "LOG_LEVELS",
     "RELATIVES_SHOWN",
+    "SCHEDULE_BY",
     "SHUTDOWN_TIMEOUT",
     "Cancel",
     "CommandError",
@@ -59,10 +60,13 @@ __all__ = [
     "family",
     "limits",
     "migrate",
+    "pause_schedule",
     "processes",
     "purge_dead",
     "relatives",
+    "resume_schedule",
     "retry",
+    "run_schedule",
     "run_worker",
     "schedules",
     "show",
@@ -72,6 +76,7 @@ __all__ = [
 logger = logging.getLogger("jobq")
 
 Queue = JobQueue[Any]
+_T = TypeVar("_T")
 
 EXIT_OK = 0
 #: No such job, a job not in the needed state, or a store that failed.
@@ -286,6 +291,48 @@ def cancel(
         raise CommandError(f"job {job_id} was not cancelled; it changed meanwhile")
     state = None if after is None else after.state
     return Cancel(job_id, before.state, state)
+
+
+#: Who ``jobq pause-schedule`` and ``jobq run-schedule`` say asked.
+SCHEDULE_BY = "jobq"
+
+
+def pause_schedule(queue: Queue, name: str, *, by: str = SCHEDULE_BY) -> bool:
+    """Pause periodic job ``name`` in the store, for every process sharing
+    it (its slots are passed over until resumed); ``False`` if it was
+    paused already. ``CommandError`` for a name no code loaded here declares
+    and the store does not keep."""
+    return _on_schedule(lambda: queue.pause_schedule(name, by=by))
+
+
+def resume_schedule(queue: Queue, name: str) -> bool:
+    """Resume periodic job ``name``: its next slot runs, the slots passed
+    over stay so; ``False`` if it was not paused. ``CommandError`` as for
+    ``pause_schedule``."""
+    return _on_schedule(lambda: queue.resume_schedule(name))
+
+
+def run_schedule(queue: Queue, name: str, *, by: str = SCHEDULE_BY) -> int:
+    """Enqueue one job of periodic job ``name`` now, taking no slot; its
+    id. ``CommandError`` for a name the code loaded here does not declare
+    (its task is in the code: ``--app``), or when ``overlap="skip"``
+    refuses it while the schedule's last job is pending or running."""
+    added = _on_schedule(lambda: queue.run_schedule(name, by=by))
+    if added.duplicate:
+        raise CommandError(
+            f"schedule {name!r} was not run: its job {added.id} is still "
+            "pending or running, and it skips overlapping runs (overlap='skip')"
+        )
+    return added.id
+
+
+def _on_schedule(change: Callable[[], _T]) -> _T:
+    """``change()``, its ``ValueError`` (an unknown or undeclared schedule,
+    a bad ``by``) as a ``CommandError``."""
+    try:
+        return change()
+    except (TypeError, ValueError) as exc:
+        raise CommandError(escape(str(exc))) from None
 
 
 #: The states ``cancel`` acts on.

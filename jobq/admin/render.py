@@ -55,6 +55,8 @@ __all__ = [
     "processes",
     "purged",
     "retried",
+    "schedule_changed",
+    "schedule_run",
     "schedules",
     "stats",
     "to_json",
@@ -237,7 +239,9 @@ def stats(counts: Stats, *, as_json: bool = False) -> str:
 
 def schedules(shown: Sequence[Schedule], *, as_json: bool = False) -> str:
     """The periodic jobs: declared ones, then orphaned ones (kept by the
-    store, declared by no code loaded here); times in UTC."""
+    store, declared by no code loaded here); times in UTC. JSON adds the
+    next slots (``next_slots``) and the pause (``paused``, ``paused_at``,
+    ``paused_by``)."""
     if as_json:
         return to_json([
             {
@@ -245,9 +249,13 @@ def schedules(shown: Sequence[Schedule], *, as_json: bool = False) -> str:
                 "expression": s.expression,
                 "tz": s.tz,
                 "next_slot": _epoch(s.next_slot),
+                "next_slots": [_epoch(slot) for slot in s.next_slots],
                 "last_slot": _epoch(s.last_slot),
                 "last_job_id": s.last_job_id,
                 "orphaned": s.orphaned,
+                "paused": s.paused,
+                "paused_at": _epoch(s.paused_at),
+                "paused_by": s.paused_by,
             }
             for s in shown
         ])  # fmt: skip
@@ -256,7 +264,7 @@ def schedules(shown: Sequence[Schedule], *, as_json: bool = False) -> str:
     headers = ["NAME", "EXPRESSION", "TZ", "NEXT (UTC)", "LAST (UTC)", "LAST JOB"]
     rows = [
         [
-            escape(s.name) + (" (orphaned)" if s.orphaned else ""),
+            escape(s.name) + _schedule_notes(s),
             escape(s.expression),
             escape(s.tz),
             when(_epoch(s.next_slot)),
@@ -266,6 +274,34 @@ def schedules(shown: Sequence[Schedule], *, as_json: bool = False) -> str:
         for s in shown
     ]
     return _table(headers, rows)
+
+
+def _schedule_notes(shown: Schedule) -> str:
+    """What the NAME column adds: orphaned, paused (by whom)."""
+    notes = " (orphaned)" if shown.orphaned else ""
+    if shown.paused:
+        notes += f" (paused by {escape(shown.paused_by or '?')})"
+    return notes
+
+
+def schedule_changed(
+    name: str, action: str, changed: bool, *, as_json: bool = False
+) -> str:
+    """What ``pause-schedule`` (``action`` "paused") or ``resume-schedule``
+    ("resumed") did: ``changed``, or nothing since it was so already."""
+    if as_json:
+        return to_json({"name": name, action: True, "changed": changed})
+    if not changed:
+        state = "paused" if action == "paused" else "not paused"
+        return f"schedule {name!r} was {state} already: nothing changed\n"
+    return f"schedule {name!r} {action}\n"
+
+
+def schedule_run(name: str, job_id: int, *, as_json: bool = False) -> str:
+    """A job of schedule ``name`` enqueued by hand (``run-schedule``)."""
+    if as_json:
+        return to_json({"name": name, "id": job_id})
+    return f"schedule {name!r} runs now: job {job_id}\n"
 
 
 def limits(shown: Sequence[LimitUsage], *, as_json: bool = False) -> str:

@@ -130,6 +130,21 @@ def _schedules(queue: Queue, args: argparse.Namespace) -> str:
     return render.schedules(operations.schedules(queue), as_json=args.json)
 
 
+def _pause_schedule(queue: Queue, args: argparse.Namespace) -> str:
+    changed = operations.pause_schedule(queue, args.name)
+    return render.schedule_changed(args.name, "paused", changed, as_json=args.json)
+
+
+def _resume_schedule(queue: Queue, args: argparse.Namespace) -> str:
+    changed = operations.resume_schedule(queue, args.name)
+    return render.schedule_changed(args.name, "resumed", changed, as_json=args.json)
+
+
+def _run_schedule(queue: Queue, args: argparse.Namespace) -> str:
+    job_id = operations.run_schedule(queue, args.name)
+    return render.schedule_run(args.name, job_id, as_json=args.json)
+
+
 def _limits(queue: Queue, args: argparse.Namespace) -> str:
     return render.limits(operations.limits(queue), as_json=args.json)
 
@@ -219,6 +234,9 @@ COMMANDS: dict[str, Command] = {
         _shared("dead", _dead, _never),
         _shared("cancelled", _cancelled, _never),
         _shared("schedules", _schedules, _with_app),
+        _shared("pause-schedule", _pause_schedule, _always),
+        _shared("resume-schedule", _resume_schedule, _always),
+        _shared("run-schedule", _run_schedule, _always),
         _shared("limits", _limits, _never),
         _shared("processes", _processes, _never),
         _shared("show", _show, _never),
@@ -243,11 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``jobq`` argument parser, one subparser per command."""
     parser = argparse.ArgumentParser(
         prog="jobq",
-        description="Look at a jobq queue, manage its dead jobs, cancel jobs, run "
-        "its workers, migrate its store's schema.",
+        description="Look at a jobq queue, manage its dead jobs, cancel jobs, "
+        "pause, resume and run its periodic jobs, run its workers, migrate its "
+        "store's schema.",
         epilog="Exit status: 0 done (cancel: the job was cancelled, or asked "
-        "to stop); 1 no such job, a job not in the needed state, or a store "
-        "error; 2 a usage error; 3 cancel --wait: the job still runs. --json "
+        "to stop); 1 no such job or schedule, a job not in the needed state, "
+        "a run-schedule refused, or a store error; 2 a usage error; 3 cancel "
+        "--wait: the job still runs. --json "
         "prints ASCII-only JSON with stable keys; other output shows control "
         "characters in jobs as escapes such as \\x1b.",
     )

@@ -36,8 +36,8 @@ gunicorn's master with ``--preload`` and ``flask`` commands start none.
 ``@jobs.periodic(every=...)`` (or ``cron=``) declares a periodic task on
 every app's queue the same way (see ``JobQueue.periodic``).
 
-``flask jobq worker|stats|dead|schedules|limits|show|retry|delete|purge-dead|
-migrate`` are
+``flask jobq worker|stats|dead|schedules|pause-schedule|resume-schedule|
+run-schedule|limits|show|retry|delete|purge-dead|migrate`` are
 the commands of ``jobq`` over the app's queue: the same operations
 (``jobq.admin.operations``) and output (``jobq.admin.render``), parsed by click.
 """
@@ -434,6 +434,10 @@ def _queue(*, read_only: bool) -> Iterator[JobQueue[Any]]:
         yield queue
 
 
+#: Who ``flask jobq pause-schedule`` and ``run-schedule`` say asked.
+FLASK_BY = "flask jobq"
+
+
 def _print(text: str) -> None:
     click.echo(text, nl=False)
 
@@ -505,6 +509,33 @@ def _command_group() -> AppGroup:
         # The app's own queue declares them (see the jobq command's _with_app).
         with _queue(read_only=False) as queue:
             _print(render.schedules(operations.schedules(queue), as_json=json_))
+
+    @group.command("pause-schedule")
+    @click.argument("name")
+    @_json_option()
+    def pause_schedule(name: str, json_: bool) -> None:
+        """Pause a periodic job for every process (its slots are passed over)."""
+        with _queue(read_only=False) as queue:
+            changed = operations.pause_schedule(queue, name, by=FLASK_BY)
+        _print(render.schedule_changed(name, "paused", changed, as_json=json_))
+
+    @group.command("resume-schedule")
+    @click.argument("name")
+    @_json_option()
+    def resume_schedule(name: str, json_: bool) -> None:
+        """Resume a paused periodic job from its next slot (no burst)."""
+        with _queue(read_only=False) as queue:
+            changed = operations.resume_schedule(queue, name)
+        _print(render.schedule_changed(name, "resumed", changed, as_json=json_))
+
+    @group.command("run-schedule")
+    @click.argument("name")
+    @_json_option()
+    def run_schedule(name: str, json_: bool) -> None:
+        """Enqueue one job of a periodic job now, taking no slot."""
+        with _queue(read_only=False) as queue:
+            job_id = operations.run_schedule(queue, name, by=FLASK_BY)
+        _print(render.schedule_run(name, job_id, as_json=json_))
 
     @group.command("limits")
     @_json_option()

@@ -163,6 +163,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -405,8 +406,9 @@ class Store(Protocol):
     ``check_room`` (``max_pending``), ``describe_error`` (``last_error``),
     ``add_error`` and ``ERRORS_KEPT`` (``errors``), ``process_died``,
     ``retries_after_crash`` and ``log_recovered`` (a dead process's claims),
-    ``log_dropped_dead`` (the dead-letter cap), ``slot_taken`` and
-    ``overlapping_job`` (``enqueue_slot``), ``reset_after_fork`` (fork),
+    ``log_dropped_dead`` (the dead-letter cap), ``slot_taken``,
+    ``overlapping_job``, ``paused``, ``resumed`` and ``run_by_hand`` (the
+    schedules), ``reset_after_fork`` (fork),
     ``missing_members`` and ``missing_schedule_members`` (what a store lacks).
     ``jobq.testing.StoreContractTests`` checks a store against all of this.
     """
@@ -605,12 +607,29 @@ class Store(Protocol):
 class SlotState(NamedTuple):
     """What a store keeps per schedule (periodic job): the expression its
     last slot was enqueued under, that slot (epoch seconds), and the job it
-    enqueued (``None``: none yet, or gone from an older store)."""
+    enqueued (``None``: none yet, or gone from an older store); the latest
+    job run by hand (``enqueue_now``) takes ``last_job_id`` too.
+
+    ``paused_at`` and ``paused_by``: when and by whom it was paused
+    (``None``: it runs); ``resumed_at``: when it was last resumed, kept
+    until a later slot is taken, since each slot at or before it was passed
+    over. A schedule paused (or run by hand) before any slot of it was
+    taken has ``expression`` ``""`` and ``last_slot`` ``NO_SLOT``: every
+    process starts it as a new schedule.
+    """
 
     name: str
     expression: str
     last_slot: float
     last_job_id: int | None
+    paused_at: float | None = None
+    paused_by: str | None = None
+    resumed_at: float | None = None
+
+
+#: The ``last_slot`` of a schedule no slot of which was taken yet: before
+#: every slot.
+NO_SLOT = -math.inf
 
 
 @runtime_checkable
@@ -622,6 +641,15 @@ class ScheduleStore(Protocol):
     slot of a schedule is enqueued once by whichever process asks first:
     ``enqueue_slot`` is one write, all or nothing, so a crash inside it
     leaves neither the job nor the slot taken.
+
+    Pausing is stored with the schedule (``pause_schedule``), so every
+    process obeys it, those that looked at the schedule before included:
+    ``enqueue_slot`` refuses a paused schedule's slot in the write that
+    would take it. A slot that falls while paused is passed over, never
+    enqueued later: ``resume_schedule`` keeps its time, and a slot at or
+    before it is refused too (no burst of missed slots at a resume).
+    The helpers ``slot_taken``, ``paused``, ``resumed`` and ``run_by_hand``
+    (this module) say what each write changes, the same in every store.
     """
 
     def enqueue_slot(
@@ -635,15 +663,36 @@ class ScheduleStore(Protocol):
         skip_running: bool,
     ) -> Enqueued | None:
         """In one write: if schedule ``name``'s stored last slot is at or
-        after ``slot``, change nothing and return ``None`` (this slot, or a
-        later one, was enqueued already). Else store ``slot`` and
-        ``expression`` as its last, and: with ``skip_running`` and its last
-        job pending or running, add nothing and return that job as a
-        duplicate (the slot is skipped); otherwise add ``job`` as ``add``
-        does (no ``max_pending``) and keep its id as the last job."""
+        after ``slot``, or it is paused, or was resumed at or after
+        ``slot`` (``slot_taken``), change nothing and return ``None`` (this
+        slot was enqueued already, or is passed over). Else store ``slot``
+        and ``expression`` as its last (``resumed_at`` cleared: the slot is
+        after it), and: with ``skip_running`` and its last job pending or
+        running, add nothing and return that job as a duplicate (the slot
+        is skipped); otherwise add ``job`` as ``add`` does (no
+        ``max_pending``) and keep its id as the last job."""
 
     def schedule_states(self) -> list[SlotState]:
         """Every schedule's stored state, by name (orphans included)."""
+
+    def pause_schedule(self, name: str, now: float, *, by: str) -> bool:
+        """In one write: mark schedule ``name`` paused since ``now`` by
+        ``by`` (``paused``: a new row for a schedule the store has none
+        for); ``False``, changing nothing, if it is paused already."""
+
+    def resume_schedule(self, name: str, now: float) -> bool:
+        """In one write: end ``name``'s pause and keep ``now`` as its
+        ``resumed_at`` (``resumed``); ``False``, changing nothing, if it is
+        not paused (or unknown)."""
+
+    def enqueue_now(
+        self, name: str, job: NewJob, now: float, *, skip_running: bool
+    ) -> Enqueued:
+        """In one write, whether the schedule is paused or not: with
+        ``skip_running`` and schedule ``name``'s last job pending or
+        running, add nothing and return that job as a duplicate; otherwise
+        add ``job`` as ``add`` does (no ``max_pending``) and keep its id as
+        the last job, taking no slot (``run_by_hand``)."""
 
 
 def protocol_members(protocol: type) -> tuple[str, ...]:
@@ -680,9 +729,14 @@ def missing_limit_members(store: object) -> list[str]:
 
 
 def slot_taken(state: SlotState | None, slot: float) -> bool:
-    """Whether ``slot`` (or a later one) was enqueued already: the first rule
-    of ``enqueue_slot``, the same in every store."""
-    return state is not None and state.last_slot >= slot
+    """Whether ``enqueue_slot`` must leave ``slot`` alone: it (or a later
+    one) was taken already, or it is passed over (the schedule is paused,
+    or was resumed at or after it). The first rule of ``enqueue_slot``, the
+    same in every store."""
+    if state is None:
+        return False
+    resumed = state.resumed_at is not None and slot <= state.resumed_at
+    return state.last_slot >= slot or state.paused_at is not None or resumed
 
 
 def overlapping_job(
@@ -694,6 +748,31 @@ def overlapping_job(
     if skip_running and last is not None and live(last):
         return last
     return None
+
+
+def paused(state: SlotState | None, name: str, now: float, by: str) -> SlotState | None:
+    """The state ``pause_schedule`` stores; ``None`` (nothing to store) if
+    the schedule is paused already."""
+    if state is None:
+        state = SlotState(name, "", NO_SLOT, None)
+    elif state.paused_at is not None:
+        return None
+    return state._replace(paused_at=now, paused_by=by)
+
+
+def resumed(state: SlotState | None, now: float) -> SlotState | None:
+    """The state ``resume_schedule`` stores; ``None`` (nothing to store)
+    if the schedule is not paused."""
+    if state is None or state.paused_at is None:
+        return None
+    return state._replace(paused_at=None, paused_by=None, resumed_at=now)
+
+
+def run_by_hand(state: SlotState | None, name: str, job_id: int) -> SlotState:
+    """The state ``enqueue_now`` stores once it added job ``job_id``."""
+    if state is None:
+        state = SlotState(name, "", NO_SLOT, None)
+    return state._replace(last_job_id=job_id)
 
 
 #: Every attribute and method the queue needs of a store: ``Store``'s members.

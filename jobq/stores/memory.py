@@ -83,7 +83,10 @@ from jobq.stores.base import (
     log_dropped_dead,
     overlapping_job,
     parent_ended,
+    paused,
     process_died,
+    resumed,
+    run_by_hand,
     slot_taken,
     unknown_parent,
 )
@@ -802,14 +805,45 @@ class MemoryStore(ActivityInMemory, OneJobCalls):
             result = (
                 self.add([job], now)[0] if skipped is None else Enqueued(skipped, True)
             )
-            state = self._schedules[name] = SlotState(name, expression, slot, result.id)
-            if self._recorder is not None:
-                self._recorder.scheduled(state)
+            self._put_schedule(SlotState(name, expression, slot, result.id))
             return result
 
     def schedule_states(self) -> list[SlotState]:
         with self._lock:
             return sorted(self._schedules.values())
+
+    def pause_schedule(self, name: str, now: float, *, by: str) -> bool:
+        with self._lock:
+            state = paused(self._schedules.get(name), name, now, by)
+            if state is not None:
+                self._put_schedule(state)
+            return state is not None
+
+    def resume_schedule(self, name: str, now: float) -> bool:
+        with self._lock:
+            state = resumed(self._schedules.get(name), now)
+            if state is not None:
+                self._put_schedule(state)
+            return state is not None
+
+    def enqueue_now(
+        self, name: str, job: NewJob, now: float, *, skip_running: bool
+    ) -> Enqueued:
+        with self._lock:
+            state = self._schedules.get(name)
+            skipped = overlapping_job(state, skip_running, self._live)
+            if skipped is not None:
+                return Enqueued(skipped, True)
+            result = self.add([job], now)[0]
+            if not result.duplicate:
+                self._put_schedule(run_by_hand(state, name, result.id))
+            return result
+
+    def _put_schedule(self, state: SlotState) -> None:
+        """Store a schedule's state, and record it (``lock`` held)."""
+        self._schedules[state.name] = state
+        if self._recorder is not None:
+            self._recorder.scheduled(state)
 
     def restore_schedules(self, states: Sequence[SlotState]) -> None:
         """Replace the schedules' states with loaded ones (``lock`` held)."""

@@ -45,6 +45,7 @@ ROUTES: list[tuple[str, re.Pattern[str], View]] = [
     ("POST", re.compile(r"/job/([0-9]{1,19})/(retry|delete|cancel)"), views.job_action),
     ("POST", re.compile(r"/jobs/dead/(retry|delete)"), views.bulk_action),
     ("POST", re.compile(r"/jobs/([a-z]+)/selected"), views.selected_action),
+    ("POST", re.compile(r"/schedules/(pause|resume|run)"), views.schedule_action),
     ("GET", re.compile(r"/find"), views.find_job),
 ]
 

@@ -21,10 +21,25 @@ MESSAGES = {
     "stopping": "The running job was asked to stop: it ends cancelled when its "
     "handler stops (or is abandoned after its grace).",
     "stopped": "The running job was asked to stop, and has stopped.",
+    "schedule-paused": "The schedule was paused: every process passes its slots "
+    "over until it is resumed.",
+    "schedule-resumed": "The schedule was resumed: its next slot runs; the slots "
+    "passed over while it was paused do not.",
+    "schedule-run": "One job of the schedule was enqueued now (its last job below); "
+    "its next slot still runs as planned.",
 }
 #: The failures of one job's action, by code.
 FAILURES = {
     "unchanged": "Nothing changed: the job is no longer in that state.",
+    "schedule-unchanged": "Nothing changed: the schedule was paused, or running, "
+    "already.",
+    "no-such-schedule": "No such schedule: no code here declares it and the store "
+    "does not keep it.",
+    "schedule-not-here": "Not run: no code loaded by this dashboard declares that "
+    "schedule, so its job cannot be built here. Run it from the application's "
+    "own dashboard, or with jobq run-schedule --app.",
+    "schedule-busy": "Not run: the schedule's last job is still pending or "
+    "running, and the schedule skips overlapping runs (overlap='skip').",
 }
 
 

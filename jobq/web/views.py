@@ -237,6 +237,44 @@ ACTIONS: dict[str, Callable[[JobQueue[Any], int, Request], Outcome]] = {
 }
 
 
+def schedule_action(dashboard: Site, request: Request, action: str) -> Response:
+    """Pause, resume or run now the periodic job the form names (``name``),
+    then back to the overview's schedules, saying what happened: a code,
+    never the name."""
+    name = request.form().get("name", "")
+    queue = dashboard.queue
+    shown = next((s for s in queue.schedules() if s.name == name), None)
+    if shown is None:
+        code = "no-such-schedule"
+    elif action == "run" and shown.orphaned:
+        code = "schedule-not-here"  # its task and options are in the code
+    else:
+        code = SCHEDULE_ACTIONS[action](queue, name, request)
+    return redirect(request.url(f"/?msg={code}#schedules"))
+
+
+def _pause_schedule(queue: JobQueue[Any], name: str, request: Request) -> str:
+    paused = queue.pause_schedule(name, by=requester(request))
+    return "schedule-paused" if paused else "schedule-unchanged"
+
+
+def _resume_schedule(queue: JobQueue[Any], name: str, request: Request) -> str:
+    return "schedule-resumed" if queue.resume_schedule(name) else "schedule-unchanged"
+
+
+def _run_schedule(queue: JobQueue[Any], name: str, request: Request) -> str:
+    added = queue.run_schedule(name, by=requester(request))
+    return "schedule-busy" if added.duplicate else "schedule-run"
+
+
+#: What each action on a schedule does: the code of the message it leaves.
+SCHEDULE_ACTIONS: dict[str, Callable[[JobQueue[Any], str, Request], str]] = {
+    "pause": _pause_schedule,
+    "resume": _resume_schedule,
+    "run": _run_schedule,
+}
+
+
 def bulk_action(dashboard: Site, request: Request, action: str) -> Response:
     """Retry or delete every dead job the form's filters match; without
     ``confirmed`` (no JavaScript to ask), a page that asks first."""

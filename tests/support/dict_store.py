@@ -42,7 +42,10 @@ from jobq.stores.base import (
     log_dropped_dead,
     log_recovered,
     overlapping_job,
+    paused,
     process_died,
+    resumed,
+    run_by_hand,
     slot_taken,
 )
 
@@ -381,6 +384,33 @@ class DictStore:
     def schedule_states(self) -> list[SlotState]:
         with self.signal.lock:
             return sorted(self.shelf.schedules.values())
+
+    def pause_schedule(self, name: str, now: float, *, by: str) -> bool:
+        with self.signal.lock:
+            state = paused(self.shelf.schedules.get(name), name, now, by)
+            if state is not None:
+                self.shelf.schedules[name] = state
+            return state is not None
+
+    def resume_schedule(self, name: str, now: float) -> bool:
+        with self.signal.lock:
+            state = resumed(self.shelf.schedules.get(name), now)
+            if state is not None:
+                self.shelf.schedules[name] = state
+            return state is not None
+
+    def enqueue_now(
+        self, name: str, job: NewJob, now: float, *, skip_running: bool
+    ) -> Enqueued:
+        with self.signal.lock:
+            state = self.shelf.schedules.get(name)
+            skipped = overlapping_job(state, skip_running, self._live)
+            if skipped is not None:
+                return Enqueued(skipped, True)
+            result = self.add([job], now)[0]
+            if not result.duplicate:
+                self.shelf.schedules[name] = run_by_hand(state, name, result.id)
+            return result
 
     # -- helpers (with the lock held) --
 

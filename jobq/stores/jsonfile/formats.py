@@ -23,7 +23,10 @@ records: a parent's end and its children's changes, one per line after the
 
 Periodic jobs' schedule states (``SlotState``) live in the snapshot header's
 ``schedules`` list and in ``slot`` journal records; files without them
-(older ones) load with no schedule state.
+(older ones) load with no schedule state. Version 5 added a schedule's pause
+to both (``[name, expression, last_slot, last_job_id, paused_at, paused_by,
+resumed_at]``; version 4's have the first four) and writes ``NO_SLOT`` as
+``null``, so that the file stays standard JSON.
 """
 
 from __future__ import annotations
@@ -70,11 +73,11 @@ from jobq.stores._entry import (
     Entry,
     started,
 )
-from jobq.stores.base import ParentOutcome, SlotState
+from jobq.stores.base import NO_SLOT, ParentOutcome, SlotState
 from jobq.types import Limit
 
 FORMAT = "jobq"
-VERSION = 4
+VERSION = 5
 
 #: What reading a malformed file raises (RecursionError: absurdly deep nesting).
 MALFORMED = (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError)
@@ -239,7 +242,13 @@ def run_record(job_id: int, started_at: float) -> bytes:
 
 
 def slot_record(state: SlotState) -> bytes:
-    return json.dumps(["slot", *state], ensure_ascii=True).encode()
+    return json.dumps(["slot", *_slot_fields(state)], ensure_ascii=True).encode()
+
+
+def _slot_fields(state: SlotState) -> list[object]:
+    """A schedule's state as the file keeps it: ``NO_SLOT`` as ``null``."""
+    last_slot = None if state.last_slot == NO_SLOT else state.last_slot
+    return [state.name, state.expression, last_slot, *state[3:]]
 
 
 def limit_record(limit: Limit) -> bytes:
@@ -273,7 +282,7 @@ def serialize(
     """
     head = json.dumps(
         {"format": FORMAT, "version": VERSION, "seq": seq, "next_id": next_id,
-         "schedules": [list(state) for state in schedules],
+         "schedules": [_slot_fields(state) for state in schedules],
          "limits": [_limit_fields(limit) for limit in limits]}
     )  # fmt: skip
     chunk = f'{head[:-1]}, "jobs": [\n'.encode()
@@ -429,15 +438,25 @@ class State:
         self.limits[name] = Limit(name, concurrency, rate, per_seconds, burst)
 
     def _slot(self, item: object) -> None:
-        """A schedule's state: ``[name, expression, last_slot, last_job_id]``."""
-        if not isinstance(item, list) or len(item) != 4:
+        """A schedule's state: ``[name, expression, last_slot, last_job_id]``,
+        then (version 5) ``paused_at, paused_by, resumed_at``."""
+        if not isinstance(item, list) or len(item) not in (4, 7):
             raise ValueError(f"malformed schedule state: {item!r}")
-        name, expression, slot, job_id = item
+        name, expression, slot, job_id, *pause = item
+        paused_at, paused_by, resumed_at = pause or (None, None, None)
         if not isinstance(name, str) or not isinstance(expression, str):
             raise TypeError(f"malformed schedule state: {item!r}")
         if job_id is not None and type(job_id) is not int:
             raise TypeError(f"malformed schedule state: {item!r}")
-        self.schedules[name] = SlotState(name, expression, _float(slot), job_id)
+        self.schedules[name] = SlotState(
+            name,
+            expression,
+            NO_SLOT if slot is None else _float(slot),
+            job_id,
+            _optional_float(paused_at),
+            _optional_str(paused_by),
+            _optional_float(resumed_at),
+        )
 
     def apply(self, seq: int, body: bytes) -> None:
         """Replay one journal record; records the snapshot holds are skipped.

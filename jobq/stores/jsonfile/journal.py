@@ -28,7 +28,7 @@ from jobq.stores.jsonfile.formats import NewerFormat
 
 #: The version this code writes; it reads older segments too
 #: (their records only lack what later versions added, see ``formats``).
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 MAGIC = b"JOBQ-JOURNAL %d\n" % FORMAT_VERSION
 #: This version's header and the older ones it reads, all of one length.
 _MAGICS = tuple(b"JOBQ-JOURNAL %d\n" % v for v in range(FORMAT_VERSION, 0, -1))

@@ -288,6 +288,26 @@ class JsonFileStore(ActivityInMemory, OneJobCalls):
         self._commit()
         return result
 
+    def pause_schedule(self, name: str, now: float, *, by: str) -> bool:
+        self._require_writable()
+        changed = self._memory.pause_schedule(name, now, by=by)
+        self._commit()
+        return changed
+
+    def resume_schedule(self, name: str, now: float) -> bool:
+        self._require_writable()
+        changed = self._memory.resume_schedule(name, now)
+        self._commit()
+        return changed
+
+    def enqueue_now(
+        self, name: str, job: NewJob, now: float, *, skip_running: bool
+    ) -> Enqueued:
+        self._require_writable()
+        result = self._memory.enqueue_now(name, job, now, skip_running=skip_running)
+        self._commit()
+        return result
+
     # -- reads: a reader sees the owner's latest writes -------------------------
 
     def get(self, job_id: int, now: float) -> JobRecord[Any] | None:

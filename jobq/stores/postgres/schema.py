@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobq.stores.postgres")
 
 #: The schema this code writes; a database with a newer one is refused.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # -- schema (version 1) -------------------------------------------------------------
 # ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
@@ -327,10 +327,19 @@ SCHEMA_V8 = (
     )""",
 )
 
+# -- version 9: pausing a schedule (see ``ScheduleStore``) -------------------------
+
+SCHEMA_V9 = (
+    """ALTER TABLE {schedules}
+        ADD COLUMN paused_at double precision,  -- NULL: it runs
+        ADD COLUMN paused_by text,
+        ADD COLUMN resumed_at double precision""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
-    6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8,
+    6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8, 9: SCHEMA_V9,
 }  # fmt: skip
 
 # -- looking at the schema, and changing it ----------------------------------------

@@ -79,19 +79,44 @@ HELD_KEY = """SELECT id FROM {jobs} WHERE queue = %(q)s AND key = %(key)s
     AND {holds_key}"""
 
 # -- periodic jobs' schedules ------------------------------------------------------
-# Takes the slot if it is later than the stored one, in one statement: a
-# process asking for the same slot at once waits for the row lock, then finds
-# it taken (no row). It returns the last job as it was (the update keeps it).
+# Takes the slot if it is later than the stored one and not passed over (the
+# schedule paused, or resumed at or after it: ``slot_taken``), in one
+# statement: a process asking for the same slot at once waits for the row
+# lock, then finds it taken (no row); a pause waits likewise, so none comes
+# between the look and the take. It returns the last job as it was (the
+# update keeps it).
 TAKE_SLOT = """INSERT INTO {schedules} AS s (queue, name, expression, last_slot)
     VALUES (%(q)s, %(name)s, %(expression)s, %(slot)s)
     ON CONFLICT (queue, name) DO UPDATE
-        SET expression = excluded.expression, last_slot = excluded.last_slot
-        WHERE s.last_slot < excluded.last_slot
+        SET expression = excluded.expression, last_slot = excluded.last_slot,
+            resumed_at = NULL
+        WHERE s.last_slot < excluded.last_slot AND s.paused_at IS NULL
+            AND (s.resumed_at IS NULL OR s.resumed_at < excluded.last_slot)
     RETURNING s.last_job_id"""
 SET_SLOT_JOB = """UPDATE {schedules} SET last_job_id = %(job)s
     WHERE queue = %(q)s AND name = %(name)s"""
-SCHEDULES = """SELECT name, expression, last_slot, last_job_id FROM {schedules}
-    WHERE queue = %(q)s ORDER BY name"""
+SCHEDULES = """SELECT name, expression, last_slot, last_job_id, paused_at, paused_by,
+        resumed_at
+    FROM {schedules} WHERE queue = %(q)s ORDER BY name"""
+#: A row for a schedule the store has none for (``NO_SLOT``), or the
+#: existing one: paused unless it is already (a row only if it changed).
+PAUSE_SCHEDULE = """INSERT INTO {schedules} AS s
+        (queue, name, expression, last_slot, paused_at, paused_by)
+    VALUES (%(q)s, %(name)s, '', %(no_slot)s, %(now)s, %(by)s)
+    ON CONFLICT (queue, name) DO UPDATE
+        SET paused_at = excluded.paused_at, paused_by = excluded.paused_by
+        WHERE s.paused_at IS NULL
+    RETURNING 1"""
+RESUME_SCHEDULE = """UPDATE {schedules}
+    SET paused_at = NULL, paused_by = NULL, resumed_at = %(now)s
+    WHERE queue = %(q)s AND name = %(name)s AND paused_at IS NOT NULL
+    RETURNING 1"""
+#: The schedule's row, made if missing and locked (a run by hand waits for
+#: a slot being taken, and the other way round), with its last job.
+LOCK_SCHEDULE = """INSERT INTO {schedules} AS s (queue, name, expression, last_slot)
+    VALUES (%(q)s, %(name)s, '', %(no_slot)s)
+    ON CONFLICT (queue, name) DO UPDATE SET last_job_id = s.last_job_id
+    RETURNING s.last_job_id"""
 LIVE_JOB = """SELECT EXISTS (SELECT 1 FROM {jobs} WHERE id = %(job)s
     AND state IN ('scheduled', 'ready', 'held', 'running'))"""
 
@@ -848,6 +873,9 @@ class Statements:
         self.take_slot = render(TAKE_SLOT)
         self.set_slot_job = render(SET_SLOT_JOB)
         self.schedules = render(SCHEDULES)
+        self.pause_schedule = render(PAUSE_SCHEDULE)
+        self.resume_schedule = render(RESUME_SCHEDULE)
+        self.lock_schedule = render(LOCK_SCHEDULE)
         self.live_job = render(LIVE_JOB)
         self.limited_pick = render(LIMITED_PICK)
         self.lock_keys = render(LOCK_KEYS)

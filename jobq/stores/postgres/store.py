@@ -45,6 +45,7 @@ from jobq.activity import Beat, DepthSample, MinuteOutcomes, ProcessInfo, TaskOu
 from jobq.errors import StoreError
 from jobq.stores.base import (
     ERRORS_KEPT,
+    NO_SLOT,
     CancelOutcome,
     Capabilities,
     Claim,
@@ -985,6 +986,49 @@ class PostgresStore(OneJobCalls):
         with self._connection() as conn:
             rows = conn.execute(self._sql.schedules, {"q": self.queue}).fetchall()
         return [SlotState(*row) for row in rows]
+
+    def pause_schedule(self, name: str, now: float, *, by: str) -> bool:
+        values = {"q": self.queue, "name": name, "now": now, "by": by}
+        with self._connection() as conn:
+            row = conn.execute(
+                self._sql.pause_schedule, {**values, "no_slot": NO_SLOT}
+            ).fetchone()
+        return row is not None
+
+    def resume_schedule(self, name: str, now: float) -> bool:
+        values = {"q": self.queue, "name": name, "now": now}
+        with self._connection() as conn:
+            row = conn.execute(self._sql.resume_schedule, values).fetchone()
+        return row is not None
+
+    def enqueue_now(
+        self, name: str, job: NewJob, now: float, *, skip_running: bool
+    ) -> Enqueued:
+        """One transaction on the schedule's locked row (``LOCK_SCHEDULE``):
+        the last job looked at is the last job kept."""
+        key = {"q": self.queue, "name": name}
+        with self._connection() as conn, conn.transaction():
+            row = conn.execute(
+                self._sql.lock_schedule, {**key, "no_slot": NO_SLOT}
+            ).fetchone()
+            state = SlotState(name, "", NO_SLOT, row[0] if row else None)
+
+            def live(job_id: int) -> bool:
+                return bool(first(conn.execute(
+                    self._sql.live_job, {"job": job_id}).fetchone()))  # fmt: skip
+
+            skipped = overlapping_job(state, skip_running, live)
+            if skipped is not None:
+                return Enqueued(skipped, True)
+            job_id, duplicate = self._insert(
+                conn, [self._add_params(job, now)], self._sql.add
+            )[0]
+            if not duplicate:
+                conn.execute(self._sql.set_slot_job, {**key, "job": job_id})
+        if not duplicate:
+            self._signal.jobs_added(1)
+            self._notify_others(1)
+        return Enqueued(job_id, duplicate)
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         """One statement while the queue has no limits; else a few per

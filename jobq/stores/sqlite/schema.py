@@ -25,7 +25,7 @@ from jobq.stores.sqlite.connections import Database, primary_code
 logger = logging.getLogger("jobq.stores.sqlite")
 
 #: The schema this code writes; a file with a newer one is refused.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 SCHEMA_V1 = (
     """CREATE TABLE jobq_meta (
@@ -343,10 +343,18 @@ SCHEMA_V9 = (
     ) WITHOUT ROWID""",
 )
 
+# Version 10: pausing a schedule (see ``ScheduleStore``): when and by whom
+# it was paused (NULL: it runs), and when it was last resumed.
+SCHEMA_V10 = (
+    "ALTER TABLE jobq_schedules ADD COLUMN paused_at REAL",
+    "ALTER TABLE jobq_schedules ADD COLUMN paused_by TEXT",
+    "ALTER TABLE jobq_schedules ADD COLUMN resumed_at REAL",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
-    6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8, 9: SCHEMA_V9,
+    6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8, 9: SCHEMA_V9, 10: SCHEMA_V10,
 }  # fmt: skip
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"

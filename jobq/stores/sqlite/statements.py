@@ -29,14 +29,18 @@ INSERT_CHILD = """INSERT INTO jobq_jobs
 
 # -- periodic jobs' schedules -----------------------------------------------------
 
-GET_SCHEDULE = """SELECT name, expression, last_slot, last_job_id FROM jobq_schedules
-    WHERE name = ?"""
-PUT_SCHEDULE = """INSERT INTO jobq_schedules (name, expression, last_slot, last_job_id)
-    VALUES (?, ?, ?, ?)
+_SCHEDULE_COLUMNS = (
+    "name, expression, last_slot, last_job_id, paused_at, paused_by, resumed_at"
+)
+GET_SCHEDULE = f"SELECT {_SCHEDULE_COLUMNS} FROM jobq_schedules WHERE name = ?"  # noqa: S608
+#: A schedule's whole state (``SlotState``), as the write computed it.
+PUT_SCHEDULE = f"""INSERT INTO jobq_schedules ({_SCHEDULE_COLUMNS})
+    VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (name) DO UPDATE SET expression = excluded.expression,
-        last_slot = excluded.last_slot, last_job_id = excluded.last_job_id"""
-SCHEDULES = """SELECT name, expression, last_slot, last_job_id FROM jobq_schedules
-    ORDER BY name"""
+        last_slot = excluded.last_slot, last_job_id = excluded.last_job_id,
+        paused_at = excluded.paused_at, paused_by = excluded.paused_by,
+        resumed_at = excluded.resumed_at"""  # noqa: S608
+SCHEDULES = f"SELECT {_SCHEDULE_COLUMNS} FROM jobq_schedules ORDER BY name"  # noqa: S608
 LIVE_JOB = """SELECT 1 FROM jobq_jobs
     WHERE id = ? AND state IN ('scheduled', 'ready', 'running', 'held', 'waiting')"""
 

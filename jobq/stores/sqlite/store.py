@@ -53,7 +53,10 @@ from jobq.stores.base import (
     log_dropped_dead,
     log_recovered,
     overlapping_job,
+    paused,
     process_died,
+    resumed,
+    run_by_hand,
     slot_taken,
 )
 from jobq.stores.helpers import (
@@ -308,6 +311,12 @@ def _insert(
     (job_id,) = conn.execute(INSERT_CHILD, values).fetchone()
     link(conn, job_id, start.slots)
     return Enqueued(job_id, False), start.state
+
+
+def _schedule(conn: sqlite3.Connection, name: str) -> SlotState | None:
+    """Schedule ``name``'s stored state (in the caller's transaction)."""
+    row = conn.execute(GET_SCHEDULE, (name,)).fetchone()
+    return None if row is None else SlotState(*row)
 
 
 def _claims(rows: list[Any], conn: sqlite3.Connection | None = None) -> list[Claim]:
@@ -584,8 +593,7 @@ class SqliteStore(OneJobCalls):
         """One IMMEDIATE transaction: processes asking for the same slot take
         turns, and the later ones find it taken."""
         with self._write() as conn:
-            row = conn.execute(GET_SCHEDULE, (name,)).fetchone()
-            state = None if row is None else SlotState(*row)
+            state = _schedule(conn, name)
             if slot_taken(state, slot):
                 return None
 
@@ -599,7 +607,8 @@ class SqliteStore(OneJobCalls):
                 if skipped is None
                 else Enqueued(skipped, True)
             )
-            conn.execute(PUT_SCHEDULE, (name, expression, slot, result.id))
+            state = SlotState(name, expression, slot, result.id)
+            conn.execute(PUT_SCHEDULE, state)
         if not result.duplicate:
             self._jobs_added(1)
         return result
@@ -607,6 +616,41 @@ class SqliteStore(OneJobCalls):
     def schedule_states(self) -> list[SlotState]:
         with self._reading() as conn:
             return [SlotState(*row) for row in conn.execute(SCHEDULES).fetchall()]
+
+    def pause_schedule(self, name: str, now: float, *, by: str) -> bool:
+        with self._write() as conn:
+            state = paused(_schedule(conn, name), name, now, by)
+            if state is not None:
+                conn.execute(PUT_SCHEDULE, state)
+        return state is not None
+
+    def resume_schedule(self, name: str, now: float) -> bool:
+        with self._write() as conn:
+            state = resumed(_schedule(conn, name), now)
+            if state is not None:
+                conn.execute(PUT_SCHEDULE, state)
+        return state is not None
+
+    def enqueue_now(
+        self, name: str, job: NewJob, now: float, *, skip_running: bool
+    ) -> Enqueued:
+        """One IMMEDIATE transaction, as ``enqueue_slot``."""
+        with self._write() as conn:
+            state = _schedule(conn, name)
+
+            def live(job_id: int) -> bool:
+                return conn.execute(LIVE_JOB, (job_id,)).fetchone() is not None
+
+            skipped = overlapping_job(state, skip_running, live)
+            if skipped is not None:
+                return Enqueued(skipped, True)
+            keep_cancelled = self._signal.keep_cancelled
+            result = _insert(conn, job, now, keep_cancelled)[0]
+            if not result.duplicate:
+                conn.execute(PUT_SCHEDULE, run_by_hand(state, name, result.id))
+        if not result.duplicate:
+            self._jobs_added(1)
+        return result
 
     def claim_many(self, now: float, limit: int) -> list[Claim]:
         self._check_process()

@@ -1,5 +1,6 @@
 """``manage.py jobq COMMAND``: the ``jobq`` command's ``stats``, ``dead``,
-``cancelled``, ``schedules``, ``limits``, ``show``, ``retry``, ``delete``, ``cancel``,
+``cancelled``, ``schedules``, ``pause-schedule``, ``resume-schedule``,
+``run-schedule``, ``limits``, ``show``, ``retry``, ``delete``, ``cancel``,
 ``purge-dead`` and ``migrate`` on the
 project's queue (``settings.JOBQ["STORE"]``); workers run with ``manage.py
 jobq_worker``.
@@ -21,8 +22,14 @@ from jobq.errors import JobqError
 from jobq.queue import JobQueue
 
 #: The ``jobq`` commands this one offers (``worker`` is ``jobq_worker``).
-NAMES = ("stats", "dead", "cancelled", "schedules", "limits", "processes", "show",
+NAMES = ("stats", "dead", "cancelled", "schedules", "pause-schedule",
+         "resume-schedule", "run-schedule", "limits", "processes", "show",
          "retry", "delete", "cancel", "purge-dead", "migrate")  # fmt: skip
+#: The commands that change the store (or, ``schedules``, declare them).
+CHANGES = ("retry", "delete", "cancel", "schedules", "pause-schedule",
+           "resume-schedule", "run-schedule")  # fmt: skip
+#: Who ``pause-schedule`` and ``run-schedule`` say asked.
+DJANGO_BY = "manage.py jobq"
 COMMANDS = {name: SUBCOMMANDS[name] for name in NAMES}
 
 
@@ -57,9 +64,7 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
         done = operations.migrate(queue.store)
         return render.migration(done.store, done.version, as_json=as_json)
     # schedules: the project's own queue declares them (as jobq's --app does).
-    changes = name in ("retry", "delete", "cancel", "schedules") or (
-        name == "purge-dead" and options["yes"]
-    )
+    changes = name in CHANGES or (name == "purge-dead" and options["yes"])
     with admin.queue_for_command(queue, read_only=not changes) as used:
         if name == "stats":
             return render.stats(operations.stats(used), as_json=as_json)
@@ -69,6 +74,8 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
             return render.cancelled(operations.cancelled(used), as_json=as_json)
         if name == "schedules":
             return render.schedules(operations.schedules(used), as_json=as_json)
+        if name in ("pause-schedule", "resume-schedule", "run-schedule"):
+            return _schedule_action(name, used, options["name"], as_json)
         if name == "limits":
             return render.limits(operations.limits(used), as_json=as_json)
         if name == "processes":
@@ -91,3 +98,17 @@ def run(name: str, queue: JobQueue[Any], options: dict[str, Any]) -> str:
             return render.deleted(deleted, as_json=as_json)
         purged = operations.purge_dead(used, yes=bool(options["yes"]))
         return render.purged(purged, as_json=as_json)
+
+
+def _schedule_action(
+    command: str, queue: JobQueue[Any], name: str, as_json: bool
+) -> str:
+    """``pause-schedule``, ``resume-schedule`` or ``run-schedule`` of ``name``."""
+    if command == "run-schedule":
+        job_id = operations.run_schedule(queue, name, by=DJANGO_BY)
+        return render.schedule_run(name, job_id, as_json=as_json)
+    if command == "pause-schedule":
+        changed = operations.pause_schedule(queue, name, by=DJANGO_BY)
+        return render.schedule_changed(name, "paused", changed, as_json=as_json)
+    changed = operations.resume_schedule(queue, name)
+    return render.schedule_changed(name, "resumed", changed, as_json=as_json)
