@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jobq.errors import StoreError
+from jobq.errors import OutcomeUnknown, StoreError
 
 if TYPE_CHECKING:
     import psycopg
@@ -160,7 +160,9 @@ class Database:
         """A connection from ``pool`` for one call, returned at once.
 
         Connections the server closed while they sat in the pool (a restart)
-        are noticed without a round trip and replaced.
+        are noticed without a round trip and replaced. A connection lost
+        during the call raises ``OutcomeUnknown``: what was sent may have
+        been committed, only its answer never came.
         """
         import psycopg
         import psycopg_pool
@@ -179,9 +181,19 @@ class Database:
         try:
             yield conn
         except psycopg.Error as exc:
+            if conn.broken or conn.closed:
+                raise self.lost(exc) from exc
             raise self.error(exc) from exc
         finally:
             pool.putconn(conn)
+
+    def lost(self, exc: Exception) -> OutcomeUnknown:
+        """The connection broke during a call: whether the server carried out
+        what it was sent is unknown."""
+        return OutcomeUnknown(
+            f"{self.where}: connection lost: {str(exc).strip()}; what was sent "
+            "may or may not have been done"
+        )
 
     def _unreachable(self) -> str:
         """Why no connection came within ``connect_timeout``: try one to see."""
