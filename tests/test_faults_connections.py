@@ -29,7 +29,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from faults import Figures, TcpProxy, proxy_to
+from faults import Figures, TcpProxy, proxy_to, wait_for
 from postgres_url import POSTGRES_URL
 
 import jobq
@@ -211,3 +211,52 @@ def test_a_keyed_enqueue_retried_after_outcome_unknown_finds_its_job(
         again.id
     ]
     queue.close()
+
+
+@pytest.mark.parametrize("fault", ["reset", "blackhole"])
+def test_a_stalled_or_reset_path_fails_calls_in_time_and_the_pool_recovers(
+    proxy: TcpProxy, postgres_schema: str, queue_name: str, quiet: None, fault: str
+) -> None:
+    """For ``OUTAGE`` seconds every connection through the proxy is reset (or
+    blackholed); enqueues from 2 threads meanwhile raise ``StoreError``
+    within the store's timeouts instead of hanging; afterwards the same
+    queue enqueues and runs jobs again without a restart."""
+    ran: collections.Counter[int] = collections.Counter()
+    lock = threading.Lock()
+
+    def handler(job: jobq.Job[int]) -> None:
+        with lock:
+            ran[job.payload] += 1
+
+    store = far_store(proxy, postgres_schema, queue_name, lease_seconds=1.0,
+                      call_timeout=2.0)  # fmt: skip
+    queue = jobq.JobQueue(handler, store=store, base_delay=0.01).start(workers=2)
+    producers = Producers(queue, threads=2)
+    try:
+        wait_for(lambda: len(ran) > 20)
+        getattr(proxy, fault)()
+        time.sleep(OUTAGE)
+        during = producers.attempted
+        proxy.heal()
+        healed = time.monotonic()
+        wait_for(lambda: len(producers.acknowledged & set(ran)) > 0
+                 and max(producers.acknowledged) > during)  # fmt: skip
+        back_after = time.monotonic() - healed
+    finally:
+        producers.stop()
+    try:
+        assert queue.join(timeout=60)
+        stats = queue.stats()
+    finally:
+        queue.close(timeout=10)
+    figures = Figures(f"proxy {fault}s connections", "postgres", stuck=stats.running)
+    figures.notes["back_after_s"] = round(back_after, 3)
+    check(figures, producers, ran)
+    assert producers.refused | producers.unknown  # the outage was felt
+    # connect_timeout (2 s) for a connection and 2 s more to find why none
+    # came, or a connection at once and call_timeout (2 s) for the answer;
+    # 1 s to spare on a busy machine.
+    assert producers.longest < 2.0 + 2.0 + 1.0
+
+
+OUTAGE = 5.0
