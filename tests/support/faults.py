@@ -436,12 +436,13 @@ def figures_of(
 
 
 def assert_only_jobs_in_flight_ran_twice(run: Takeover) -> None:
-    """Every job run twice was one the cut-off worker was running at the
-    cut, whose outcome it had not had recorded by then."""
+    """Every job run twice was one the cut-off worker had claimed by the
+    cut (it may start it just after: the claim's answer came first), and
+    whose outcome it had not had recorded by then."""
     cut_off = run.cut_off
     _, twice, _ = count(run.log, run.acknowledged)
     for job in twice:
         first = run.log.started[job][0]
         assert first == cut_off, (job, run.log.started[job])
-        assert run.log.times["started", job, cut_off] < run.cut_at
+        assert run.log.times["started", job, cut_off] < run.healed_at
         assert run.cut_at <= run.log.times.get(("recorded", job, cut_off), run.cut_at)
