@@ -35,6 +35,14 @@ class StoreError(JobqError):
     """The store could not do what was asked (a write failed, a file is unusable)."""
 
 
+class OutcomeUnknown(StoreError):
+    """The connection to the store was lost after a change was sent and
+    before its answer came: it may or may not have been carried out. An
+    enqueue that raises it may have added its job; retried with the same
+    ``key``, it finds that job instead of adding a second one. Every other
+    ``StoreError`` from a change means that nothing was changed."""
+
+
 class JobTimeout(JobqError):
     """Raised inside a handler's thread when its job's time limit passes.
 

@@ -4,11 +4,12 @@ ENOSPC and EIO are injected through the store's I/O seam on the journal's
 write and fsync and on the snapshot's rename (reliability.md §2.4, §3 (c)).
 What the JSON store does about it:
 
-- the change that hit the fault raises ``jobq.StoreError`` from ``enqueue``,
-  ``cancel``, ...; the journal is then "broken": that change stays in memory
-  (the job is queued and runs; the error means "not known to be on disk",
-  not "not added"), and every later change made by a caller raises too, and
-  is not made, until the compactor has rewritten the files from memory;
+- the change that hit the fault raises ``jobq.OutcomeUnknown`` (a
+  ``StoreError``) from ``enqueue``, ``cancel``, ...; the journal is then
+  "broken": that change stays in memory (the job is queued and runs; the
+  error means "not known to be on disk", not "not added"), and every later
+  change made by a caller raises a plain ``StoreError``, and is not made,
+  until the compactor has rewritten the files from memory;
   workers go on running jobs, their changes kept in memory;
 - ``save()`` raises a ``StoreError`` naming the file and the OS error;
 - the last good files are kept, the error is logged;
@@ -191,12 +192,13 @@ def test_enqueue_that_hits_a_journal_fault_raises_and_later_ones_wait_for_a_rewr
     io.fail(call, ERRNOS[code], once=True)
 
     with caplog.at_level(logging.ERROR, logger="jobq"):
-        with pytest.raises(jobq.StoreError, match=os.strerror(ERRNOS[code])):
+        with pytest.raises(jobq.OutcomeUnknown, match=os.strerror(ERRNOS[code])):
             queue.enqueue("hit", delay=FAR)
         # the fault is gone, but the journal may have lost data: no more
         # changes go to it until the files are rewritten from memory
-        with pytest.raises(jobq.StoreError):
+        with pytest.raises(jobq.StoreError) as refused:
             queue.enqueue("refused", delay=FAR)
+        assert not isinstance(refused.value, jobq.OutcomeUnknown)
 
     assert any(str(path) in message for message in _errors(caplog))
     assert queue.stats().pending == 2  # "hit" is in memory, "refused" is not

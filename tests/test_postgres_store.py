@@ -218,6 +218,8 @@ def test_messages_and_repr_never_show_the_password() -> None:
         ({"lease_seconds": float("inf")}, ValueError),
         ({"poll_interval": -1}, ValueError),
         ({"connect_timeout": "5"}, TypeError),
+        ({"call_timeout": 0}, ValueError),
+        ({"call_timeout": "30"}, TypeError),
         ({"pool_size": 0}, ValueError),
         ({"pool_size": 2.5}, TypeError),
         ({"clock": "host"}, ValueError),

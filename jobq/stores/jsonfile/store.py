@@ -17,9 +17,11 @@ under the lock, serializes and writes outside it (temp file + fsync +
 Damaged files are moved aside with a timestamped name and logged; they are
 never overwritten or deleted, and every row and record in them that is still
 intact is loaded (see ``reading``). A write that fails marks the
-journal broken: changes stay in memory, callers that add or remove jobs get
-``StoreError``, and the compactor rewrites everything from memory (never
-trusting a retried fsync) until it succeeds.
+journal broken: changes stay in memory, the caller whose change hit it gets
+``OutcomeUnknown`` (its change is made, in memory only), later callers that
+add or remove jobs get ``StoreError`` (their change is not made), and the
+compactor rewrites everything from memory (never trusting a retried fsync)
+until it succeeds.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jobq._fork import reset_after_fork
-from jobq.errors import StoreError, StoreLocked
+from jobq.errors import OutcomeUnknown, StoreError, StoreLocked
 from jobq.stores._activity import ActivityInMemory
 from jobq.stores._entry import DEAD, STATE, Entry, started
 from jobq.stores._threads import start_helper
@@ -439,7 +441,19 @@ class JsonFileStore(ActivityInMemory, OneJobCalls):
 
     def _commit(self) -> None:
         """Return once this thread's changes are in the journal (and on disk
-        with ``fsync``); ``StoreError`` if they could not be written."""
+        with ``fsync``); ``OutcomeUnknown`` if they could not be written:
+        they are made, in memory, and saved once writing works again (lost
+        if the process ends first), so the caller must not take them for
+        refused."""
+        try:
+            self._write_journal()
+        except StoreError as exc:
+            raise OutcomeUnknown(
+                f"{exc}; this change was made in memory and is saved once "
+                "writing works again (lost if the process ends before that)"
+            ) from exc
+
+    def _write_journal(self) -> None:
         seq = self._seq  # at least the newest change this thread made
         with self._journal_lock:
             if self._written < seq:
@@ -491,8 +505,8 @@ class JsonFileStore(ActivityInMemory, OneJobCalls):
                 exc.strerror or exc,
             )
         self._broken = StoreError(
-            f"cannot write {self.path}: {exc.strerror or exc}; the change is kept "
-            "in memory and saved when writing works again"
+            f"cannot write {self.path}: {exc.strerror or exc}; changes are refused "
+            "until it has been written again from memory"
         )
         self._wake.set()
         return self._broken

@@ -12,13 +12,16 @@ the standard library.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jobq.errors import StoreError
+from jobq.errors import OutcomeUnknown, StoreError
 
 if TYPE_CHECKING:
     import psycopg
@@ -57,7 +60,8 @@ class Database:
     ``conninfo`` and ``params``: the connection string and its parameters
     (``conninfo.parse_conninfo``). ``queue`` names connections
     (``application_name``), ``schema`` and ``queue`` the pool; ``prepare``,
-    ``pool_size`` and ``connect_timeout`` are the store's options.
+    ``pool_size``, ``connect_timeout`` and ``call_timeout`` are the store's
+    options.
     """
 
     def __init__(
@@ -70,6 +74,7 @@ class Database:
         prepare: bool,
         pool_size: int,
         connect_timeout: float,
+        call_timeout: float,
     ) -> None:
         self.conninfo = conninfo
         self.params = params
@@ -78,6 +83,8 @@ class Database:
         self.prepare = prepare
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
+        self._deadlines = Deadlines(call_timeout)
 
     @property
     def where(self) -> str:
@@ -134,6 +141,10 @@ class Database:
         except psycopg.Error as exc:
             raise self.error(exc) from exc
 
+    def after_fork(self) -> None:
+        """In a forked child, before its first call."""
+        self._deadlines.after_fork()
+
     def new_pool(self) -> psycopg_pool.ConnectionPool[psycopg.Connection[Any]]:
         """A pool for this process, opening its connections in the background."""
         import psycopg_pool
@@ -160,7 +171,11 @@ class Database:
         """A connection from ``pool`` for one call, returned at once.
 
         Connections the server closed while they sat in the pool (a restart)
-        are noticed without a round trip and replaced.
+        are noticed without a round trip and replaced. A connection lost
+        during the call raises ``OutcomeUnknown``: what was sent may have
+        been committed, only its answer never came. So does a call that waits
+        for the server longer than ``call_timeout``: its connection is shut
+        down (a server or path that stopped answering never hangs a call).
         """
         import psycopg
         import psycopg_pool
@@ -176,19 +191,38 @@ class Database:
             raise StoreError(self._unreachable()) from exc
         except psycopg.Error as exc:
             raise self.error(exc) from exc
+        call = self._deadlines.watch(conn)
         try:
             yield conn
         except psycopg.Error as exc:
+            if conn.broken or conn.closed:
+                raise self.lost(exc, self._deadlines.end(call)) from exc
             raise self.error(exc) from exc
         finally:
+            self._deadlines.end(call)
             pool.putconn(conn)
 
+    def lost(self, exc: Exception, timed_out: bool) -> OutcomeUnknown:
+        """The connection broke during a call (or was shut down at its
+        deadline): whether the server carried out what it was sent is unknown."""
+        why = (
+            f"no answer within call_timeout={self.call_timeout:g} s"
+            if timed_out
+            else f"connection lost: {str(exc).strip()}"
+        )
+        return OutcomeUnknown(
+            f"{self.where}: {why}; what was sent may or may not have been done"
+        )
+
     def _unreachable(self) -> str:
-        """Why no connection came within ``connect_timeout``: try one to see."""
+        """Why no connection came within ``connect_timeout``: try one to see,
+        for at most 2 s (libpq's shortest timeout)."""
         import psycopg
 
         try:
-            with self.connect():
+            with psycopg.connect(
+                self.conninfo, **{**self.connect_kwargs(), "connect_timeout": 2}
+            ):
                 pass
         except psycopg.Error as exc:
             reason = str(exc).strip()
@@ -217,6 +251,91 @@ class Database:
         if isinstance(exc, psycopg.OperationalError):
             return StoreError(f"{self.where}: connection lost: {str(exc).strip()}")
         return StoreError(f"{self.where}: {type(exc).__name__}: {str(exc).strip()}")
+
+
+class Deadlines:
+    """Calls on pooled connections that wait for the server longer than
+    ``seconds``: one thread (started with the first call, gone after a while
+    without calls) shuts each such connection down, so that the waiting
+    call fails at once, as if the server had closed it. A partition, a
+    stalled proxy or a frozen server otherwise leaves a call waiting as long
+    as TCP keeps the connection, which is forever when something on the way
+    still acknowledges the packets."""
+
+    #: Seconds without calls after which the thread ends.
+    IDLE = 10.0
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._calls: dict[int, tuple[float, psycopg.Connection[Any]]] = {}
+        self._expired: set[int] = set()
+        self._numbers = itertools.count()
+        self._changed = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+
+    def watch(self, conn: psycopg.Connection[Any]) -> int:
+        """Start watching a call on ``conn``; its number, for ``end``."""
+        number = next(self._numbers)
+        with self._changed:
+            # Every call gets the same timeout, so the calls' insertion order
+            # is their deadlines' order: the first one is due first.
+            self._calls[number] = (time.monotonic() + self.seconds, conn)
+            thread = self._thread
+            if thread is None or not thread.is_alive() or thread.ident is None:
+                self._start()
+            elif len(self._calls) == 1:
+                self._changed.notify()
+        return number
+
+    def end(self, number: int) -> bool:
+        """The call ``number`` is over; whether its deadline had passed (its
+        connection shut down). Its connection is no longer touched after."""
+        with self._changed:
+            self._calls.pop(number, None)
+            if number not in self._expired:
+                return False
+            self._expired.discard(number)
+            return True
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's calls and thread are not ours (and
+        the lock may have been held by a thread that does not exist here)."""
+        self._calls, self._expired = {}, set()
+        self._changed = threading.Condition(threading.Lock())
+        self._thread = None
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name="jobq-postgres-deadlines", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        with self._changed:
+            while True:
+                if not self._calls:
+                    if not self._changed.wait(self.IDLE) and not self._calls:
+                        self._thread = None
+                        return
+                    continue
+                number, (deadline, conn) = next(iter(self._calls.items()))
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._changed.wait(wait)
+                    continue
+                del self._calls[number]
+                self._expired.add(number)
+                _shut_down(conn)
+
+
+def _shut_down(conn: psycopg.Connection[Any]) -> None:
+    """Shut the connection's socket down (on a duplicate of its descriptor,
+    which psycopg keeps): the call waiting on it reads the end of the stream."""
+    with (
+        contextlib.suppress(OSError, ValueError),
+        socket.socket(fileno=os.dup(conn.fileno())) as sock,
+    ):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _alive(conn: psycopg.Connection[Any]) -> bool:

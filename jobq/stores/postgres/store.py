@@ -406,7 +406,10 @@ class PostgresStore(OneJobCalls):
     at least every second. ``pool_size``: connections at most in this
     process's pool (each call borrows one for one transaction).
     ``connect_timeout``: seconds to wait for a connection (a new one, or a free
-    one from the pool) before ``StoreError``. ``clock``: ``"database"`` or
+    one from the pool) before ``StoreError``. ``call_timeout``: seconds a call
+    waits for the server's answer before its connection is shut down and it
+    raises ``OutcomeUnknown`` (a partition or a stalled server never hangs a
+    call). ``clock``: ``"database"`` or
     ``"queue"`` (see the module's documentation). ``listen``: ``True``,
     ``False``, or a connection string for the LISTEN connection (e.g. direct to
     PostgreSQL when ``conninfo`` goes through PgBouncer). ``prepare``: let
@@ -435,6 +438,7 @@ class PostgresStore(OneJobCalls):
         poll_interval: float = 1.0,
         pool_size: int = 10,
         connect_timeout: float = 10.0,
+        call_timeout: float = 30.0,
         clock: Literal["database", "queue"] = "database",
         listen: bool | str = True,
         prepare: bool = True,
@@ -475,6 +479,7 @@ class PostgresStore(OneJobCalls):
         self.poll_interval = positive_seconds(poll_interval, "poll_interval")
         self.pool_size = pool_size
         self.connect_timeout = positive_seconds(connect_timeout, "connect_timeout")
+        self.call_timeout = positive_seconds(call_timeout, "call_timeout")
         self.clock = clock
         #: Whether due times follow the database's clock rather than the queue's
         #: (tests that inject a clock build the store with ``clock="queue"``).
@@ -494,6 +499,7 @@ class PostgresStore(OneJobCalls):
             prepare=self.prepare,
             pool_size=pool_size,
             connect_timeout=self.connect_timeout,
+            call_timeout=self.call_timeout,
         )
         self._signal = Signal()
         self._dead_letter_limit = 1000
@@ -528,6 +534,7 @@ class PostgresStore(OneJobCalls):
             queue=queue or self.queue,
             schema=schema or self.schema,
             connect_timeout=self.connect_timeout,
+            call_timeout=self.call_timeout,
             clock=self.clock,
             prepare=self.prepare,
             listen=False,
@@ -565,6 +572,7 @@ class PostgresStore(OneJobCalls):
         """Set the parent's pool and listener aside unused; ``open`` again to go on."""
         listen_conn = None if self._listener is None else self._listener.abandon()
         inherited.extend(x for x in (self._pool, listen_conn) if x is not None)
+        self._db.after_fork()
         self._reset_process_state()
 
     def _check_process(self) -> None:
