@@ -775,7 +775,7 @@ def test_a_version_5_file_is_migrated_and_keeps_its_jobs(
         (JobState.PENDING, {"n": 1}, None, 1, (), None),
         (JobState.DEAD, "dead", None, 1, (), None),
     ]
-    assert store.stats() == StoreStats(2, 0, 1, delayed=1)
+    assert store.stats() == StoreStats(2, 0, 1, delayed=1, retrying=1)
     with raw(path) as conn:
         assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (9,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
@@ -1199,7 +1199,9 @@ def test_a_version_4_file_is_migrated_and_keeps_its_jobs_ids_and_keys(
         (JobState.DEAD, "dead", None, 1, None, None),
         (JobState.COMPLETED, 1, None, 0, "r", None),
     ]
-    assert store.stats() == StoreStats(2, 0, 1, delayed=1, kept=1, cancelled=0)
+    assert store.stats() == StoreStats(
+        2, 0, 1, delayed=1, kept=1, cancelled=0, retrying=1
+    )
     with raw(path) as conn:
         assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (9,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]

@@ -131,7 +131,7 @@ def test_a_version_7_file_is_migrated_and_its_jobs_become_parents(
         (JobState.PENDING, {"n": 1}, (), (), None),
         (JobState.DEAD, "dead", (), (), None),
     ]
-    assert store.stats() == StoreStats(2, 0, 1, delayed=1, waiting=0)
+    assert store.stats() == StoreStats(2, 0, 1, delayed=1, waiting=0, retrying=1)
     # after job 1 (pending), dead job 3 and job 4 (gone): waits for 1 and 3
     (child,) = add(store, new_job("c", (1, 3, 4)))
     assert child == 5

@@ -606,13 +606,19 @@ _PAGE_DUE = (
     + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)) AS due"
     " ORDER BY 28 DESC, 29, 30 LIMIT %(limit)s"
 )
+# Scheduled jobs not due yet, earliest first: never attempted (delayed) or
+# after a failed attempt (retrying; see ``jobq.stores.pages``).
+_PAGE_SCHEDULED = (
+    "SELECT " + _COLUMNS + ", run_at, id FROM {jobs}"  # noqa: S608
+    " WHERE queue = %(q)s AND state = 'scheduled' AND run_at > {now}"
+    " AND (run_at, id) > (%(c0)s, %(c1)s) AND attempts {attempts} 0"
+    + _FILTERS
+    + " ORDER BY run_at, id LIMIT %(limit)s"
+)
 PAGES = {
     "due": _PAGE_DUE,
-    "delayed": "SELECT " + _COLUMNS + ", run_at, id FROM {jobs}"  # noqa: S608
-    " WHERE queue = %(q)s AND state = 'scheduled' AND run_at > {now}"
-    " AND (run_at, id) > (%(c0)s, %(c1)s)"
-    + _FILTERS
-    + " ORDER BY run_at, id LIMIT %(limit)s",
+    "delayed": _PAGE_SCHEDULED.replace("{attempts}", "="),
+    "retrying": _PAGE_SCHEDULED.replace("{attempts}", ">"),
     "running": "SELECT " + _COLUMNS + ", id FROM {jobs}"  # noqa: S608
     " WHERE queue = %(q)s AND state = 'running' AND id > %(c0)s"
     + _FILTERS
@@ -640,6 +646,9 @@ SERIAL = "SET LOCAL max_parallel_workers_per_gather = 0"
 #: Scheduled jobs already due that no claim moved yet (see ``stats``).
 DUE_SCHEDULED = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}"""
+#: Delayed jobs after a failed attempt, not due yet (the retrying count).
+RETRYING = """SELECT count(*) FROM {jobs}
+    WHERE queue = %(q)s AND state = 'scheduled' AND attempts > 0 AND run_at > {now}"""
 #: Completed jobs expired that no finish purged yet (see ``stats``).
 EXPIRED_COMPLETED = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}"""
@@ -837,6 +846,7 @@ class Statements:
         self.stops_requested = render(STOPS_REQUESTED)
         self.counts = render(COUNTS)
         self.due_scheduled = render(DUE_SCHEDULED)
+        self.retrying = render(RETRYING)
         self.expired_completed = render(EXPIRED_COMPLETED)
         self.expired_cancelled = render(EXPIRED_CANCELLED)
         self.finished_per_minute = render(FINISHED_PER_MINUTE)
