@@ -161,6 +161,20 @@ class PageTests(ContractBase):
         assert queue.run_pending() == 1
         assert seen == [([job.id], []), ([job.id], [])]
 
+    def test_a_cancelled_retrying_job_leaves_the_retrying_list_and_count(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(retry_after_payload, clock=clock)
+        kept = queue.enqueue(120)
+        cancelled = queue.enqueue(60)
+        queue.run_pending()
+
+        assert queue.cancel(cancelled)
+
+        assert ids(queue.browse("retrying")) == [kept.id]
+        assert queue.stats().retrying == 1
+        assert ids(queue.browse("cancelled")) == [cancelled.id]
+
     def test_a_job_whose_process_died_is_due_again_not_retrying(
         self, make_queue: MakeQueue, clock: Clock
     ) -> None:
