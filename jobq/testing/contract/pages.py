@@ -280,9 +280,10 @@ class PageTests(ContractBase):
             ("dead", "[" * 5000),  # deeper than the JSON reader goes
             ("due", "[" + "1," * 2000 + "1]"),
             ("due", '["a", 1, 1]'),
+            ("retrying", "[1]"),  # a running page's cursor: too short
         ],
         ids=["400-digits", "above-int64", "below-int64", "infinite", "nested",
-             "long", "text"],
+             "long", "text", "retrying-short"],
     )  # fmt: skip
     def test_browse_refuses_a_forged_cursor_with_a_value_error(
         self, make_queue: MakeQueue, view: str, after: str
