@@ -606,8 +606,10 @@ _PAGE_DUE = (
     + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)) AS due"
     " ORDER BY 28 DESC, 29, 30 LIMIT %(limit)s"
 )
-# Scheduled jobs not due yet, earliest first: never attempted (delayed) or
-# after a failed attempt (retrying; see ``jobq.stores.pages``).
+# Scheduled jobs not due yet, earliest first: after a failed attempt
+# (retrying; see ``jobq.stores.pages``), a range of ``jobs_retrying``; or
+# never attempted (delayed), a range of ``jobs_scheduled`` past the retrying
+# jobs due before the page's.
 _PAGE_SCHEDULED = (
     "SELECT " + _COLUMNS + ", run_at, id FROM {jobs}"  # noqa: S608
     " WHERE queue = %(q)s AND state = 'scheduled' AND run_at > {now}"
@@ -646,7 +648,8 @@ SERIAL = "SET LOCAL max_parallel_workers_per_gather = 0"
 #: Scheduled jobs already due that no claim moved yet (see ``stats``).
 DUE_SCHEDULED = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}"""
-#: Delayed jobs after a failed attempt, not due yet (the retrying count).
+#: Delayed jobs after a failed attempt, not due yet (the retrying count): an
+#: index-only range of ``jobs_retrying``.
 RETRYING = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'scheduled' AND attempts > 0 AND run_at > {now}"""
 #: Completed jobs expired that no finish purged yet (see ``stats``).
@@ -778,7 +781,7 @@ class Statements:
         }
         for index in ("ready", "scheduled", "running", "dead", "completed",
                       "live_keys", "finished", "cancelled", "held",
-                      "held_order", "waiting"):  # fmt: skip
+                      "held_order", "waiting", "retrying"):  # fmt: skip
             idents[f"jobs_{index}"] = sql.Identifier(f"jobs_{index}")
         for index in ("limit_keys_ready", "slots_jobs", "wakes_names", "deps_parent"):
             idents[index] = sql.Identifier(index)

@@ -262,8 +262,10 @@ def _page_kept(state: str) -> str:
         ORDER BY expires_at DESC, id DESC LIMIT :limit"""  # noqa: S608
 
 
-#: Scheduled jobs not due yet, earliest first: never attempted (delayed)
-#: or after a failed attempt (retrying; see ``jobq.stores.pages``).
+#: Scheduled jobs not due yet, earliest first: after a failed attempt
+#: (retrying; see ``jobq.stores.pages``), a range of ``jobq_retrying``; or
+#: never attempted (delayed), a range of ``jobq_scheduled`` past the
+#: retrying jobs due before the page's.
 _PAGE_SCHEDULED = f"""SELECT {_COLUMNS}, run_at, id FROM jobq_jobs
     WHERE state = 'scheduled' AND run_at > :now AND (run_at, id) > (:c0, :c1)
     AND attempts {{}} 0{_FILTERS} ORDER BY run_at, id LIMIT :limit"""  # noqa: S608
@@ -289,7 +291,8 @@ PAGES = {
 #: the scheduled count less these (a range of ``jobq_scheduled``; few).
 DUE_SCHEDULED = """SELECT count(*) FROM jobq_jobs
     WHERE state = 'scheduled' AND run_at <= ?"""
-#: Delayed jobs after a failed attempt, not due at ``now`` (the retrying count).
+#: Delayed jobs after a failed attempt, not due at ``now`` (the retrying
+#: count): a range of ``jobq_retrying``, about as many rows as it counts.
 RETRYING = """SELECT count(*) FROM jobq_jobs
     WHERE state = 'scheduled' AND attempts > 0 AND run_at > ?"""
 #: Completed jobs expired that no finish purged yet: the kept count is the
