@@ -4,7 +4,9 @@ overview take to render, beside the store's own query time.
     python -m benchmarks.dashboard [--jobs 1000000] [--rounds 20]
 
 Fills a SQLite file and a PostgreSQL schema with bulk SQL (800,000 due
-jobs over 3 priorities, 100,000 delayed, 50,000 dead with an error each,
+jobs over 3 priorities, 90,000 delayed, 10,000 retrying after a failed
+attempt (half of them due before every delayed job), 50,000 dead with an
+error each,
 50,000 completed kept with their results; and a day of figures, 10 tasks a
 minute, from four processes), then renders each page
 through the WSGI application (as a browser's request would, minus the
@@ -40,15 +42,25 @@ from jobq.activity import (
 from jobq.stores import PostgresStore, SqliteStore
 from jobq.web import make_app
 
-DUE, DELAYED, COMPLETED = 0.8, 0.1, 0.05  # the rest dead
+DUE, DELAYED, RETRYING, COMPLETED = 0.8, 0.09, 0.01, 0.05  # the rest dead
 TASKS = 10  # with figures every minute of the day
 ERROR = json.dumps([["app.errors.Bounce", "mailbox full", "Traceback ...", 0.0]])
+#: The retrying jobs' due times: spread over two hours from 10 minutes on
+#: (after the fill); the delayed jobs', one a second from 70 minutes on. So
+#: half the retrying jobs are due before every delayed job.
+RETRY_FROM, RETRY_SPREAD, DELAYED_FROM = 600.0, 7200.0, 4200.0
 
 
-def shares(n: int) -> tuple[int, int, int, int]:
-    """Due, delayed, dead and completed jobs, in id order."""
-    due, delayed, completed = int(n * DUE), int(n * DELAYED), int(n * COMPLETED)
-    return due, delayed, n - due - delayed - completed, completed
+def shares(n: int) -> tuple[int, int, int, int, int]:
+    """Due, delayed, retrying, dead and completed jobs, in id order."""
+    due, delayed = int(n * DUE), int(n * DELAYED)
+    retrying, completed = int(n * RETRYING), int(n * COMPLETED)
+    return due, delayed, retrying, n - due - delayed - retrying - completed, completed
+
+
+def retry_at(n: int, i: int, now: float) -> float:
+    """When the ``i``-th retrying job is due, in id order."""
+    return now + RETRY_FROM + RETRY_SPREAD * i / max(1, int(n * RETRYING))
 
 
 def finished(n: int, i: int, now: float) -> float:
@@ -59,7 +71,7 @@ def finished(n: int, i: int, now: float) -> float:
 
 def fill_sqlite(path: Path, n: int, now: float) -> None:
     SqliteStore(path).migrate()
-    due, delayed, dead, _ = shares(n)
+    due, delayed, retrying, dead, _ = shares(n)
 
     def rows() -> Iterator[tuple[Any, ...]]:
         for i in range(n):
@@ -67,26 +79,31 @@ def fill_sqlite(path: Path, n: int, now: float) -> None:
             task = f"mail.send{i % 5}"
             past = now - n + i
             if i < due:
-                yield ("ready", payload, i % 3, past, task, None, "[]", None, None,
-                       None, None)  # fmt: skip
+                yield ("ready", payload, i % 3, past, task, 0, None, "[]", None,
+                       None, None, None)  # fmt: skip
             elif i < due + delayed:
-                yield ("scheduled", payload, 0, now + 3600 + i, task, None, "[]",
-                       None, None, None, None)  # fmt: skip
-            elif i < due + delayed + dead:
+                later = now + DELAYED_FROM + i - due
+                yield ("scheduled", payload, 0, later, task, 0, None, "[]", None,
+                       None, None, None)  # fmt: skip
+            elif i < due + delayed + retrying:
                 error = f"app.errors.Bounce: mailbox {i} full"
-                yield ("dead", payload, 0, past, task, error, ERROR, i, past, None,
+                yield ("scheduled", payload, 0, retry_at(n, i - due - delayed, now),
+                       task, 1, error, ERROR, None, past, None, None)  # fmt: skip
+            elif i < due + delayed + retrying + dead:
+                error = f"app.errors.Bounce: mailbox {i} full"
+                yield ("dead", payload, 0, past, task, 5, error, ERROR, i, past, None,
                        None)  # fmt: skip
             else:
-                done = finished(n, i - due - delayed - dead, now)
-                yield ("completed", payload, 0, past, task, None, "[]", None, done,
+                done = finished(n, i - due - delayed - retrying - dead, now)
+                yield ("completed", payload, 0, past, task, 0, None, "[]", None, done,
                        '"sent"', now + 3600)  # fmt: skip
 
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.executemany(
             """INSERT INTO jobq_jobs (state, payload, priority, run_at, task,
-                last_error, errors, buried, created_at, max_attempts, finished_at,
-                result, expires_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 5, ?, ?, ?)""",
+                attempts, last_error, errors, buried, created_at, max_attempts,
+                finished_at, result, expires_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 5, ?, ?, ?)""",
             rows(),
         )
 
@@ -95,33 +112,42 @@ def fill_postgres(schema: str, n: int, now: float) -> None:
     import psycopg
 
     PostgresStore(POSTGRES_URL, schema=schema).migrate()
-    due, delayed, dead, completed = shares(n)
+    due, delayed, retrying, dead, completed = shares(n)
     params = {
-        "due": due, "delayed": delayed, "dead_end": due + delayed + dead,
-        "completed": max(1, completed), "now": now, "n": n, "error": ERROR,
+        "due": due, "delayed": due + delayed, "retrying": due + delayed + retrying,
+        "dead_end": due + delayed + retrying + dead, "completed": max(1, completed),
+        "now": now, "n": n, "error": ERROR, "spread": RETRY_SPREAD / max(1, retrying),
+        "retry_from": RETRY_FROM, "delayed_from": DELAYED_FROM,
     }  # fmt: skip
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        # %(delayed)s, %(retrying)s, %(dead_end)s: where each share ends.
         conn.execute(
             f"""INSERT INTO "{schema}".jobs (queue, state, payload, priority, run_at,
-                task, last_error, errors, buried, created_at, max_attempts,
+                task, attempts, last_error, errors, buried, created_at, max_attempts,
                 finished_at, result, expires_at)
             SELECT 'default',
                 CASE WHEN i < %(due)s THEN 'ready'
-                     WHEN i < %(due)s + %(delayed)s THEN 'scheduled'
+                     WHEN i < %(retrying)s THEN 'scheduled'
                      WHEN i < %(dead_end)s THEN 'dead' ELSE 'completed' END,
                 json_build_object('to', 'user' || i || '@example.com', 'n', i),
                 CASE WHEN i < %(due)s THEN i %% 3 ELSE 0 END,
-                CASE WHEN i < %(due)s + %(delayed)s AND i >= %(due)s
-                     THEN %(now)s + 3600 + i ELSE %(now)s - %(n)s + i END,
+                CASE WHEN i < %(due)s THEN %(now)s - %(n)s + i
+                     WHEN i < %(delayed)s THEN %(now)s + %(delayed_from)s + i - %(due)s
+                     WHEN i < %(retrying)s
+                     THEN %(now)s + %(retry_from)s + %(spread)s * (i - %(delayed)s)
+                     ELSE %(now)s - %(n)s + i END,
                 'mail.send' || (i %% 5),
-                CASE WHEN i >= %(due)s + %(delayed)s AND i < %(dead_end)s
+                CASE WHEN i >= %(retrying)s AND i < %(dead_end)s THEN 5
+                     WHEN i >= %(delayed)s AND i < %(retrying)s THEN 1 ELSE 0 END,
+                CASE WHEN i >= %(delayed)s AND i < %(dead_end)s
                      THEN 'app.errors.Bounce: mailbox ' || i || ' full' END,
-                CASE WHEN i >= %(due)s + %(delayed)s AND i < %(dead_end)s
+                CASE WHEN i >= %(delayed)s AND i < %(dead_end)s
                      THEN %(error)s::jsonb ELSE '[]'::jsonb END,
-                CASE WHEN i >= %(due)s + %(delayed)s AND i < %(dead_end)s THEN i END,
+                CASE WHEN i >= %(retrying)s AND i < %(dead_end)s THEN i END,
                 0, 5,
-                CASE WHEN i < %(dead_end)s THEN %(now)s - %(n)s + i
-                     ELSE %(now)s - 500 + 500.0 * (i - %(dead_end)s) / %(completed)s
+                CASE WHEN i >= %(delayed)s AND i < %(dead_end)s THEN %(now)s - %(n)s + i
+                     WHEN i >= %(dead_end)s
+                     THEN %(now)s - 500 + 500.0 * (i - %(dead_end)s) / %(completed)s
                 END,
                 CASE WHEN i >= %(dead_end)s THEN '"sent"'::json END,
                 CASE WHEN i >= %(dead_end)s THEN %(now)s + 3600 END
@@ -177,20 +203,28 @@ def fill_activity(queue: jobq.JobQueue[Any], now: float) -> None:
 def measure(
     name: str, queue: jobq.JobQueue[Any], n: int, now: float, rounds: int
 ) -> list[str]:
-    fill_activity(queue, now)
+    fill_activity(queue, time.time())  # the last hour ends now, not at the fill
     app = make_app(queue)
-    due, delayed, _, completed = shares(n)
+    due, delayed, retrying, dead, completed = shares(n)
     middle = due // 2 - due // 2 % 3 + 1  # a priority-1 job halfway through
     deep = json.dumps([1, now - n + middle, middle + 1])  # (priority, run_at, id)
     if len(queue.browse("due", after=deep).jobs) != 50:
         raise RuntimeError("the deep page is not a full page")
     if render(app, "/jobs/due").count(b'<a href="/job/') != 50:
         raise RuntimeError("the first page is not a full page")
-    if b"app.errors.Bounce" not in render(app, f"/job/{due + delayed + 5}"):
+    one_dead = due + delayed + retrying + 5
+    if b"app.errors.Bounce" not in render(app, f"/job/{one_dead}"):
         raise RuntimeError("the job page does not show the dead job")
     stats, hour = queue.stats(), queue.activity(60) or []
-    if stats.kept != completed or sum(m.succeeded for m in hour) != 60 * TASKS * 40:
+    counts = (stats.kept, stats.delayed, stats.retrying, stats.dead)
+    if (
+        counts != (completed, delayed + retrying, retrying, dead)
+        or sum(m.succeeded for m in hour) != 60 * TASKS * 40
+    ):
         raise RuntimeError(f"the overview's counts are wrong: {stats}, {hour[-1]}")
+    for view in ("delayed", "retrying"):
+        if render(app, f"/jobs/{view}").count(b'<a href="/job/') != 50:
+            raise RuntimeError(f"the first page of {view} is not a full page")
     pages: list[tuple[str, str, Callable[[], object]]] = [
         (
             "overview (stats + the last hour's figures)",
@@ -215,7 +249,17 @@ def measure(
             "/jobs/due?task=mail.send3",
             lambda: queue.browse("due", task="mail.send3"),
         ),
-        ("delayed", "/jobs/delayed", lambda: queue.browse("delayed")),
+        (
+            "delayed (half the retrying jobs due before)",
+            "/jobs/delayed",
+            lambda: queue.browse("delayed"),
+        ),
+        ("retrying", "/jobs/retrying", lambda: queue.browse("retrying")),
+        (
+            "retrying, error filter",
+            "/jobs/retrying?error=mailbox+899",
+            lambda: queue.browse("retrying", error="mailbox 899"),
+        ),
         ("dead", "/jobs/dead", lambda: queue.browse("dead")),
         (
             "dead, error filter",
@@ -227,7 +271,7 @@ def measure(
             "/jobs/dead?error=no+such+text",
             lambda: queue.browse("dead", error="no such text"),
         ),
-        ("one job", f"/job/{due + delayed + 5}", lambda: queue.get(due + delayed + 5)),
+        ("one job", f"/job/{one_dead}", lambda: queue.get(one_dead)),
     ]
     lines = []
     for title, path, query in pages:
@@ -267,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     import psycopg
 
+    now = time.time()  # the figures are of the last hour: not SQLite's run's
     schema = f"jobq_bench_dash_{int(now)}"
     try:
         started = time.perf_counter()

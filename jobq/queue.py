@@ -1024,6 +1024,7 @@ class JobQueue(Generic[P]):
             stored.kept,
             stored.cancelled,
             stored.waiting,
+            stored.retrying,
         )
 
     @property
@@ -1124,9 +1125,10 @@ class JobQueue(Generic[P]):
         error: str | None = None,
     ) -> JobPage:
         """One page of a job list: ``view`` is ``"due"`` (in run order),
-        ``"delayed"``, ``"running"``, ``"waiting"`` (for a parent: by id),
-        ``"dead"`` (newest death first), ``"completed"`` or ``"cancelled"``;
-        ``after`` the cursor of the page before; filters by
+        ``"delayed"`` (never attempted), ``"retrying"`` (after a failed
+        attempt; both earliest due first), ``"running"``, ``"waiting"`` (for
+        a parent: by id), ``"dead"`` (newest death first), ``"completed"`` or
+        ``"cancelled"``; ``after`` the cursor of the page before; filters by
         task name, key (exact) and text of the last error. Keyset pages:
         see ``jobq.stores.pages``."""
         query = JobQuery(view, limit, after, task, key, error)

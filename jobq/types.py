@@ -201,7 +201,10 @@ class Stats:
     results (``keep_completed``) and not expired, both as stored across
     processes (0 from a store written before them); ``cancelled``: the
     cancelled jobs kept (``keep_cancelled``), as stored; ``waiting``: the
-    jobs waiting for a parent (``after=``), as stored, in no other count."""
+    jobs waiting for a parent (``after=``), as stored, in no other count;
+    ``retrying``: the delayed jobs waiting to retry after a failed attempt
+    (counted in ``delayed`` too, as ``delayed`` is in ``pending``: the
+    never attempted ones are ``delayed - retrying``), as stored."""
 
     pending: int
     running: int
@@ -213,6 +216,7 @@ class Stats:
     kept: int = 0
     cancelled: int = 0
     waiting: int = 0
+    retrying: int = 0
 
 
 class FinishedMinute(NamedTuple):

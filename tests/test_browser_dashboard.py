@@ -194,7 +194,7 @@ def test_flask_overview_updates_itself_then_a_dead_job_is_retried(
     page.click(f'a[href="/jobq/job/{first}"]')
     expect(page.locator("#payload")).to_contain_text('"to": "ann@example.com"')
     page.screenshot(path=str(shots / "dashboard-dead-job.png"), full_page=True)
-    page.click("text=Retry")
+    page.click('button:text-is("Retry")')
     expect(page.locator(".message")).to_have_text("The job is pending again.")
     page.goto(base + "/jobs/dead")
     expect(page.locator(f'a[href="/jobq/job/{first}"]')).to_have_count(0)
@@ -485,6 +485,51 @@ def test_a_limit_s_counts_and_a_held_job_in_a_browser(
     expect(smtp.locator('[data-limit-count="waiting"]')).to_have_text("0")
 
 
+def bounce(job: Job[Any]) -> None:
+    """A mail server that refuses every attempt for now."""
+    raise ConnectionRefusedError(f"smtp refused {job.payload['to']}")
+
+
+def test_a_retrying_job_in_its_own_list_apart_from_the_delayed_ones(
+    page: Any, shots: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(bounce, base_delay=630, jitter=False)
+    with served(make_app(queue, refresh_seconds=0.2)) as base:
+        queue.enqueue({"to": "ann@example.com"}, delay=3600)  # delayed, never tried
+        page.goto(base + "/")
+        retrying = page.locator('[data-count="retrying"]')
+        expect(retrying).to_have_text("0")
+        job = bury(queue, {"to": "bob@example.com"})  # fails, retries in 10.5 min
+        expect(retrying).to_have_text("1")  # refreshed by itself, no reload
+        expect(page.locator('[data-count="delayed"]')).to_have_text("1")
+
+        page.click("a.card.retrying")
+        expect(page.locator("h1")).to_have_text("Retrying")
+        expect(page.locator('header nav a[aria-current="page"]')).to_have_text(
+            "Retrying"
+        )
+        rows = page.locator("table.jobs tbody tr")
+        expect(rows).to_have_count(1)
+        expect(rows).to_contain_text("failed 1 of 5 attempts; next in 10 min")
+        expect(rows.locator("td.error")).to_have_text(
+            "ConnectionRefusedError: smtp refused bob@example.com"
+        )
+        page.screenshot(path=str(shots / "dashboard-retrying.png"), full_page=True)
+        rows.locator(f'input[name="id"][value="{job}"]').check()
+        page.click('button:has-text("Cancel selected")')
+        expect(page.locator(".message")).to_have_text(
+            "Cancelled 1 of 1 selected pending jobs."
+        )
+        expect(page.locator("table.jobs")).to_contain_text("No jobs.")
+        page.click('header nav a[href="/jobs/delayed"]')
+        expect(page.locator("table.jobs tbody tr")).to_have_count(1)
+        expect(page.locator("table.jobs")).to_contain_text("no attempt yet")
+    queue.close()
+    assert [d[0] for d in page.dialogs] == ["confirm"]
+
+
 @pytest.fixture
 def workflow_site() -> Iterator[tuple[str, jobq.JobQueue[Any]]]:
     """A dashboard (refreshing every 0.2 s) of a queue in memory that runs
@@ -561,7 +606,7 @@ def test_the_standalone_command_in_a_browser(tmp_path: Path, page: Any) -> None:
         page.goto(found.group(1))
         expect(page.locator('[data-count="dead"]')).to_have_text("1")
         page.goto(found.group(1).split("?")[0] + "job/1")
-        page.click("text=Retry")
+        page.click('button:text-is("Retry")')
         expect(page.locator(".message")).to_have_text("The job is pending again.")
     finally:
         process.terminate()
@@ -614,7 +659,7 @@ def test_the_django_mounting_in_a_browser(
     )
     expect(page.locator("#user-tools")).to_contain_text("Welcome, cy.")
     expect(page.locator("#payload")).to_contain_text(XSS)
-    page.click("text=Retry")
+    page.click('button:text-is("Retry")')
     expect(page.locator(".message")).to_have_text("The job is pending again.")
     page.click('nav.breadcrumbs a:has-text("Home")')
     expect(page.locator("#jobq-dashboard-link")).to_contain_text("Dashboard")

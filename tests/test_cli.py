@@ -150,13 +150,14 @@ def test_stats_as_text_and_json(
 
     assert text.code == 0
     assert text.out.split() == [
-        "pending", "2", "delayed", "2", "waiting", "0", "running", "0", "dead", "1",
-        "kept", "0", "cancelled", "0", "abandoned", "0",
+        "pending", "2", "delayed", "2", "retrying", "0", "waiting", "0", "running",
+        "0", "dead", "1", "kept", "0", "cancelled", "0", "abandoned", "0",
     ]  # fmt: skip
     assert as_json.code == 0
     assert json.loads(as_json.out) == {
         "pending": 2,
         "delayed": 2,
+        "retrying": 0,
         "waiting": 0,
         "running": 0,
         "dead": 1,
@@ -764,6 +765,7 @@ def test_purge_dead_refuses_without_yes(
     assert counts == {
         "pending": 1,
         "delayed": 1,
+        "retrying": 0,
         "waiting": 0,
         "running": 0,
         "dead": 3,
@@ -786,6 +788,7 @@ def test_purge_dead_with_yes_deletes_every_dead_job(
     assert counts == {
         "pending": 1,
         "delayed": 1,
+        "retrying": 0,
         "waiting": 0,
         "running": 0,
         "dead": 0,
@@ -1160,6 +1163,7 @@ def test_reading_while_an_owner_runs_and_changing_is_refused(
     assert json.loads(looked.out) == {
         "pending": 1,
         "delayed": 1,
+        "retrying": 0,
         "waiting": 0,
         "running": 0,
         "dead": 1,
@@ -1220,6 +1224,7 @@ def test_migrate_creates_a_sqlite_store_and_its_schema(
     assert json.loads(looked.out) == {
         "pending": 0,
         "delayed": 0,
+        "retrying": 0,
         "waiting": 0,
         "running": 0,
         "dead": 0,
@@ -1247,6 +1252,7 @@ def test_migrate_brings_a_sqlite_file_of_schema_version_1_to_version_5(
     assert json.loads(looked.out) == {
         "pending": 2,
         "delayed": 1,
+        "retrying": 1,
         "waiting": 0,
         "running": 0,
         "dead": 1,
@@ -1281,6 +1287,7 @@ def test_migrate_brings_a_postgres_schema_of_version_1_to_version_6(
     assert json.loads(looked.out) == {
         "pending": 2,
         "delayed": 1,
+        "retrying": 1,
         "waiting": 0,
         "running": 0,
         "dead": 1,
@@ -1333,6 +1340,7 @@ def test_migrate_creates_a_postgres_schema(
     assert json.loads(looked.out) == {
         "pending": 0,
         "delayed": 0,
+        "retrying": 0,
         "waiting": 0,
         "running": 0,
         "dead": 0,
@@ -1485,6 +1493,7 @@ def test_worker_runs_jobs_and_exits_0_on_a_signal(
     assert json.loads(counts.out) == {
         "pending": 0,
         "delayed": 0,
+        "retrying": 0,
         "waiting": 0,
         "running": 0,
         "dead": 1,

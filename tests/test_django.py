@@ -320,7 +320,8 @@ def test_manage_py_jobq_stats() -> None:
     out = io.StringIO()
     call_command("jobq", "stats", stdout=out)
     assert out.getvalue() == (
-        f"pending    {stats.pending}\ndelayed    {stats.delayed}\nwaiting    0\n"
+        f"pending    {stats.pending}\ndelayed    {stats.delayed}\n"
+        f"retrying   {stats.retrying}\nwaiting    0\n"
         f"running    {stats.running}\ndead       {stats.dead}\n"
         f"kept       {stats.kept}\ncancelled  {stats.cancelled}\nabandoned  0\n"
     )
@@ -329,6 +330,7 @@ def test_manage_py_jobq_stats() -> None:
     assert json.loads(out.getvalue()) == {
         "pending": stats.pending,
         "delayed": stats.delayed,
+        "retrying": stats.retrying,
         "waiting": 0,
         "running": stats.running,
         "dead": stats.dead,
@@ -513,6 +515,7 @@ def test_the_example_project_runs(tmp_path: Path) -> None:
         "order 1 receipt sent: True",
         "pending    0",
         "delayed    0",
+        "retrying   0",
         "waiting    0",
         "running    0",
         "dead       0",

@@ -391,6 +391,7 @@ def test_flask_jobq_stats(cli_app: Flask) -> None:
     assert json.loads(result.output) == {
         "pending": 0,
         "delayed": 0,
+        "retrying": 0,
         "waiting": 0,
         "running": 0,
         "dead": 1,

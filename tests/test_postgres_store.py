@@ -334,7 +334,7 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta),
                    r.cancellation) for r in records if r is not None]  # fmt: skip
     assert new_fields == [(None, None, None, {}, None)] * 3
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 9
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 10
     first = store.claim(T0 + 5)
     assert first is not None
     assert (first.id, first.meta, first.timeout) == (1, None, None)
@@ -386,7 +386,7 @@ def test_a_version_5_schema_is_migrated_to_limits_and_keeps_its_jobs_and_keys(
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 9
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 10
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.limits, r.held_by) for r in records if r] == [
         (JobState.PENDING, "k", (), None),
@@ -413,7 +413,7 @@ def test_a_version_7_schema_is_migrated_to_activity_and_keeps_its_jobs(
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 9
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 10
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.task) for r in records if r] == [
         (JobState.PENDING, "k", None),
@@ -425,6 +425,27 @@ def test_a_version_7_schema_is_migrated_to_activity_and_keeps_its_jobs(
     assert [info.id for info in store.processes(T0)] == ["host-a:1:a"]
     assert store.outcomes(MINUTE, T0) == [outcomes(MINUTE, "mail.send", 2)]
     assert store.samples(MINUTE, T0) == [sample]
+
+
+def test_the_version_before_is_migrated_and_its_retrying_job_listed_and_counted(
+    pg: PG, fresh_schema: str
+) -> None:
+    """Version 10 adds ``jobs_retrying`` over the jobs already there: the old
+    schema's job that failed once and is due in a minute is retrying."""
+    postgres_at(URL, fresh_schema, pg.queue, postgres_module.SCHEMA_VERSION - 1)
+
+    store = pg.opened(schema=fresh_schema, clock="queue")
+
+    assert store.migrate() == postgres_module.SCHEMA_VERSION
+    retrying = store.page_jobs(JobQuery("retrying"), T0)
+    assert [(job.id, job.attempts) for job in retrying.jobs] == [(2, 1)]
+    assert store.page_jobs(JobQuery("delayed"), T0).jobs == []
+    with admin() as conn:
+        found = conn.execute(
+            "SELECT to_regclass(%s)", (f'"{fresh_schema}".jobs_retrying',)
+        ).fetchone()
+    assert found is not None
+    assert found[0] is not None
 
 
 def test_a_newer_schema_version_is_refused(pg: PG, fresh_schema: str) -> None:
@@ -640,6 +661,41 @@ def test_claims_use_the_partial_indexes_beside_many_future_jobs(pg: PG) -> None:
     assert all(c is not None and json.loads(c.payload) == 0 for c in claims)
     assert took < 1.0  # about a millisecond each; a scan of the rows takes ~100x
     assert store.stats().pending == 100000 - 20
+
+
+def test_the_retrying_pages_and_count_read_their_index_beside_many_delayed_jobs(
+    pg: PG,
+) -> None:
+    """50,000 delayed jobs due before 1,000 retrying ones: the retrying
+    list's page and count read ``jobs_retrying`` alone (the count without
+    the table), the delayed page ``jobs_scheduled``."""
+    store = pg.opened()
+    pg.rows(
+        """INSERT INTO {jobs} (queue, state, payload, priority, run_at, created_at,
+                               max_attempts, attempts)
+           SELECT %s, 'scheduled', '0', 0,
+                  extract(epoch FROM now()) + 3600 + n, 0, 5,
+                  CASE WHEN n > 50000 THEN 1 ELSE 0 END
+           FROM generate_series(1, 51000) AS n""",
+        pg.queue,
+    )
+    pg.rows("VACUUM ANALYZE {jobs}")
+    statements = store._sql
+    page = {"q": pg.queue, "now": None, "limit": 51, "task": None, "key": None,
+            "error": None, "c0": -1e308, "c1": 0}  # fmt: skip
+    plans = {
+        "retrying": explain(store, statements.pages["retrying"], page),
+        "delayed": explain(store, statements.pages["delayed"], page),
+        "count": explain(store, statements.retrying, {"q": pg.queue, "now": None}),
+    }
+
+    assert "Index Scan using jobs_retrying" in plans["retrying"]
+    assert "Index Only Scan using jobs_retrying" in plans["count"]
+    assert "jobs_scheduled" in plans["delayed"]
+    seq_scans = {name: "Seq Scan on jobs" in text for name, text in plans.items()}
+    assert seq_scans == dict.fromkeys(plans, False), plans
+    assert store.stats().retrying == 1000
+    assert len(store.page_jobs(JobQuery("retrying"), time.time()).jobs) == 50
 
 
 def test_stops_requested_reads_the_claims_rows_beside_many_running_jobs(

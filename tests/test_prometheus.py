@@ -135,6 +135,7 @@ def test_a_scrape_after_known_jobs_shows_each_sample(
     assert only(found, "jobq_jobs") == {
         (("state", "pending"),): 1,  # the revived job
         (("state", "delayed"),): 1,
+        (("state", "retrying"),): 0,
         (("state", "running"),): 0,
         (("state", "waiting"),): 0,
         (("state", "dead"),): 0,
@@ -259,6 +260,28 @@ def test_the_oldest_pending_age_grows_while_jobs_wait(
     assert found["app_jobs_oldest_pending_age_seconds", ()] == 12
     assert found["app_jobs_jobs", (("state", "pending"),)] == 2
     assert found["app_jobs_jobs", (("state", "delayed"),)] == 0
+
+
+def test_the_jobs_gauge_counts_retrying_jobs_apart_from_delayed_ones(
+    registry: CollectorRegistry, clock: Clock
+) -> None:
+    def fails(job: jobq.Job[Any]) -> None:
+        raise ValueError("busy")
+
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(fails, base_delay=60, clock=clock)
+    instrument(queue, registry)
+    queue.enqueue_many(["a", "b"])
+    queue.run_pending()  # both fail: retrying within about a minute
+    queue.enqueue("c", delay=3600)
+    queue.enqueue("d")
+
+    jobs = {
+        labels[0][1]: value
+        for labels, value in only(samples(registry), "jobq_jobs").items()
+    }
+
+    assert (jobs["pending"], jobs["delayed"], jobs["retrying"]) == (1, 1, 2)
+    assert sum(jobs.values()) == 4  # each job in one state
 
 
 def test_the_limit_gauges_show_each_declared_limit_a_family_as_one_series(
@@ -387,6 +410,7 @@ def test_gauges_read_a_sqlite_store_that_another_process_filled(
     assert only(found, "jobq_jobs") == {
         (("state", "pending"),): 2,
         (("state", "delayed"),): 1,  # "b", due in an hour
+        (("state", "retrying"),): 0,
         (("state", "running"),): 0,
         (("state", "waiting"),): 0,
         (("state", "dead"),): 0,

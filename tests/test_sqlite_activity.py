@@ -55,7 +55,7 @@ def test_a_version_8_file_is_migrated_and_keeps_its_jobs(path: Path) -> None:
         assert store.outcomes(MINUTE, T0) == [row("t", 1)]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (10,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (11,)
     finally:
         conn.close()
 

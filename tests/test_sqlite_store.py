@@ -31,6 +31,7 @@ import jobq
 from jobq import Cancellation, Enqueued, JobState, Limit, LimitUsage
 from jobq.stores import SqliteStore, store_from
 from jobq.stores.base import Claim, Done, NewJob, Signal, StoreStats
+from jobq.stores.pages import DATABASE_FIRST, JobQuery
 from jobq.stores.sqlite import statements as sqlite_statements
 from jobq.stores.sqlite.schema import GET_VERSION, SCHEMA_VERSION
 from jobq.stores.sqlite.statements import FINISHED_PER_MINUTE
@@ -708,6 +709,49 @@ def test_claim_statements_use_the_partial_indexes(
     }
 
 
+def test_the_retrying_pages_and_count_read_jobq_retrying_past_the_delayed_jobs(
+    open_store: OpenStore, path: Path
+) -> None:
+    """500 delayed jobs due first: the retrying list's page and count read
+    ``jobq_retrying`` alone; the delayed page reads ``jobq_scheduled``."""
+    store = open_store()
+    add(store, *(new_job(n, run_at=T0 + 60) for n in range(500)))
+    first = {"now": T0, "limit": 51, "task": None, "key": None, "error": None}
+    cursor = dict(zip(("c0", "c1"), DATABASE_FIRST["retrying"], strict=True))
+    with raw(path) as conn:
+        plans = {
+            view: plan(conn, sqlite_statements.PAGES[view], {**first, **cursor})
+            for view in ("delayed", "retrying")
+        }
+        plans["count"] = plan(conn, sqlite_statements.RETRYING, (T0,))
+
+    assert "USING INDEX jobq_retrying (run_at>?)" in plans["retrying"]
+    assert "USING INDEX jobq_retrying (run_at>?)" in plans["count"]
+    assert "USING INDEX jobq_scheduled (run_at>?)" in plans["delayed"]
+    assert {name: full_scans(text) for name, text in plans.items()} == {
+        name: [] for name in plans
+    }
+
+
+def test_claims_and_finishes_leave_the_retrying_index_alone(
+    open_store: OpenStore, path: Path
+) -> None:
+    """``jobq_retrying`` keys on ``attempts`` and ``run_at``, which a claim,
+    its promotion and a finish never write: only a failed attempt (and a
+    revive) maintains it."""
+    open_store()
+    with raw(path) as conn:
+        writes = {
+            name: index_writes(conn, getattr(sqlite_statements, name))
+            for name in ("CLAIM", "PROMOTE", "COMPLETE", "RELEASE", "RETRY",
+                         "REVIVE")
+        }  # fmt: skip
+
+    assert [name for name, opened in writes.items() if "jobq_retrying" in opened] == [
+        "RETRY", "REVIVE",
+    ]  # fmt: skip
+
+
 def test_limit_statements_use_their_indexes(open_store: OpenStore, path: Path) -> None:
     """A claim finds the keys that may release through ``jobq_limit_ready``,
     a key's held jobs through ``jobq_held``, and its slots by primary key:
@@ -775,15 +819,35 @@ def test_a_version_5_file_is_migrated_and_keeps_its_jobs(
         (JobState.PENDING, {"n": 1}, None, 1, (), None),
         (JobState.DEAD, "dead", None, 1, (), None),
     ]
-    assert store.stats() == StoreStats(2, 0, 1, delayed=1)
+    assert store.stats() == StoreStats(2, 0, 1, delayed=1, retrying=1)
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (10,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (11,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
     assert add(store, new_job("new")) == [5]
     store.declare_limit(Limit("smtp", concurrency=1))
     add(store, new_job("a", limits=("smtp",)), new_job("b", limits=("smtp",)))
     assert [c.id for c in store.claim_many(T0, 10)] == [1, 5, 6]
     assert store.limit_usage(T0) == [LimitUsage("smtp", 1, None, 1, 1, 1)]
+
+
+def test_the_version_before_is_migrated_and_its_retrying_job_listed_and_counted(
+    path: Path, open_store: OpenStore
+) -> None:
+    """Version 11 adds ``jobq_retrying`` over the jobs already there: the old
+    file's job that failed once and is due in a minute is retrying."""
+    sqlite_at(path, SCHEMA_VERSION - 1)
+
+    store = open_store()
+
+    retrying = store.page_jobs(JobQuery("retrying"), T0)
+    assert [(job.id, job.attempts) for job in retrying.jobs] == [(2, 1)]
+    assert store.page_jobs(JobQuery("delayed"), T0).jobs == []
+    assert (store.stats().delayed, store.stats().retrying) == (1, 1)
+    with raw(path) as conn:
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,)
+        assert conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'jobq_retrying'"
+        ).fetchone() == (1,)
 
 
 def test_a_version_6_file_keeps_its_held_jobs_and_they_are_released(
@@ -1151,7 +1215,7 @@ def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
 def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
     sqlite_v1(path)
 
-    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 10
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 11
     assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
 
     with raw(path) as conn:
@@ -1200,9 +1264,11 @@ def test_a_version_4_file_is_migrated_and_keeps_its_jobs_ids_and_keys(
         (JobState.DEAD, "dead", None, 1, None, None),
         (JobState.COMPLETED, 1, None, 0, "r", None),
     ]
-    assert store.stats() == StoreStats(2, 0, 1, delayed=1, kept=1, cancelled=0)
+    assert store.stats() == StoreStats(
+        2, 0, 1, delayed=1, kept=1, cancelled=0, retrying=1
+    )
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (10,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (11,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
     assert add(store, new_job("new")) == [6]
     assert claim(store).id == 1

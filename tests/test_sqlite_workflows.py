@@ -123,7 +123,7 @@ def test_a_version_7_file_is_migrated_and_its_jobs_become_parents(
     store = open_store()
 
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (10,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (11,)
     shown = [(r.state, r.payload, r.parents, r.children, r.after_failure)
              for r in (store.get(i, T0) for i in (1, 2, 3)) if r]  # fmt: skip
     assert shown == [
@@ -131,7 +131,7 @@ def test_a_version_7_file_is_migrated_and_its_jobs_become_parents(
         (JobState.PENDING, {"n": 1}, (), (), None),
         (JobState.DEAD, "dead", (), (), None),
     ]
-    assert store.stats() == StoreStats(2, 0, 1, delayed=1, waiting=0)
+    assert store.stats() == StoreStats(2, 0, 1, delayed=1, waiting=0, retrying=1)
     # after job 1 (pending), dead job 3 and job 4 (gone): waits for 1 and 3
     (child,) = add(store, new_job("c", (1, 3, 4)))
     assert child == 5

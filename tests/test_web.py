@@ -62,8 +62,8 @@ def test_the_overview_shows_the_counts_and_refreshes_from_stats_json(
         assert f'data-count="{name}">{value}<' in page.text
     assert stats.json is not None
     assert stats.json["counts"] == {
-        "due": 1, "delayed": 1, "running": 0, "waiting": 0, "dead": 1, "kept": 0,
-        "cancelled": 0,
+        "due": 1, "delayed": 1, "retrying": 0, "running": 0, "waiting": 0, "dead": 1,
+        "kept": 0, "cancelled": 0,
     }  # fmt: skip
     minutes = stats.json["minutes"]
     assert len(minutes) == 60
@@ -71,6 +71,37 @@ def test_the_overview_shows_the_counts_and_refreshes_from_stats_json(
     assert "Completed by this process" not in page.text
     assert "{% block schedules %}" not in page.text
     assert 'data-count="kept"' not in page.text  # results are not kept
+
+
+def test_the_overview_counts_retrying_jobs_apart_from_delayed_ones_with_a_link(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(fails_once, base_delay=60, jitter=False, clock=clock)
+    queue.enqueue("fails")
+    queue.run_pending()
+    queue.enqueue("later", delay=3600)
+    queue.enqueue("now")
+    client = Client(make_app(queue))
+
+    page = client.get("/").text
+    counts = client.get("/stats.json").json
+
+    for name, value in [("due", 1), ("delayed", 1), ("retrying", 1)]:
+        assert f'data-count="{name}">{value}<' in page
+    assert re.search(r'<a class="card retrying" href="/jobs/retrying">', page)
+    assert counts is not None
+    assert (counts["counts"]["delayed"], counts["counts"]["retrying"]) == (1, 1)
+    clock.advance(60)  # the retry is due: it counts as due
+    counts = client.get("/stats.json").json
+    assert counts is not None
+    assert [counts["counts"][name] for name in ("due", "delayed", "retrying")] == [
+        2, 1, 0,
+    ]  # fmt: skip
+
+
+def fails_once(job: Job[Any]) -> None:
+    if job.attempt == 1:
+        raise ValueError(f"first try of {job.payload}")
 
 
 def test_the_overview_counts_the_kept_completed_jobs_not_the_expired_ones(
@@ -244,6 +275,29 @@ def test_cancelling_a_delayed_job_goes_back_to_the_delayed_list(
         "The delayed job was cancelled."
     ]
     assert from_due.location == "/jobs/due?msg=cancelled"
+
+
+def test_cancelling_a_retrying_job_goes_back_to_the_retrying_list(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(fails_once, base_delay=60, jitter=False, clock=clock)
+    retrying = queue.enqueue("x").id
+    queue.run_pending()
+    client = Client(make_app(queue))
+    token = csrf_of(client.get(f"/job/{retrying}"))
+
+    cancelled = client.post(f"/job/{retrying}/cancel", data={"csrf": token})
+
+    assert cancelled.location == "/jobs/retrying?msg=cancelled-retrying"
+    assert banners(client.get(cancelled.location).text)["success"] == [
+        "The retrying job was cancelled: it is not tried again."
+    ]
+    assert state_of(queue, retrying) is JobState.CANCELLED
+
+
+def state_of(queue: jobq.JobQueue[Any], job: int) -> JobState | None:
+    record = queue.get(job)
+    return None if record is None else record.state
 
 
 # -- workflows ---------------------------------------------------------------------
@@ -544,7 +598,7 @@ def test_every_answer_carries_the_security_headers(queue: jobq.JobQueue[Any]) ->
 @pytest.mark.parametrize(
     ("path", "current"),
     [("/", "/"), ("/jobs/dead", "/jobs/dead"), ("/jobs/delayed?key=k", "/jobs/delayed"),
-     ("/job/1", None)],
+     ("/jobs/retrying", "/jobs/retrying"), ("/job/1", None)],
 )  # fmt: skip
 def test_the_navigation_marks_the_page_it_is_on(
     queue: jobq.JobQueue[Any], path: str, current: str | None

@@ -124,6 +124,63 @@ def test_a_list_tells_attempts_in_words_and_a_completed_job_s_error_as_earlier(
     assert 'class="error"' not in page
 
 
+def test_the_retrying_list_says_how_many_attempts_failed_when_the_next_is_and_why(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    def fails(job: Job[Any]) -> None:
+        raise ValueError(f"mailbox of {job.payload} full")
+
+    queue = make_queue(fails, base_delay=180, jitter=False, clock=clock)
+    retrying = queue.enqueue("ann").id
+    queue.run_pending()
+    delayed = queue.enqueue("bob", delay=60).id
+    clock.advance(60)
+    client = Client(make_app(queue))
+
+    page = client.get("/jobs/retrying").text
+
+    attempts, failed, error = cells(page, retrying)[-3:]
+    assert attempts.startswith("failed 1 of 5 attempts; next <time ")
+    assert attempts.endswith(">in 2 min</time>")  # 180 - 60 s
+    assert failed.endswith(">1 min ago</time>")
+    assert error == "ValueError: mailbox of ann full"
+    assert "<th>Failed</th>" in page
+    assert f'/job/{delayed}"' not in page
+    assert f'/job/{retrying}"' not in client.get("/jobs/delayed").text
+
+
+def test_the_retrying_list_filters_by_task_key_and_error(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(clock=clock, base_delay=60, jitter=False)
+
+    @queue.task(name="mail.send")
+    def send(to: str) -> None:
+        raise ValueError(f"mailbox of {to} full")
+
+    @queue.task(name="sms.send")
+    def text(to: str) -> None:
+        raise ValueError(f"no signal for {to}")
+
+    ann = send.using(key="k-ann").enqueue("ann").id
+    bob = send.enqueue("bob").id
+    cat = text.enqueue("cat").id
+    queue.run_pending()
+    client = Client(make_app(queue))
+
+    def listed(query: str) -> list[int]:
+        page = client.get(f"/jobs/retrying?{query}").text
+        return [int(found) for found in re.findall(r'<a href="/job/(\d+)">', page)]
+
+    assert listed("") == [ann, bob, cat]
+    assert listed("task=sms.send") == [cat]
+    assert listed("key=k-ann") == [ann]
+    assert listed("error=of+bob") == [bob]
+    assert (
+        'name="error" value="of bob"' in client.get("/jobs/retrying?error=of+bob").text
+    )
+
+
 # -- go to job -----------------------------------------------------------------------
 
 
@@ -201,22 +258,32 @@ def test_the_dead_list_ticks_rows_to_retry_or_delete_and_says_how_many_changed(
 def test_the_pending_lists_tick_rows_to_cancel_pending_jobs_only(
     make_queue: MakeQueue,
 ) -> None:
-    queue = make_queue(die)
+    def handler(job: Job[Any]) -> None:
+        if job.payload == "retries":
+            raise ValueError("try again")
+        raise Fatal("no")
+
+    queue = make_queue(handler, base_delay=600, jitter=False)
     (dead,) = dead_jobs(queue, 1)
+    retrying = queue.enqueue("retries").id
+    queue.run_pending()
     due = queue.enqueue("now").id
     later = queue.enqueue("later", delay=3600).id
     client = Client(make_app(queue))
+    assert 'form="selected"' in client.get("/jobs/retrying").text
 
     from_due = select(client, "due", "cancel", [due, dead])
     from_delayed = select(client, "delayed", "cancel", [later])
+    from_retrying = select(client, "retrying", "cancel", [retrying])
 
     assert from_due.location == "/jobs/due?msg=selected-cancelled&done=1&of=2"
     assert banners(client.get(from_due.location).text)["error"] == [
         "Cancelled 1 of 2 selected pending jobs: 1 was no longer pending."
     ]
     assert from_delayed.location == "/jobs/delayed?msg=selected-cancelled&done=1&of=1"
-    assert [state_of(queue, job) for job in (due, later, dead)] == [
-        JobState.CANCELLED, JobState.CANCELLED, JobState.DEAD,
+    assert from_retrying.location == "/jobs/retrying?msg=selected-cancelled&done=1&of=1"
+    assert [state_of(queue, job) for job in (due, later, retrying, dead)] == [
+        JobState.CANCELLED, JobState.CANCELLED, JobState.CANCELLED, JobState.DEAD,
     ]  # fmt: skip
     for view in ("running", "waiting", "completed", "cancelled"):
         assert 'form="selected"' not in client.get(f"/jobs/{view}").text

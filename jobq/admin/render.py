@@ -219,12 +219,14 @@ def to_json(value: Any) -> str:
 
 
 def stats(counts: Stats, *, as_json: bool = False) -> str:
-    """Pending (delayed included), delayed, waiting (for a parent), running
-    and dead jobs, completed and cancelled ones kept, and the worker threads
-    this process's queue abandoned at a time limit."""
+    """Pending (delayed included), delayed (retrying included), retrying
+    (after a failed attempt), waiting (for a parent), running and dead jobs,
+    completed and cancelled ones kept, and the worker threads this process's
+    queue abandoned at a time limit."""
     shown = {
         "pending": counts.pending,
         "delayed": counts.delayed,
+        "retrying": counts.retrying,
         "waiting": counts.waiting,
         "running": counts.running,
         "dead": counts.dead,

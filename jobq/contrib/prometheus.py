@@ -447,9 +447,10 @@ class StoreGauges:
             return
         (jobs, oldest, running, waiting, processes, threads, workers,
          abandoned) = self._families(every=True)  # fmt: skip
-        states = {
+        states = {  # each job in one state: their sum is the jobs stored
             "pending": stats.pending - stats.delayed,  # due now
-            "delayed": stats.delayed,
+            "delayed": stats.delayed - stats.retrying,  # never attempted
+            "retrying": stats.retrying,  # after a failed attempt
             "running": stats.running,
             "waiting": stats.waiting,  # for a parent (after=)
             "dead": stats.dead,

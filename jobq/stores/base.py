@@ -289,9 +289,11 @@ class StoreStats:
     """The counts a store can answer in O(1) (memory, JSON) or one query.
 
     ``pending`` counts delayed jobs too; ``delayed`` those of them not due yet;
-    ``kept`` the completed jobs kept with their results whose ``keep_until``
-    is still ahead, ``cancelled`` the cancelled ones likewise (a store
-    written before them reports 0).
+    ``retrying`` those of the delayed ones with a failed attempt (``attempts``
+    > 0: ``jobq.stores.pages.pending_view``), so the never attempted ones are
+    ``delayed - retrying``; ``kept`` the completed jobs kept with their
+    results whose ``keep_until`` is still ahead, ``cancelled`` the cancelled
+    ones likewise (a store written before them reports 0).
     """
 
     pending: int
@@ -301,6 +303,7 @@ class StoreStats:
     kept: int = 0
     cancelled: int = 0
     waiting: int = 0
+    retrying: int = 0
 
 
 #: What ``Store.cancel`` did: ended a pending job ``"cancelled"``, or asked
@@ -596,9 +599,10 @@ class Store(Protocol):
     def stats(self) -> StoreStats:
         """Pending (delayed included), running and dead counts (completed
         and cancelled jobs are in none), how many pending jobs are not due
-        yet, and how many completed and cancelled jobs are kept, expired
-        ones not counted even while not purged yet, all at the clock
-        ``open`` was given (``Signal.clock``)."""
+        yet and how many of those had a failed attempt (retrying), and how
+        many completed and cancelled jobs are kept, expired ones not counted
+        even while not purged yet, all at the clock ``open`` was given
+        (``Signal.clock``)."""
 
     def next_due(self) -> float | None:
         """When the earliest pending job becomes due; ``None`` if none is pending."""

@@ -93,7 +93,7 @@ from jobq.stores.base import (
 from jobq.stores.helpers import (
     OneJobCalls,
 )
-from jobq.stores.pages import JobPage, JobQuery, sort_key, take_page
+from jobq.stores.pages import JobPage, JobQuery, pending_view, sort_key, take_page
 from jobq.types import AttemptError, Enqueued, JobRecord, JobState, Limit, LimitUsage
 
 
@@ -720,15 +720,17 @@ class MemoryStore(ActivityInMemory, OneJobCalls):
             now = self._signal.clock()
             # Delayed jobs wait in their heap until a claim moves them: a walk
             # of it (O(delayed), no record built) skips the stale items.
-            delayed = sum(
-                1
-                for run_at, job_id in self._delayed
-                if run_at > now and self._pending_entry(run_at, job_id) is not None
-            )
+            delayed = retrying = 0
+            for run_at, job_id in self._delayed:
+                if run_at > now:
+                    entry = self._pending_entry(run_at, job_id)
+                    if entry is not None:
+                        delayed += 1
+                        retrying += entry[ATTEMPTS] > 0
             return StoreStats(
                 self._pending, len(self._claims), len(self._dead), delayed,
                 _live_count(self._completed, now), _live_count(self._cancelled, now),
-                self._waiting,
+                self._waiting, retrying,
             )  # fmt: skip
 
     def page_jobs(self, query: JobQuery, now: float) -> JobPage:
@@ -747,14 +749,16 @@ class MemoryStore(ActivityInMemory, OneJobCalls):
                 state = {
                     "completed": COMPLETED, "cancelled": CANCELLED, "waiting": WAITING
                 }.get(view, PENDING)  # fmt: skip
+                pending = state == PENDING
                 entries = (
                     e
                     for e in self._jobs.values()
                     if e[STATE] == state
                     and e[ID] not in claims
                     and (e[EXPIRES_AT] is None or e[EXPIRES_AT] > now)
-                    and (view != "due" or e[RUN_AT] <= now)
-                    and (view != "delayed" or e[RUN_AT] > now)
+                    and (
+                        not pending or pending_view(e[RUN_AT], e[ATTEMPTS], now) == view
+                    )
                 )
             running = view == "running"
             return take_page(

@@ -3,11 +3,13 @@ answers (the dashboard's lists, ``JobQueue.browse``).
 
 A list is one of ``VIEWS``: ``due`` (pending and due now, in run order:
 highest priority, earliest due, lowest id), ``delayed`` (pending, not yet due,
-earliest due first), ``running`` (by id), ``waiting`` (for a parent, by
-id), ``dead`` (newest death first),
-``completed`` and ``cancelled`` (kept ones, newest first). Filters: a task
-name and a key (each exact), and text the job's ``last_error`` contains
-(case-sensitive).
+never attempted: added with ``delay=``/``at=``, earliest due first),
+``retrying`` (pending, not yet due, after a failed attempt: waiting out its
+backoff, earliest due first), ``running`` (by id), ``waiting`` (for a parent,
+by id), ``dead`` (newest death first), ``completed`` and ``cancelled`` (kept
+ones, newest first). A pending job is in exactly one of ``due``, ``delayed``
+and ``retrying`` (``pending_view``). Filters: a task name and a key (each
+exact), and text the job's ``last_error`` contains (case-sensitive).
 
 Pages are keyset-paginated: each ends with an opaque cursor (``after``), the
 sort key of its last job as the store chose it, and the next page starts
@@ -43,7 +45,10 @@ from jobq.types import JobRecord, JobState
 T = TypeVar("T")
 
 #: The lists a page may come from.
-VIEWS = ("due", "delayed", "running", "waiting", "dead", "completed", "cancelled")
+VIEWS = (
+    "due", "delayed", "retrying", "running", "waiting", "dead", "completed",
+    "cancelled",
+)  # fmt: skip
 
 #: The most jobs one page may hold.
 MAX_PAGE = 1000
@@ -61,6 +66,7 @@ CURSOR_INT_BOUND = 2**63
 VIEW_STATES = {
     "due": JobState.PENDING,
     "delayed": JobState.PENDING,
+    "retrying": JobState.PENDING,
     "running": JobState.RUNNING,
     "waiting": JobState.WAITING,
     "dead": JobState.DEAD,
@@ -208,7 +214,7 @@ def sort_key(view: str, priority: int, run_at: float, job_id: int,
     """A job's place in ``view`` for the stores that sort in Python."""
     if view == "due":
         return (-priority, run_at, job_id)
-    if view == "delayed":
+    if view in ("delayed", "retrying"):
         return (run_at, -priority, job_id)
     if view in ("running", "waiting"):
         return (job_id,)
@@ -216,11 +222,12 @@ def sort_key(view: str, priority: int, run_at: float, job_id: int,
 
 
 #: The database stores' cursor before every job of each list: due (priority,
-#: run_at, id), delayed (run_at, id), running (id), dead (burial number),
-#: completed and cancelled (expires_at, id).
+#: run_at, id), delayed and retrying (run_at, id), running (id), dead (burial
+#: number), completed and cancelled (expires_at, id).
 DATABASE_FIRST: dict[str, tuple[float, ...]] = {
     "due": (2**63 - 1, -1e308, 0),
     "delayed": (-1e308, 0),
+    "retrying": (-1e308, 0),
     "running": (0,),
     "waiting": (0,),
     "dead": (2**63 - 1,),
@@ -229,19 +236,30 @@ DATABASE_FIRST: dict[str, tuple[float, ...]] = {
 }
 
 _KEY_LENGTHS = {
-    "due": 3, "delayed": 3, "running": 1, "waiting": 1, "dead": 2, "completed": 2,
-    "cancelled": 2,
+    "due": 3, "delayed": 3, "retrying": 3, "running": 1, "waiting": 1, "dead": 2,
+    "completed": 2, "cancelled": 2,
 }  # fmt: skip
+
+
+def pending_view(run_at: float, attempts: int, now: float) -> str:
+    """The list a pending job is in at ``now``: ``due`` once its time has
+    come, whatever its past; before, ``retrying`` if an attempt of it failed
+    (``attempts``, the failed ones: a retry waiting out its backoff, a
+    ``Retry(after=...)``, a time limit's), else ``delayed`` (added for later,
+    never attempted). A job whose process died while it ran is due again at
+    once (see "Recovery" in ``jobq.stores.base``), so it is never retrying;
+    a revived dead job is due at once with no attempts."""
+    if run_at <= now:
+        return "due"
+    return "retrying" if attempts else "delayed"
 
 
 def in_view(store: Any, view: str, record: JobRecord[Any], now: float) -> bool:
     """Whether a job ``list_jobs`` gave belongs in ``view`` at ``now``
     (``list_jobs`` knows no time: a kept job past its time is gone for
     ``get``)."""
-    if view == "due":
-        return record.run_at <= now
-    if view == "delayed":
-        return record.run_at > now
+    if view in ("due", "delayed", "retrying"):
+        return pending_view(record.run_at, record.attempts, now) == view
     if view in ("completed", "cancelled"):
         return store.get(record.id, now) is not None
     return True

@@ -94,7 +94,13 @@ def attempts(record: JobRecord[Any]) -> str:
         return _cancelled(record)
     if failed == 0:
         return f"no attempt yet (up to {most})"
-    return f"failed {failed} of {most} attempts; attempt {failed + 1} is next"
+    return f"{failures(record)}; attempt {failed + 1} is next"
+
+
+def failures(record: JobRecord[Any]) -> str:
+    """How many of its attempts a job failed: "failed 2 of 5 attempts" (the
+    Retrying list adds when the next one is)."""
+    return f"failed {record.attempts} of {record.max_attempts} attempts"
 
 
 def _died(failed: int, most: int) -> str:

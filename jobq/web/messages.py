@@ -16,6 +16,7 @@ MESSAGES = {
     "deleted": "The dead job was deleted.",
     "cancelled": "The pending job was cancelled.",
     "cancelled-delayed": "The delayed job was cancelled.",
+    "cancelled-retrying": "The retrying job was cancelled: it is not tried again.",
     "cancelled-waiting": "The waiting job was cancelled (and its children "
     "waiting on it, as their after_failure says).",
     "stopping": "The running job was asked to stop: it ends cancelled when its "

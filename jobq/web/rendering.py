@@ -35,6 +35,7 @@ class Site(Protocol):
 TITLES = {
     "due": "Pending (due)",
     "delayed": "Delayed",
+    "retrying": "Retrying",
     "running": "Running",
     "waiting": "Waiting",
     "dead": "Dead",
@@ -174,6 +175,7 @@ class Renderer:
         self.env.filters["pretty"] = pretty
         self.env.filters["slot"] = slot
         self.env.filters["attempts"] = describe.attempts
+        self.env.filters["failures"] = describe.failures
         self.env.filters["took"] = took
         self.env.filters["iso"] = iso
         self.env.filters["ago"] = ago

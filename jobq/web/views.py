@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 
 from jobq.admin.operations import family
 from jobq.queue import JobQueue
-from jobq.stores.pages import VIEWS
-from jobq.types import JobRecord, JobState
+from jobq.stores.pages import VIEWS, pending_view
+from jobq.types import JobState
 from jobq.web import describe
 from jobq.web.figures import chosen_range, figures
 from jobq.web.http import Request, Response, redirect
@@ -33,7 +33,12 @@ BULK_PAGE = 500
 #: Jobs a list shows per page: the most one selection of rows may name.
 LIST_PAGE = 50
 #: What the ticked rows of each list can have done to them.
-SELECTABLE = {"dead": ("retry", "delete"), "due": ("cancel",), "delayed": ("cancel",)}
+SELECTABLE = {
+    "dead": ("retry", "delete"),
+    "due": ("cancel",),
+    "delayed": ("cancel",),
+    "retrying": ("cancel",),
+}
 #: A job id as a request gives it (the routes' own pattern).
 JOB_ID = re.compile(r"[0-9]{1,19}")
 FILTERS = ("task", "key", "error")
@@ -45,11 +50,14 @@ USER_CHARS = 100
 
 
 def counts(dashboard: Site) -> dict[str, int]:
-    """The jobs by state as stored: the same whichever process answers."""
+    """The jobs by state as stored: the same whichever process answers. Each
+    pending job in one count, as in one list: due, delayed (never attempted)
+    or retrying."""
     stats = dashboard.queue.stats()
     return {
         "due": stats.pending - stats.delayed,
-        "delayed": stats.delayed,
+        "delayed": stats.delayed - stats.retrying,
+        "retrying": stats.retrying,
         "running": stats.running,
         "waiting": stats.waiting,
         "dead": stats.dead,
@@ -200,25 +208,29 @@ def _delete(queue: JobQueue[Any], number: int, request: Request) -> Outcome:
 
 def _cancel(queue: JobQueue[Any], number: int, request: Request) -> Outcome:
     """Cancel a pending or waiting job (back to the list it was in: due,
-    delayed or waiting), or ask a running one to stop (to its page, which
-    says whether it has)."""
+    delayed, retrying or waiting), or ask a running one to stop (to its page,
+    which says whether it has)."""
     before = queue.get(number)
     if not queue.cancel(number, by=requester(request)):
         return False, "", ""
     if before is not None and before.state is JobState.WAITING:
         return True, "cancelled-waiting", "/jobs/waiting"
-    if before is not None and _delayed(before, queue):
-        return True, "cancelled-delayed", "/jobs/delayed"
-    if before is None or before.state is JobState.PENDING:
+    if before is not None and before.state is JobState.PENDING:
+        view = pending_view(before.run_at, before.attempts, queue.clock())
+        return True, CANCELLED_FROM[view], f"/jobs/{view}"
+    if before is None:
         return True, "cancelled", "/jobs/due"
     after = queue.get(number)
     running = after is not None and after.state is JobState.RUNNING
     return True, "stopping" if running else "stopped", f"/job/{number}"
 
 
-def _delayed(record: JobRecord[Any], queue: JobQueue[Any]) -> bool:
-    """Whether a job is in the Delayed list: pending, not due yet."""
-    return record.state is JobState.PENDING and record.run_at > queue.clock()
+#: What cancelling a pending job says, by the list it was in.
+CANCELLED_FROM = {
+    "due": "cancelled",
+    "delayed": "cancelled-delayed",
+    "retrying": "cancelled-retrying",
+}
 
 
 def requester(request: Request) -> str:
@@ -350,8 +362,8 @@ def _delete_dead(queue: JobQueue[Any], number: int, request: Request) -> bool:
 
 
 def _cancel_pending(queue: JobQueue[Any], number: int, request: Request) -> bool:
-    """Cancel a job of the due or delayed list, not one that started (or
-    went elsewhere) since the list was shown."""
+    """Cancel a job of the due, delayed or retrying list, not one that
+    started (or went elsewhere) since the list was shown."""
     found = queue.get(number)
     if found is None or found.state is not JobState.PENDING:
         return False

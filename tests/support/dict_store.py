@@ -334,6 +334,12 @@ class DictStore:
                     row.state is JobState.CANCELLED and not self._expired(row, now)
                     for row in self.shelf.rows.values()
                 ),
+                retrying=sum(
+                    row.state is JobState.PENDING
+                    and row.run_at > now
+                    and row.attempts > 0
+                    for row in self.shelf.rows.values()
+                ),
             )
 
     def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:

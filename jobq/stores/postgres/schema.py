@@ -11,7 +11,8 @@ not run DDL then only reads the version when it opens the store. Counts per
 queue and state live in a small ``counts`` table kept by statement-level
 triggers (spread over 16 shards per state so that concurrent transactions
 rarely touch the same row), so ``stats`` reads a few dozen rows, never the
-jobs.
+jobs (but for a few ranges of indexes: the scheduled jobs already due, the
+expired ones, the retrying ones).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobq.stores.postgres")
 
 #: The schema this code writes; a database with a newer one is refused.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # -- schema (version 1) -------------------------------------------------------------
 # ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
@@ -336,10 +337,23 @@ SCHEMA_V9 = (
         ADD COLUMN resumed_at double precision""",
 )
 
+# -- version 10: the Retrying list (``jobq.stores.pages``) ---------------------------
+# Scheduled jobs after a failed attempt, by due time: its pages and its
+# count (``stats``, an index-only range) read these alone, however many
+# jobs are delayed beside them. Only a row entering that state (a failed
+# attempt retried later) adds an entry: a claim or a finish writes a row
+# the predicate excludes. Delayed jobs never attempted are read through
+# ``jobs_scheduled``, past the retrying ones due before them.
+
+SCHEMA_V10 = (
+    """CREATE INDEX {jobs_retrying} ON {jobs} (queue, run_at)
+        WHERE state = 'scheduled' AND attempts > 0""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
-    6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8, 9: SCHEMA_V9,
+    6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8, 9: SCHEMA_V9, 10: SCHEMA_V10,
 }  # fmt: skip
 
 # -- looking at the schema, and changing it ----------------------------------------

@@ -631,13 +631,21 @@ _PAGE_DUE = (
     + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s)) AS due"
     " ORDER BY 28 DESC, 29, 30 LIMIT %(limit)s"
 )
+# Scheduled jobs not due yet, earliest first: after a failed attempt
+# (retrying; see ``jobq.stores.pages``), a range of ``jobs_retrying``; or
+# never attempted (delayed), a range of ``jobs_scheduled`` past the retrying
+# jobs due before the page's.
+_PAGE_SCHEDULED = (
+    "SELECT " + _COLUMNS + ", run_at, id FROM {jobs}"  # noqa: S608
+    " WHERE queue = %(q)s AND state = 'scheduled' AND run_at > {now}"
+    " AND (run_at, id) > (%(c0)s, %(c1)s) AND attempts {attempts} 0"
+    + _FILTERS
+    + " ORDER BY run_at, id LIMIT %(limit)s"
+)
 PAGES = {
     "due": _PAGE_DUE,
-    "delayed": "SELECT " + _COLUMNS + ", run_at, id FROM {jobs}"  # noqa: S608
-    " WHERE queue = %(q)s AND state = 'scheduled' AND run_at > {now}"
-    " AND (run_at, id) > (%(c0)s, %(c1)s)"
-    + _FILTERS
-    + " ORDER BY run_at, id LIMIT %(limit)s",
+    "delayed": _PAGE_SCHEDULED.replace("{attempts}", "="),
+    "retrying": _PAGE_SCHEDULED.replace("{attempts}", ">"),
     "running": "SELECT " + _COLUMNS + ", id FROM {jobs}"  # noqa: S608
     " WHERE queue = %(q)s AND state = 'running' AND id > %(c0)s"
     + _FILTERS
@@ -665,6 +673,10 @@ SERIAL = "SET LOCAL max_parallel_workers_per_gather = 0"
 #: Scheduled jobs already due that no claim moved yet (see ``stats``).
 DUE_SCHEDULED = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'scheduled' AND run_at <= {now}"""
+#: Delayed jobs after a failed attempt, not due yet (the retrying count): an
+#: index-only range of ``jobs_retrying``.
+RETRYING = """SELECT count(*) FROM {jobs}
+    WHERE queue = %(q)s AND state = 'scheduled' AND attempts > 0 AND run_at > {now}"""
 #: Completed jobs expired that no finish purged yet (see ``stats``).
 EXPIRED_COMPLETED = """SELECT count(*) FROM {jobs}
     WHERE queue = %(q)s AND state = 'completed' AND expires_at <= {now}"""
@@ -794,7 +806,7 @@ class Statements:
         }
         for index in ("ready", "scheduled", "running", "dead", "completed",
                       "live_keys", "finished", "cancelled", "held",
-                      "held_order", "waiting"):  # fmt: skip
+                      "held_order", "waiting", "retrying"):  # fmt: skip
             idents[f"jobs_{index}"] = sql.Identifier(f"jobs_{index}")
         for index in ("limit_keys_ready", "slots_jobs", "wakes_names", "deps_parent"):
             idents[index] = sql.Identifier(index)
@@ -862,6 +874,7 @@ class Statements:
         self.stops_requested = render(STOPS_REQUESTED)
         self.counts = render(COUNTS)
         self.due_scheduled = render(DUE_SCHEDULED)
+        self.retrying = render(RETRYING)
         self.expired_completed = render(EXPIRED_COMPLETED)
         self.expired_cancelled = render(EXPIRED_CANCELLED)
         self.finished_per_minute = render(FINISHED_PER_MINUTE)

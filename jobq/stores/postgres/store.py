@@ -1617,6 +1617,7 @@ class PostgresStore(OneJobCalls):
             expired_cancelled = first(
                 conn.execute(self._sql.expired_cancelled, params).fetchone()
             )
+            retrying = first(conn.execute(self._sql.retrying, params).fetchone())
         return StoreStats(
             int(
                 counts.get("scheduled", 0)
@@ -1629,6 +1630,7 @@ class PostgresStore(OneJobCalls):
             int(counts.get("completed", 0) - expired),
             int(counts.get("cancelled", 0) - expired_cancelled),
             int(counts.get("waiting", 0)),
+            int(retrying),
         )
 
     def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:

@@ -10,7 +10,8 @@ parent, ``after=``: version 8); a running job with a ``cancel_at`` is
 stopping (it holds no key).
 Counts per state live in a small table kept by triggers, so ``stats`` reads
 eight rows, never the jobs (plus the few scheduled jobs already due and
-completed or cancelled ones already expired that no write moved yet).
+completed or cancelled ones already expired that no write moved yet, and
+the retrying ones: ``jobq_retrying``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from jobq.stores.sqlite.connections import Database, primary_code
 logger = logging.getLogger("jobq.stores.sqlite")
 
 #: The schema this code writes; a file with a newer one is refused.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 SCHEMA_V1 = (
     """CREATE TABLE jobq_meta (
@@ -350,11 +351,23 @@ SCHEMA_V10 = (
     "ALTER TABLE jobq_schedules ADD COLUMN paused_by TEXT",
     "ALTER TABLE jobq_schedules ADD COLUMN resumed_at REAL",
 )
+# Version 11: the Retrying list (``jobq.stores.pages``): the jobs with a
+# failed attempt by due time, so that its pages and its count (``stats``)
+# read the range not due yet, the retrying jobs (and cancelled ones that
+# were, till their time passes; the others' times have passed), however
+# many jobs are delayed beside them. Keyed on ``attempts`` and ``run_at``,
+# not ``state``, as the held jobs' indexes are on ``held_by`` (version 7):
+# claims and finishes write neither, so they never maintain it (with
+# ``state = 'scheduled'`` in its WHERE, a claim cost 0.9 % more; so, 0.2 %).
+# Delayed jobs never attempted are read through ``jobq_scheduled``, past
+# the retrying ones due before them.
+SCHEMA_V11 = ("CREATE INDEX jobq_retrying ON jobq_jobs (run_at) WHERE attempts > 0",)
 
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
     6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8, 9: SCHEMA_V9, 10: SCHEMA_V10,
+    11: SCHEMA_V11,
 }  # fmt: skip
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"

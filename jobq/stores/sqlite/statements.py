@@ -266,11 +266,18 @@ def _page_kept(state: str) -> str:
         ORDER BY expires_at DESC, id DESC LIMIT :limit"""  # noqa: S608
 
 
+#: Scheduled jobs not due yet, earliest first: after a failed attempt
+#: (retrying; see ``jobq.stores.pages``), a range of ``jobq_retrying``; or
+#: never attempted (delayed), a range of ``jobq_scheduled`` past the
+#: retrying jobs due before the page's.
+_PAGE_SCHEDULED = f"""SELECT {_COLUMNS}, run_at, id FROM jobq_jobs
+    WHERE state = 'scheduled' AND run_at > :now AND (run_at, id) > (:c0, :c1)
+    AND attempts {{}} 0{_FILTERS} ORDER BY run_at, id LIMIT :limit"""  # noqa: S608
+
 PAGES = {
     "due": _PAGE_DUE,
-    "delayed": f"""SELECT {_COLUMNS}, run_at, id FROM jobq_jobs
-        WHERE state = 'scheduled' AND run_at > :now AND (run_at, id) > (:c0, :c1)
-        {_FILTERS} ORDER BY run_at, id LIMIT :limit""",  # noqa: S608
+    "delayed": _PAGE_SCHEDULED.format("="),
+    "retrying": _PAGE_SCHEDULED.format(">"),
     "running": f"""SELECT {_COLUMNS}, id FROM jobq_jobs INDEXED BY jobq_running
         WHERE state = 'running' AND id > :c0{_FILTERS} ORDER BY id LIMIT :limit""",  # noqa: S608
     "dead": f"""SELECT {_COLUMNS}, buried FROM jobq_jobs
@@ -288,6 +295,10 @@ PAGES = {
 #: the scheduled count less these (a range of ``jobq_scheduled``; few).
 DUE_SCHEDULED = """SELECT count(*) FROM jobq_jobs
     WHERE state = 'scheduled' AND run_at <= ?"""
+#: Delayed jobs after a failed attempt, not due at ``now`` (the retrying
+#: count): a range of ``jobq_retrying``, about as many rows as it counts.
+RETRYING = """SELECT count(*) FROM jobq_jobs
+    WHERE state = 'scheduled' AND attempts > 0 AND run_at > ?"""
 #: Completed jobs expired that no finish purged yet: the kept count is the
 #: completed count less these (a range of ``jobq_completed``; few while
 #: workers finish jobs, since each finish purges them).

@@ -132,6 +132,7 @@ from jobq.stores.sqlite.statements import (
     RELEASE,
     RENEW_CHUNK,
     RETRY,
+    RETRYING,
     REVIVE,
     SCHEDULES,
     SLOTS_PER_KEY,
@@ -918,6 +919,7 @@ class SqliteStore(OneJobCalls):
             due = conn.execute(DUE_SCHEDULED, (now,)).fetchone()[0]
             expired = conn.execute(EXPIRED_COMPLETED, (now,)).fetchone()[0]
             gone = conn.execute(EXPIRED_CANCELLED, (now,)).fetchone()[0]
+            retrying = conn.execute(RETRYING, (now,)).fetchone()[0]
         return StoreStats(
             counts["scheduled"] + counts["ready"] + counts["held"],
             counts["running"],
@@ -926,6 +928,7 @@ class SqliteStore(OneJobCalls):
             counts["completed"] - expired,
             counts["cancelled"] - gone,
             counts["waiting"],
+            retrying,
         )
 
     def finished_per_minute(self, since: float, now: float) -> list[FinishedMinute]:

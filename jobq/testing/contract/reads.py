@@ -68,6 +68,36 @@ class ReadTests(ContractBase):
 
         assert (queue.stats().pending, queue.stats().delayed) == (1, 0)
 
+    def test_stats_count_a_job_waiting_to_retry_as_retrying_and_delayed(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(
+            Recorder(ValueError("once")), base_delay=60, jitter=False, clock=clock
+        )
+        queue.enqueue("fails once")
+        queue.run_pending()
+        queue.enqueue("later", delay=3600)
+        queue.enqueue("now")
+
+        stats = queue.stats()
+
+        assert (stats.pending, stats.delayed, stats.retrying) == (3, 2, 1)
+
+    def test_stats_stop_counting_a_job_as_retrying_once_it_is_due(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(
+            Recorder(ValueError("once")), base_delay=60, jitter=False, clock=clock
+        )
+        queue.enqueue("fails once")
+        queue.run_pending()
+        assert queue.stats().retrying == 1
+
+        clock.advance(60)
+
+        stats = queue.stats()
+        assert (stats.pending, stats.delayed, stats.retrying) == (1, 0, 0)
+
     def test_stats_count_a_running_job(self, make_queue: MakeQueue) -> None:
         seen: list[Stats] = []
 
@@ -99,8 +129,9 @@ class ReadTests(ContractBase):
         queue.run_pending()
 
         assert queue.stats() == Stats(
-            pending=1, running=0, dead=1, completed=1, retried=1, delayed=1
-        )
+            pending=1, running=0, dead=1, completed=1, retried=1, delayed=1,
+            retrying=1,
+        )  # fmt: skip
 
     def test_stats_count_completed_and_retried_per_queue_object(
         self, make_queue: MakeQueue
