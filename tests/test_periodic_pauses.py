@@ -30,6 +30,7 @@ from jobq.stores import JsonFileStore, PostgresStore, SqliteStore
 from jobq.stores.base import NO_SLOT, Signal, SlotState
 from jobq.stores.jsonfile import formats as fmt
 from jobq.stores.jsonfile.journal import encode_record
+from jobq.stores.postgres.schema import SCHEMA_VERSION as POSTGRES_SCHEMA
 from jobq.testing.clock import Clock
 from jobq.testing.contract import slot_job
 
@@ -276,7 +277,7 @@ def test_a_version_8_postgres_schema_keeps_its_schedules_and_can_pause_them(
             )
         store.open(Signal(), dead_letter_limit=1000)
 
-        assert store.migrate() == 9
+        assert store.migrate() == POSTGRES_SCHEMA
         assert store.schedule_states() == [SlotState("s", "e @ UTC", T0, 1)]
         assert store.pause_schedule("s", T0 + 1, by="ann")
         assert store.schedule_states() == [
