@@ -195,7 +195,10 @@ class JobQueue(Generic[P]):
     ``JobTimeout`` is raised in the handler's thread, and a handler still
     running ``timeout_grace`` seconds later is abandoned (its attempt
     failed, a new worker thread in its place; see the README's section
-    "Time limits").
+    "Time limits"). ``max_abandoned`` (``None``: as many as the workers
+    started) bounds the abandoned threads: while that many are alive, an
+    abandoned thread is not replaced, so the pool shrinks rather than the
+    process growing, until they return.
 
     ``immediate=True`` is a test mode: each ``enqueue`` then runs the jobs
     that are due in the calling thread before it returns, as ``run_pending``
@@ -230,6 +233,7 @@ class JobQueue(Generic[P]):
         warn_running_after: Delay | None = 600.0,
         timeout: Delay | None = None,
         timeout_grace: Delay = 5.0,
+        max_abandoned: int | None = None,
         immediate: bool = False,
         middleware: Iterable[Middleware] | None = None,
         resolve_task: TaskResolver | None = None,
@@ -273,6 +277,7 @@ class JobQueue(Generic[P]):
         )
         self.timeout = check_timeout(timeout)
         self.timeout_grace = to_seconds(timeout_grace, "timeout_grace")
+        self.max_abandoned = _optional_limit(max_abandoned, "max_abandoned", 0)
         self._closed = False
         self._build_runtime()
         reset_after_fork(self)
@@ -309,6 +314,7 @@ class JobQueue(Generic[P]):
             self._warn_running_after,
             self.timeout_grace,
             scheduler=self._scheduler,
+            max_abandoned=self.max_abandoned,
         )
         self._opened = False
         #: Threads inside this queue's ``run_pending`` (see ``_in_handler``).
@@ -931,7 +937,7 @@ class JobQueue(Generic[P]):
     def stats(self) -> Stats:
         """The queue as stored (``kept``: completed jobs kept, not expired),
         plus ``completed``, ``retried`` and ``abandoned`` (worker threads given
-        up at a time limit) of this object."""
+        up at a time limit and still alive) of this object."""
         self._ensure_open()
         stored = self.store.stats()
         counters = self._runner.counters
@@ -1075,13 +1081,17 @@ class JobQueue(Generic[P]):
         return self.store.next_due()
 
     def worker_stats(self) -> WorkerStats:
-        """This process's worker threads: ``busy`` (running a handler now)
-        and ``idle`` (waiting for a job); both 0 while not started.
-        Handlers running in ``run_pending`` count as busy. Reads two counts,
-        no lock: for metrics, not for decisions."""
+        """This process's worker threads: ``busy`` (running a handler now),
+        ``idle`` (waiting for a job) and ``lost`` (abandoned at a time limit
+        and not replaced, ``max_abandoned`` being reached: the pool is
+        degraded while it is above 0); all 0 while not started. Handlers
+        running in ``run_pending`` count as busy. Reads counts without a
+        lock: for metrics, not for decisions."""
+        pool = self._pool
         busy = len(self._runner.active)
-        workers = self._pool.workers if self._pool.running else 0
-        return WorkerStats(busy, max(workers - busy, 0))
+        workers = pool.workers if pool.running else 0
+        lost = pool.lost
+        return WorkerStats(busy, max(workers - lost - busy, 0), lost)
 
     def get(self, job: JobRef) -> JobRecord[P] | None:
         """A pending, running, dead or kept completed job; ``None`` if none."""
@@ -1337,8 +1347,8 @@ def _who(by: object) -> str:
     return check_text(by, "by")
 
 
-def _optional_limit(value: int | None, name: str) -> int | None:
-    return None if value is None else check_int(value, name, 1)
+def _optional_limit(value: int | None, name: str, minimum: int = 1) -> int | None:
+    return None if value is None else check_int(value, name, minimum)
 
 
 def _job_id(job: JobRef) -> int | None:
