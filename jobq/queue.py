@@ -51,6 +51,7 @@ from jobq._rules import (
     stored_id,
 )
 from jobq._time import to_seconds
+from jobq._worker.isolation import Isolation
 from jobq._worker.limits import current_claim
 from jobq._worker.pool import WorkerPool
 from jobq._worker.runner import Runner, TaskResolver
@@ -277,6 +278,9 @@ class JobQueue(Generic[P]):
         )
         self.timeout = check_timeout(timeout)
         self.timeout_grace = to_seconds(timeout_grace, "timeout_grace")
+        #: What each child process of isolated tasks calls first
+        #: (``child_setup``): an import path and its arguments.
+        self._child_setup: tuple[str, list[Any]] | None = None
         self.max_abandoned = _optional_limit(max_abandoned, "max_abandoned", 0)
         self._closed = False
         self._build_runtime()
@@ -288,6 +292,8 @@ class JobQueue(Generic[P]):
         self._signal = Signal(self._clock)
         self._signal.keep_cancelled = self.keep_cancelled
         self._signal.on_release = self._released
+        self._isolation = Isolation(self.timeout_grace)
+        self._isolation.setup = self._child_setup
         self._runner = Runner(
             self.store,
             self._handler,
@@ -298,6 +304,7 @@ class JobQueue(Generic[P]):
             middleware=self.middleware,
             subscribers=self._subscribers,
             resolve_task=self.resolve_task,
+            isolation=self._isolation,
         )
         self._scheduler = Scheduler(
             self._periodics,
@@ -417,6 +424,7 @@ class JobQueue(Generic[P]):
         _running_queues.discard(self)
         self._start_on_use = 0
         self._pool.stop(timeout)
+        self._isolation.close_idle()
         if self._opened:
             try:
                 self.store.save()
@@ -441,6 +449,7 @@ class JobQueue(Generic[P]):
             if not self._closed:
                 self._closed = True
                 _open_queues.discard(self)
+                self._isolation.close()  # an attempt still running there fails
                 if self._opened:
                     self.store.close()
 
@@ -829,6 +838,11 @@ class JobQueue(Generic[P]):
         if catch_up not in CATCH_UPS:
             raise ValueError(f"catch_up must be one of {CATCH_UPS}, not {catch_up!r}")
         max_catch_up = check_int(options.get("max_catch_up", 100), "max_catch_up", 1)
+        if options.get("isolate"):
+            raise TypeError(
+                "a periodic task cannot be isolated (isolate=True); have it "
+                "enqueue a task that is: @queue.task(isolate=True)"
+            )
         missing = missing_schedule_members(self.store)
         if missing:
             raise TypeError(
@@ -926,6 +940,19 @@ class JobQueue(Generic[P]):
         callbacks = self._subscribers.enqueued
         if callbacks:
             publish(callbacks, new_event(ENQUEUED, job_id, task, 0, now))
+
+    def child_setup(self, function: str, *args: Any) -> None:
+        """Have each child process of this queue's isolated tasks call
+        ``function`` (an import path, ``"module.name"``) with ``args`` (JSON
+        values) before it imports a task: it sets up what the tasks need
+        (an app, a framework) and returns ``None`` or a callable that gives
+        a context manager, entered around each attempt (an app context).
+        The Flask and Django integrations set theirs. Children started
+        later use it."""
+        path = _import_path(function)
+        encode(list(args), "the arguments of child_setup")  # JSON, checked now
+        self._child_setup = (path, list(args))
+        self._isolation.setup = self._child_setup
 
     @property
     def tasks(self) -> Mapping[str, Task[Any, Any]]:
@@ -1333,6 +1360,15 @@ def _timeout(timeout: object) -> float | None:
     NaN or an infinity would otherwise wait forever, or not at all.
     """
     return None if timeout is None else to_seconds(timeout, "timeout")
+
+
+def _import_path(value: object) -> str:
+    """``value`` if it reads as an import path (``"module.name"``)."""
+    if not isinstance(value, str) or "." not in value:
+        raise TypeError(
+            f"an import path such as 'myapp.jobs.setup' is needed, not {value!r}"
+        )
+    return value
 
 
 def _who(by: object) -> str:

@@ -596,7 +596,7 @@ class WorkerPool:
             "job %d: %s was abandoned and not replaced, since %d abandoned "
             "threads are alive (max_abandoned=%d): %d of %d workers run until "
             "abandoned threads return. Give the calls that hang a timeout of "
-            "their own",
+            "their own, or run the task in a child process (isolate=True)",
             claim.id, thread.name, lost, self.max_abandoned, running, self.workers,
             extra=claim_extra(claim),
         )  # fmt: skip
