@@ -8,9 +8,11 @@ runs, and the handler must then get ``QueueClosed`` or ``StoreError``.
 Before issue 30 the SQLite store closed a connection under a thread still
 inside it, and the child segfaulted (rc -11) in about one run of three.
 
-Run: ``python -m benchmarks.close_live [RUNS] [ROUNDS]`` (200 runs of 1
-round per store by default; PostgreSQL from ``$JOBQ_BENCH_POSTGRES``,
-skipped when no server answers).
+Run: ``python -m benchmarks.close_live [RUNS] [ROUNDS] [STORE...]`` (200
+runs of 1 round on every store by default; PostgreSQL from
+``$JOBQ_BENCH_POSTGRES``, skipped when no server answers). A run that
+failed otherwise than by a crash (its return code positive) is shown with
+the last line it wrote to stderr.
 """
 
 from __future__ import annotations
@@ -30,16 +32,21 @@ STORES = ("memory", "json", "sqlite", "postgres")
 
 
 def runs_of(kind: str, where: str, runs: int, rounds: int) -> Counter[str]:
-    """What each of ``runs`` children ended with: ``ok``, or its return code."""
+    """What each of ``runs`` children ended with: ``ok``, or its return
+    code (and, for a failure that is no crash, why)."""
     ends: Counter[str] = Counter()
     for _ in range(runs):
         done = run_child(kind, where, rounds)
-        ends["ok" if done.returncode == 0 else f"rc {done.returncode}"] += 1
+        end = "ok" if done.returncode == 0 else f"rc {done.returncode}"
+        if done.returncode > 0:
+            lines = done.stderr.strip().splitlines() or [""]
+            end += f": {lines[-1][:160]}"
+        ends[end] += 1
     return ends
 
 
-def main(runs: int = 200, rounds: int = 1) -> None:
-    for kind in STORES:
+def main(runs: int = 200, rounds: int = 1, *stores: str) -> None:
+    for kind in stores or STORES:
         if kind == "postgres":
             why = postgres_unavailable()
             if why is not None:
@@ -51,7 +58,7 @@ def main(runs: int = 200, rounds: int = 1) -> None:
         else:
             with tempfile.TemporaryDirectory() as directory:
                 ends = runs_of(kind, directory, runs, rounds)
-        crashed = sum(n for end, n in ends.items() if end != "ok")
+        crashed = sum(n for end, n in ends.items() if end.startswith("rc -"))
         print(
             f"{kind}: {runs} runs of {rounds} round(s), {crashed} crashed "
             f"({dict(ends)})",
@@ -70,4 +77,4 @@ def drop_schema(schema: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*(int(arg) for arg in sys.argv[1:3]))
+    main(*(int(arg) for arg in sys.argv[1:3]), *sys.argv[3:])
