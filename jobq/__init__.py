@@ -11,6 +11,7 @@ import logging
 
 from jobq._worker.limits import cancel_requested
 from jobq.errors import (
+    ChildDied,
     Fatal,
     JobCancelled,
     JobqError,
@@ -48,6 +49,7 @@ from jobq.types import (
 __all__ = [
     "AttemptError",
     "Cancellation",
+    "ChildDied",
     "EnqueueHook",
     "Enqueued",
     "Event",

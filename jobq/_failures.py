@@ -37,10 +37,22 @@ def type_path(kind: type[BaseException]) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
+class Reported(Exception):
+    """An exception that stands for one raised elsewhere (in the child
+    process of an isolated task), recorded as it was described there:
+    ``reported`` (its ``at`` is replaced by the time it is recorded)."""
+
+    def __init__(self, reported: AttemptError) -> None:
+        super().__init__(reported.message)
+        self.reported = reported
+
+
 def describe_failure(exc: BaseException, at: float) -> AttemptError:
     """An ``AttemptError`` for ``exc``, storable by every store whatever the
     exception holds (an undecodable file name in its message, say); the
     traceback keeps its innermost frames."""
+    if isinstance(exc, Reported):
+        return dataclasses.replace(exc.reported, at=at)
     message = exc.message if isinstance(exc, Retry | Fatal) else _text(exc)
     # Each part (a frame, or the "Type: message" line) is cut on its own first,
     # so that a huge message cannot push every frame out of the traceback.

@@ -80,6 +80,13 @@ class JobCancelled(JobqError):
         super().__init__(message)
 
 
+class ChildDied(JobqError):
+    """The child process running an attempt of an isolated task
+    (``@queue.task(isolate=True)``) died before it answered: a segfault,
+    an out-of-memory kill, ``os._exit``, or ``close()`` stopping it. The
+    attempt fails with it, and is retried like any other."""
+
+
 class ProcessDied(JobqError):
     """Never raised: the type recorded for an attempt whose process died (or
     stopped renewing its lease) while it ran, so that a recorded error's

@@ -94,6 +94,9 @@ class TaskOptions(TypedDict, total=False):
     timeout: Delay | None
     #: The limits every job of it runs under (``queue.limit``).
     limits: Sequence[str] | None
+    #: Run each attempt in a child process, which can be killed at the
+    #: limit (default ``False``; see the README's "Isolated tasks").
+    isolate: bool
 
 
 Overlap = Literal["skip", "allow"]

@@ -55,6 +55,7 @@ from jobq._rules import (
     stored_id,
 )
 from jobq._time import to_seconds
+from jobq._worker.isolation import Isolation
 from jobq._worker.limits import current_claim
 from jobq._worker.pool import WorkerPool
 from jobq._worker.runner import Runner, TaskResolver
@@ -199,7 +200,10 @@ class JobQueue(Generic[P]):
     ``JobTimeout`` is raised in the handler's thread, and a handler still
     running ``timeout_grace`` seconds later is abandoned (its attempt
     failed, a new worker thread in its place; see the README's section
-    "Time limits").
+    "Time limits"). ``max_abandoned`` (``None``: as many as the workers
+    started) bounds the abandoned threads: while that many are alive, an
+    abandoned thread is not replaced, so the pool shrinks rather than the
+    process growing, until they return.
 
     ``immediate=True`` is a test mode: each ``enqueue`` then runs the jobs
     that are due in the calling thread before it returns, as ``run_pending``
@@ -234,6 +238,7 @@ class JobQueue(Generic[P]):
         warn_running_after: Delay | None = 600.0,
         timeout: Delay | None = None,
         timeout_grace: Delay = 5.0,
+        max_abandoned: int | None = None,
         immediate: bool = False,
         middleware: Iterable[Middleware] | None = None,
         resolve_task: TaskResolver | None = None,
@@ -277,6 +282,10 @@ class JobQueue(Generic[P]):
         )
         self.timeout = check_timeout(timeout)
         self.timeout_grace = to_seconds(timeout_grace, "timeout_grace")
+        #: What each child process of isolated tasks calls first
+        #: (``child_setup``): an import path and its arguments.
+        self._child_setup: tuple[str, list[Any]] | None = None
+        self.max_abandoned = _optional_limit(max_abandoned, "max_abandoned", 0)
         self._closed = False
         self._build_runtime()
         reset_after_fork(self)
@@ -287,6 +296,8 @@ class JobQueue(Generic[P]):
         self._signal = Signal(self._clock)
         self._signal.keep_cancelled = self.keep_cancelled
         self._signal.on_release = self._released
+        self._isolation = Isolation(self.timeout_grace)
+        self._isolation.setup = self._child_setup
         self._runner = Runner(
             self.store,
             self._handler,
@@ -297,6 +308,7 @@ class JobQueue(Generic[P]):
             middleware=self.middleware,
             subscribers=self._subscribers,
             resolve_task=self.resolve_task,
+            isolation=self._isolation,
         )
         self._scheduler = Scheduler(
             self._periodics,
@@ -313,6 +325,7 @@ class JobQueue(Generic[P]):
             self._warn_running_after,
             self.timeout_grace,
             scheduler=self._scheduler,
+            max_abandoned=self.max_abandoned,
         )
         self._opened = False
         #: Threads inside this queue's ``run_pending`` (see ``_in_handler``).
@@ -415,6 +428,7 @@ class JobQueue(Generic[P]):
         _running_queues.discard(self)
         self._start_on_use = 0
         self._pool.stop(timeout)
+        self._isolation.close_idle()
         if self._opened:
             try:
                 self.store.save()
@@ -439,6 +453,7 @@ class JobQueue(Generic[P]):
             if not self._closed:
                 self._closed = True
                 _open_queues.discard(self)
+                self._isolation.close()  # an attempt still running there fails
                 if self._opened:
                     self.store.close()
 
@@ -827,6 +842,11 @@ class JobQueue(Generic[P]):
         if catch_up not in CATCH_UPS:
             raise ValueError(f"catch_up must be one of {CATCH_UPS}, not {catch_up!r}")
         max_catch_up = check_int(options.get("max_catch_up", 100), "max_catch_up", 1)
+        if options.get("isolate"):
+            raise TypeError(
+                "a periodic task cannot be isolated (isolate=True); have it "
+                "enqueue a task that is: @queue.task(isolate=True)"
+            )
         missing = missing_schedule_members(self.store)
         if missing:
             raise TypeError(
@@ -999,6 +1019,19 @@ class JobQueue(Generic[P]):
         if callbacks:
             publish(callbacks, new_event(ENQUEUED, job_id, task, 0, now))
 
+    def child_setup(self, function: str, *args: Any) -> None:
+        """Have each child process of this queue's isolated tasks call
+        ``function`` (an import path, ``"module.name"``) with ``args`` (JSON
+        values) before it imports a task: it sets up what the tasks need
+        (an app, a framework) and returns ``None`` or a callable that gives
+        a context manager, entered around each attempt (an app context).
+        The Flask and Django integrations set theirs. Children started
+        later use it."""
+        path = _import_path(function)
+        encode(list(args), "the arguments of child_setup")  # JSON, checked now
+        self._child_setup = (path, list(args))
+        self._isolation.setup = self._child_setup
+
     @property
     def tasks(self) -> Mapping[str, Task[Any, Any]]:
         """The named tasks registered with this queue, by name (read-only)."""
@@ -1009,7 +1042,7 @@ class JobQueue(Generic[P]):
     def stats(self) -> Stats:
         """The queue as stored (``kept``: completed jobs kept, not expired),
         plus ``completed``, ``retried`` and ``abandoned`` (worker threads given
-        up at a time limit) of this object."""
+        up at a time limit and still alive) of this object."""
         self._ensure_open()
         stored = self.store.stats()
         counters = self._runner.counters
@@ -1155,13 +1188,17 @@ class JobQueue(Generic[P]):
         return self.store.next_due()
 
     def worker_stats(self) -> WorkerStats:
-        """This process's worker threads: ``busy`` (running a handler now)
-        and ``idle`` (waiting for a job); both 0 while not started.
-        Handlers running in ``run_pending`` count as busy. Reads two counts,
-        no lock: for metrics, not for decisions."""
+        """This process's worker threads: ``busy`` (running a handler now),
+        ``idle`` (waiting for a job) and ``lost`` (abandoned at a time limit
+        and not replaced, ``max_abandoned`` being reached: the pool is
+        degraded while it is above 0); all 0 while not started. Handlers
+        running in ``run_pending`` count as busy. Reads counts without a
+        lock: for metrics, not for decisions."""
+        pool = self._pool
         busy = len(self._runner.active)
-        workers = self._pool.workers if self._pool.running else 0
-        return WorkerStats(busy, max(workers - busy, 0))
+        workers = pool.workers if pool.running else 0
+        lost = pool.lost
+        return WorkerStats(busy, max(workers - lost - busy, 0), lost)
 
     def get(self, job: JobRef) -> JobRecord[P] | None:
         """A pending, running, dead or kept completed job; ``None`` if none."""
@@ -1405,6 +1442,15 @@ def _timeout(timeout: object) -> float | None:
     return None if timeout is None else to_seconds(timeout, "timeout")
 
 
+def _import_path(value: object) -> str:
+    """``value`` if it reads as an import path (``"module.name"``)."""
+    if not isinstance(value, str) or "." not in value:
+        raise TypeError(
+            f"an import path such as 'myapp.jobs.setup' is needed, not {value!r}"
+        )
+    return value
+
+
 def _who(by: object) -> str:
     """Who cancels, as kept with the job: ``by`` checked (text every store
     holds, at most ``MAX_BY`` characters), or this host and process."""
@@ -1417,8 +1463,8 @@ def _who(by: object) -> str:
     return check_text(by, "by")
 
 
-def _optional_limit(value: int | None, name: str) -> int | None:
-    return None if value is None else check_int(value, name, 1)
+def _optional_limit(value: int | None, name: str, minimum: int = 1) -> int | None:
+    return None if value is None else check_int(value, name, minimum)
 
 
 def _job_id(job: JobRef) -> int | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import types
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, Unpack
@@ -95,7 +96,8 @@ class Task(Generic[P, R]):
 
     Attributes: ``name``, ``func``, ``queue``, ``max_attempts``,
     ``priority`` and ``timeout`` (the defaults of its jobs; a ``timeout`` of
-    ``None`` means the queue's); ``__wrapped__`` is ``func``.
+    ``None`` means the queue's), ``isolate`` (each attempt runs in a child
+    process); ``__wrapped__`` is ``func``.
     """
 
     name: str
@@ -105,6 +107,7 @@ class Task(Generic[P, R]):
     priority: int
     timeout: float | None
     limits: tuple[str, ...]
+    isolate: bool
     #: It declares ``parent_results``: its jobs are called with what their
     #: parents (``after=``) returned, in that order.
     takes_parent_results: bool
@@ -124,6 +127,7 @@ class Task(Generic[P, R]):
         priority: int,
         timeout: float | None = None,
         limits: tuple[str, ...] = (),
+        isolate: bool = False,
         _options: Mapping[str, Any] | None = None,
         _signature: inspect.Signature | None = None,
     ) -> None:
@@ -135,6 +139,7 @@ class Task(Generic[P, R]):
         assign(self, "priority", priority)
         assign(self, "timeout", timeout)
         assign(self, "limits", limits)
+        assign(self, "isolate", isolate)
         assign(self, "_options", MappingProxyType(dict(_options or {})))
         defaults = {"priority": priority, "timeout": timeout, "limits": limits or None}
         assign(self, "_sent", merged(defaults, self._options))
@@ -203,6 +208,7 @@ class Task(Generic[P, R]):
             priority=self.priority,
             timeout=self.timeout,
             limits=self.limits,
+            isolate=self.isolate,
             _options=merged(self._options, given.given()),
             _signature=self._signature,
         )
@@ -237,7 +243,8 @@ def register(
 ) -> Task[P, R]:
     """Check ``func`` and the options, then register a ``Task`` in ``registry``.
 
-    Raises ``TypeError`` (not a function, an async function, bad option types)
+    Raises ``TypeError`` (not a function, an async function, bad option
+    types, ``isolate=True`` for a function a child process cannot import)
     or ``ValueError`` (a name that is not stable or already taken by another
     function).
     """
@@ -255,6 +262,11 @@ def register(
         max_attempts = queue.policy.max_attempts
     else:
         check_max_attempts(max_attempts)
+    isolate = options.get("isolate", False)
+    if not isinstance(isolate, bool):
+        raise TypeError(f"isolate must be a bool, not {isolate!r}")
+    if isolate:
+        check_importable(func)
     try:
         signature: inspect.Signature | None = inspect.signature(func)
     except (TypeError, ValueError):  # some builtins: arguments are not checked
@@ -267,6 +279,7 @@ def register(
         priority=check_priority(options.get("priority", 0)),
         timeout=check_timeout(options.get("timeout")),
         limits=_task_limits(options.get("limits")),
+        isolate=isolate,
         _signature=signature,
     )
     with _registering:
@@ -279,6 +292,29 @@ def register(
             )
         registry[found] = task
     return task
+
+
+def check_importable(func: Callable[..., Any]) -> None:
+    """``TypeError`` unless ``func`` is a module-level function that another
+    process finds by importing its module and qualified name: an isolated
+    task's child process imports it so (a plain handler, a lambda, a nested
+    function, a callable object or a function of ``__main__``, whose name
+    differs in the child, cannot be isolated)."""
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", None)
+    if (
+        not isinstance(func, types.FunctionType)
+        or not isinstance(module, str)
+        or not isinstance(qualname, str)
+        or module == "__main__"
+        or "<" in qualname
+    ):
+        raise TypeError(
+            f"isolate=True runs each attempt in a child process, which imports "
+            f"the task's function by its module and name; {_describe(func)} is "
+            "not a function defined at the top level of a module other than "
+            "__main__, so no child process can find it"
+        )
 
 
 def _task_limits(value: object) -> tuple[str, ...]:

@@ -195,8 +195,9 @@ class JobRecord(Generic[P]):
 @dataclass(frozen=True, slots=True)
 class Stats:
     """``pending`` (delayed included), ``running`` and ``dead`` as stored, across
-    processes; ``completed``, ``retried`` and ``abandoned`` (worker threads
-    given up at a time limit) counted by this queue object; ``delayed``: the
+    processes; ``completed`` and ``retried`` counted by this queue object,
+    ``abandoned`` its worker threads given up at a time limit and still
+    alive; ``delayed``: the
     pending jobs not due yet, and ``kept``: the completed jobs kept with their
     results (``keep_completed``) and not expired, both as stored across
     processes (0 from a store written before them); ``cancelled``: the
@@ -265,10 +266,19 @@ class Schedule:
 @dataclass(frozen=True, slots=True)
 class WorkerStats:
     """``queue.worker_stats()``: this process's worker threads running a
-    handler now (``busy``) and waiting for a job (``idle``)."""
+    handler now (``busy``) and waiting for a job (``idle``), and the
+    workers its pool lacks (``lost``: abandoned at a time limit and not
+    replaced, ``max_abandoned`` being reached; the pool is degraded while
+    it is above 0)."""
 
     busy: int
     idle: int
+    lost: int = 0
+
+    @property
+    def degraded(self) -> bool:
+        """Whether the pool runs fewer threads than its workers."""
+        return self.lost > 0
 
 
 #: The periods a rate may be given in: ``"N/s"``, ``"N/m"``, ``"N/h"``.

@@ -270,6 +270,25 @@ def test_worker_threads_close_old_connections_around_each_job(
     assert closed_in == [ran_in[0]] * 4
 
 
+def test_an_isolated_task_runs_in_a_child_set_up_as_django_is() -> None:
+    """The child sets up Django from this process's settings module and
+    runs the task there, with a database connection of its own."""
+    import isolated_tasks
+
+    queue = _queue()
+    task = queue.task(isolated_tasks.django_database, isolate=True)
+    job = task.enqueue()
+
+    _drain()  # in this thread; the attempt itself in a child
+
+    record = queue.get(job)
+    assert record is not None
+    assert record.state is jobq.JobState.COMPLETED, record.errors
+    assert record.result["settings"] == "djproject.settings"
+    assert record.result["one"] == 1
+    assert record.result["pid"] != os.getpid()
+
+
 # -- lazy start ---------------------------------------------------------------------
 
 

@@ -102,6 +102,28 @@ def test_a_time_limit_interrupts_a_task_at_a_line_of_its_own(
     assert error.traceback.splitlines()[-3].strip().endswith("in spin")
 
 
+def test_an_isolated_task_runs_in_the_app_context_of_the_app_its_child_builds() -> None:
+    """The child finds the app as the ``flask`` command does (here, the
+    ``create_app`` factory of the app's module) and runs the task in its
+    app context."""
+    from isolated_flask_app import app_name, create_app
+
+    app = create_app()
+    queue = state(app).queue
+    try:
+        with app.app_context():
+            job = app_name.enqueue()
+            queue.start(workers=1)
+            record = queue.wait(job, 30)
+    finally:
+        queue.close(timeout=5)
+
+    assert record is not None
+    assert record.state is jobq.JobState.COMPLETED, record.errors
+    assert record.result["mark"] == "built by create_app"
+    assert record.result["pid"] != os.getpid()
+
+
 def test_a_plain_job_runs_inside_the_app_context_too(make_app: MakeApp) -> None:
     seen: list[Any] = []
 

@@ -13,8 +13,10 @@ After each round: every worker is alive (four jobs meet at a barrier), no
 job is left running and every job's attempt was recorded exactly once, the
 store takes a write from another connection within a second (and from
 another process at the end), every logging lock is free, and
-``stats().abandoned`` equals the handlers given up on (those that never
-return, and any held in C code past the grace).
+``stats().abandoned`` counts the handlers given up on that are still
+alive: every one that never returns, and at most those held in C code past
+the grace (they return later). The hangs add up over the rounds, so the
+bound on abandoned threads (``max_abandoned``) is lifted here.
 
 CI runs ``INTERRUPTIONS`` (150) per store and Python; set
 ``JOBQ_INTERRUPTIONS=5000`` to run the full count by hand.
@@ -219,6 +221,7 @@ def test_random_interruptions_never_break_jobq_or_the_app(
         max_attempts=1,
         timeout_grace=GRACE,
         base_delay=0,
+        max_abandoned=10_000,
     )
     ended: Counter[int] = Counter()  # outcomes recorded, by job id
     told = threading.Condition()
@@ -272,7 +275,7 @@ def test_random_interruptions_never_break_jobq_or_the_app(
             # Nothing running, every worker alive, the abandoned counted.
             stats = queue.stats()
             assert (stats.running, stats.pending) == (0, 0), (rounds, stats)
-            assert stats.abandoned == abandoned >= hangs, (rounds, stats)
+            assert hangs <= stats.abandoned <= abandoned, (rounds, stats)
             queue.enqueue_many([["barrier", 0]] * WORKERS, timeout=WAIT)
             workload.barrier.wait(WAIT)
             assert queue.join(WAIT)

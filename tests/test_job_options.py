@@ -32,7 +32,8 @@ def test_the_option_lists_are_the_typed_dicts() -> None:
         "after_failure",
     } == JOB_OPTIONS
     assert JOB_OPTIONS | {"connection"} == SEND_OPTIONS
-    assert {"name", "max_attempts", "priority", "timeout", "limits"} == TASK_OPTIONS
+    task_options = {"name", "max_attempts", "priority", "timeout", "limits", "isolate"}
+    assert task_options == TASK_OPTIONS
 
 
 @pytest.mark.parametrize(

@@ -230,6 +230,8 @@ ENGINE = [
     "jobq._worker.dispatch",
     "jobq._periodic.scheduler",
     "jobq._worker.runner",
+    "jobq._worker.isolation",
+    "jobq._worker.child",
     "jobq.tasks",
     "jobq._worker.limits",
     "jobq._periodic.slots",
@@ -292,10 +294,11 @@ def test_the_package_imports_no_circle() -> None:
 
 
 def test_the_engine_imports_only_downward() -> None:
-    """queue -> worker pool -> dispatcher -> scheduler -> runner -> tasks ->
-    time limit -> interruption; the modules below the engine (the stores,
-    the types, the events...) import none of it but the interruption's
-    marker of handler calls (``hands_over``, for ``jobq.middleware``)."""
+    """queue -> worker pool -> dispatcher -> scheduler -> runner -> isolated
+    tasks' processes -> tasks -> time limit -> interruption; the modules
+    below the engine (the stores, the types, the events...) import none of
+    it but the interruption's marker of handler calls (``hands_over``, for
+    ``jobq.middleware``)."""
     graph = jobq_imports()
     rank = {module: i for i, module in enumerate(ENGINE)}
     above = ("jobq.admin", "jobq.contrib", "jobq.cli", "jobq.web", "jobq.testing")

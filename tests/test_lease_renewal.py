@@ -53,7 +53,8 @@ def test_sqlite_renews_all_claims_with_one_statement_per_chunk(
     kept, left = claims[:n], claims[n]
     stale = left._replace(token=left.token - 1)
     statements: list[str] = []
-    conn = sqlite_store._conn()  # this thread's: renew runs on it
+    with sqlite_store._connection() as conn:  # this thread's: renew runs on it
+        pass
     conn.set_trace_callback(statements.append)
     try:
         sqlite_store.renew([*kept, stale], T0 + 10)

@@ -41,6 +41,7 @@ SAMPLES: dict[str, Any] = {
     "WARN_RUNNING_AFTER": None,
     "TIMEOUT": dt.timedelta(seconds=30),
     "TIMEOUT_GRACE": 2,
+    "MAX_ABANDONED": 3,
     "IMMEDIATE": True,
     "MIDDLEWARE": ["middlewares.passthrough"],
 }
@@ -74,6 +75,7 @@ def reached(queue: jobq.JobQueue[Any], own_middleware: int = 0) -> dict[str, Any
         "max_payload_bytes": queue.max_payload_bytes,
         "timeout": queue.timeout,
         "timeout_grace": queue.timeout_grace,
+        "max_abandoned": queue.max_abandoned,
         "immediate": queue.immediate,
         "middleware": queue.middleware[own_middleware:],
     }
@@ -90,6 +92,7 @@ SHOWN = {
     "max_payload_bytes": 4096,
     "timeout": 30.0,
     "timeout_grace": 2.0,
+    "max_abandoned": 3,
     "immediate": True,
     "middleware": (passthrough,),
 }

@@ -146,6 +146,7 @@ def test_a_scrape_after_known_jobs_shows_each_sample(
     assert only(found, "jobq_workers") == {
         (("state", "busy"),): 0,
         (("state", "idle"),): 0,
+        (("state", "lost"),): 0,
     }
     assert only(found, "jobq_abandoned_threads") == {(): 0}
     text = generate_latest(registry).decode()

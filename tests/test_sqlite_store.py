@@ -190,7 +190,8 @@ def test_every_connection_uses_the_synchronous_option(
     levels: list[int] = []
 
     def look() -> None:  # another thread: a connection of its own
-        levels.append(store._conn().execute("PRAGMA synchronous").fetchone()[0])
+        with store._connection() as conn:
+            levels.append(conn.execute("PRAGMA synchronous").fetchone()[0])
 
     look()
     thread = threading.Thread(target=look)
@@ -198,7 +199,8 @@ def test_every_connection_uses_the_synchronous_option(
     thread.join()
 
     assert levels == [level, level]
-    assert store._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with store._connection() as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 # -- the file ---------------------------------------------------------------------
@@ -943,7 +945,8 @@ def vm_steps(store: SqliteStore, action: Callable[[], object]) -> int:
         steps += 1
         return 0
 
-    conn = store._conn()
+    with store._connection() as conn:  # this thread's: the action runs on it
+        pass
     conn.set_progress_handler(count, 1)
     try:
         action()

@@ -176,7 +176,8 @@ def trace(sql):
         if len(seen) == int(sys.argv[3]):
             os.kill(os.getpid(), signal.SIGKILL)
 
-store._conn().set_trace_callback(trace)
+with store._connection() as conn:  # this thread's: the finish runs on it
+    conn.set_trace_callback(trace)
 store.finish_many([Done(claim, json.dumps("r"))], now + 3600, now)
 print("finished", flush=True)
 """
@@ -272,7 +273,8 @@ def test_a_job_without_parents_or_children_reads_no_workflow_rows(
     none); a parent's finish does."""
     store = open_store()
     seen: list[str] = []
-    store._conn().set_trace_callback(seen.append)
+    with store._connection() as conn:  # this thread's: the calls run on it
+        conn.set_trace_callback(seen.append)
     add(store, new_job("a", max_attempts=2), new_job("b"), new_job("c"))
     first, second = store.claim_many(T0, 2)
     store.finish_many([Done(first, '"r"')], None, T0)

@@ -18,6 +18,9 @@ of the job the thread runs, time-limited or not (the worker marks each
 attempt as the thread's ``current`` one, no wrapper: see
 ``Interruptible``). A handler that asks ``cancel_requested()`` is left to
 stop of its own accord: nothing is raised in it, and the grace still holds.
+An isolated task's attempt runs in a child process (``isolate``, see
+``jobq._worker.isolation``): its cancellation goes to the child, and the
+limits thread leaves that worker thread alone (it is never abandoned).
 
 One thread of the pool, ``jobq-limits``, watches the deadlines. It never
 logs, never touches the store and takes no lock a handler's thread may hold
@@ -32,7 +35,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from jobq._worker.interrupt import Interruptible, learn_cleanup_lines
 from jobq.errors import JobCancelled, JobTimeout
@@ -86,6 +89,23 @@ def cancel_requested() -> bool:
     return limit is not None and limit.asked_to_stop()
 
 
+class Stoppable(Protocol):
+    """A child process running an isolated attempt, as a cancellation
+    reaches it."""
+
+    def cancel(self) -> None: ...
+
+
+def isolating(claim: Claim) -> ThreadLimit | None:
+    """The calling worker thread's limit if it runs ``claim`` now (an
+    isolated attempt reports its child there, for cancellations); ``None``
+    elsewhere (``run_pending``)."""
+    limit: ThreadLimit | None = getattr(_this_thread, "limit", None)
+    if limit is None or limit.interruptible.current is not claim:
+        return None
+    return limit
+
+
 def current_claim() -> Claim | None:
     """The claim whose handler the calling worker thread runs, if any."""
     limit: ThreadLimit | None = getattr(_this_thread, "limit", None)
@@ -111,6 +131,9 @@ class ThreadLimit:
         self.cooperative: object = None
         #: The attempt whose grace ran out, for the limits thread to abandon.
         self.expired: Attempt | None = None
+        #: The child process of the isolated attempt the thread runs now
+        #: (``isolate``): cancellations stop it, not the thread.
+        self.isolated: Stoppable | None = None
         #: When the limits thread must look at this thread next (monotonic):
         #: the deadline, then the renewals and the end of the grace; ``inf``
         #: outside a limited handler.
@@ -140,14 +163,33 @@ class ThreadLimit:
     def request_stop(self, claim: Claim) -> bool:
         """From any thread: have ``claim``'s attempt stopped now, if this
         thread runs it (the limits thread requests ``JobCancelled`` and
-        keeps the grace); whether it does."""
-        if self.interruptible.current is not claim:
-            return False
-        stop = self.stop
-        if stop is None or stop.claim is not claim:
-            self.stop = Attempt(claim, -math.inf, JobCancelled)
+        keeps the grace; an isolated attempt's child is told instead);
+        whether it does."""
+        with self.interruptible.lock:  # against isolate: one of the two sees it
+            if self.interruptible.current is not claim:
+                return False
+            if self.isolated is not None:
+                self.isolated.cancel()
+                return True
+            stop = self.stop
+            wake = stop is None or stop.claim is not claim
+            if wake:
+                self.stop = Attempt(claim, -math.inf, JobCancelled)
+        if wake:
             self._limits.wake()
         return True
+
+    def isolate(self, child: Stoppable | None) -> None:
+        """In the thread: the attempt it runs now runs in ``child``, a child
+        process that a cancellation stops instead of this thread (a stop
+        asked already goes to it); ``None``: that attempt is over."""
+        with self.interruptible.lock:
+            self.isolated = child
+            stop = self.stop
+            current = self.interruptible.current
+            if child is not None and stop is not None and stop.claim is current:
+                self.stop = None  # the child's to enforce, not the limits thread's
+                child.cancel()
 
     def asked_to_stop(self) -> bool:
         """``cancel_requested()``, in this thread: the attempt it runs now
@@ -161,8 +203,8 @@ class ThreadLimit:
         has passed, ``JobCancelled`` once asked; when to look at this thread
         next (monotonic; ``-inf``: a grace is over, abandon it for
         ``expired``)."""
-        if self.abandoned:
-            return math.inf
+        if self.abandoned or self.isolated is not None:
+            return math.inf  # an isolated attempt's child is stopped instead
         soonest = math.inf
         attempt = self.attempt
         if attempt is not None:

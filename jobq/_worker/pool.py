@@ -17,11 +17,13 @@ A job with a ``timeout`` runs under a time limit (see ``jobq._worker.limits``):
 the limits thread has ``JobTimeout`` raised in a handler past its limit,
 and after the grace gives up on a thread still inside it; the watchdog then
 records its attempt as failed and starts another thread in its place, so
-the pool keeps its size. A job asked to stop (``stop_job``: this process's
-``queue.cancel``, or the store's ``stops_requested``, which the watchdog
-asks every ``STOP_LOOK`` seconds where another process may have asked) is
-stopped the same way with ``JobCancelled``; one claimed but not started yet
-is not started.
+the pool keeps its size, as long as no more than ``max_abandoned`` abandoned
+threads are alive: beyond that the pool shrinks instead of the process
+growing, and it grows back as abandoned threads return. A job asked to
+stop (``stop_job``: this process's ``queue.cancel``, or the store's
+``stops_requested``, which the watchdog asks every ``STOP_LOOK`` seconds
+where another process may have asked) is stopped the same way with
+``JobCancelled``; one claimed but not started yet is not started.
 
 The threads are daemon threads. A ``concurrent.futures`` pool joins its threads
 at interpreter exit, so one handler that never returns would hang the exit; the
@@ -36,7 +38,6 @@ import logging
 import math
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable
 
@@ -108,8 +109,12 @@ class Worker:
 class WorkerPool:
     """Up to ``workers`` threads of one queue, each running one job at a time.
 
-    ``abandoned`` counts the threads given up at a time limit (their handler
-    did not return ``timeout_grace`` seconds after ``JobTimeout``).
+    A thread given up at a time limit (its handler did not return
+    ``timeout_grace`` seconds after ``JobTimeout``) is abandoned: it leaves
+    the pool, which starts another in its place while at most
+    ``max_abandoned`` abandoned threads are alive (``None``: as many as
+    ``workers``). So the pool's threads, working and abandoned, never
+    number more than ``workers + max_abandoned``.
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class WorkerPool:
         timeout_grace: float = 5.0,
         *,
         scheduler: Scheduler | None = None,
+        max_abandoned: int | None = None,
     ) -> None:
         self._runner = runner
         self._store = store
@@ -133,8 +139,10 @@ class WorkerPool:
         self._stopping = True
         self._started = 0
         self.workers = 0
-        self.abandoned = 0
-        self._given_up: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        self._max_abandoned = max_abandoned
+        #: Threads abandoned at a time limit that are still alive (each
+        #: leaves as its handler returns); under the signal's lock.
+        self._lost: set[threading.Thread] = set()
         self._watchdog: threading.Thread | None = None
         #: Its own lock, not the signal's: the limits thread wakes the
         #: watchdog, and must never wait for a lock a store call holds.
@@ -165,6 +173,22 @@ class WorkerPool:
     def running(self) -> bool:
         return not self._stopping
 
+    @property
+    def abandoned(self) -> int:
+        """Threads abandoned at a time limit and still alive."""
+        return len(self._lost)
+
+    @property
+    def max_abandoned(self) -> int:
+        """Abandoned threads alive beyond which none is replaced."""
+        limit = self._max_abandoned
+        return self.workers if limit is None else limit
+
+    @property
+    def lost(self) -> int:
+        """Workers the running pool lacks: abandoned and not replaced."""
+        return 0 if self._stopping else max(self.workers - len(self._threads), 0)
+
     def runs_in_current_thread(self) -> bool:
         """Whether the calling thread is one of this pool's workers (one still
         finishing its job after a ``stop`` included)."""
@@ -179,13 +203,24 @@ class WorkerPool:
             self._stopping = False
             self.workers = workers
             self._limits.open()
-            for _ in range(workers - len(self._threads)):
-                self._start_worker()
+            self._top_up()
             if self._watchdog is None:
                 self._watchdog = threading.Thread(
                     target=self._watch, name="jobq-watchdog", daemon=True
                 )
                 self._watchdog.start()
+
+    def _top_up(self) -> int:
+        """Start threads until ``workers`` run, as far as ``max_abandoned``
+        allows (lock held): the pool's threads, working and abandoned, stay
+        within ``workers + max_abandoned``. How many it started."""
+        if self._stopping:
+            return 0
+        room = self.workers + self.max_abandoned - len(self._lost)
+        wanted = min(self.workers, room) - len(self._threads)
+        for _ in range(wanted):
+            self._start_worker()
+        return max(wanted, 0)
 
     def _start_worker(self) -> None:
         """One more worker thread (lock held)."""
@@ -228,7 +263,7 @@ class WorkerPool:
             self._wake_watchdog()
             limits = self._limits.close()
         for thread in threads:  # those that left are ending: see them end
-            if thread not in self._given_up:
+            if thread not in self._lost:
                 thread.join(_remaining(deadline))
         if ended and not self._runner.active:
             for helper in (watchdog, limits):
@@ -246,9 +281,30 @@ class WorkerPool:
         finally:
             self._limits.leave(limit)
             self._workers.pop(limit, None)
-            with self._signal.lock:  # also if the loop failed unexpectedly
-                self._threads.discard(threading.current_thread())
-                self._left.notify_all()
+            self._leave_pool()
+
+    def _leave_pool(self) -> None:
+        """The calling worker thread ends (also if its loop failed
+        unexpectedly). An abandoned one makes room: a thread the pool went
+        without (``max_abandoned``) starts in its place."""
+        thread = threading.current_thread()
+        started = 0
+        with self._signal.lock:
+            self._threads.discard(thread)
+            self._left.notify_all()
+            if thread in self._lost:
+                self._lost.discard(thread)
+                try:
+                    started = self._top_up()
+                except RuntimeError:  # no thread can start: the next one tries
+                    logger.exception("could not start a worker thread")
+            workers, running = self.workers, len(self._threads)
+        if started:
+            logger.warning(
+                "an abandoned worker thread returned, so %d thread(s) started in "
+                "the place of those abandoned before: %d of %d workers run",
+                started, running, workers,
+            )  # fmt: skip
 
     def _run_jobs(self, worker: Worker) -> None:
         """Take a job, run it, hand its outcome in, until the pool stops or
@@ -380,7 +436,9 @@ class WorkerPool:
         heartbeat = self.heartbeat
         assert heartbeat is not None  # noqa: S101 - beats only with one
         try:
-            heartbeat.beat(self._runner.tally, self.workers, self._runner.active)
+            heartbeat.beat(
+                self._runner.tally, self.workers - self.lost, self._runner.active
+            )
         except Exception:
             if not self._beat_failed:
                 logger.warning(
@@ -490,8 +548,10 @@ class WorkerPool:
             try:
                 self._record_abandoned(worker, attempt, stack)
             finally:
-                worker.recorded.set()  # its late outcome may come now
-                self._replace(worker.limit.thread)
+                try:  # counted out before it may end (it waits for recorded)
+                    self._replace(worker.limit.thread, attempt)
+                finally:
+                    worker.recorded.set()  # its late outcome may come now
 
     def _record_abandoned(
         self, worker: Worker, attempt: Attempt, stack: str | None
@@ -515,19 +575,31 @@ class WorkerPool:
             )
         failed = self._runner.abandoned(claim, exc, stack)
         with self._signal.lock:  # counted before anyone sees the attempt
-            self.abandoned += 1
+            self._lost.add(worker.limit.thread)
         self._runner.record([*worker.ran, failed])
         worker.ran = []
 
-    def _replace(self, thread: threading.Thread) -> None:
+    def _replace(self, thread: threading.Thread, attempt: Attempt) -> None:
         """Count ``thread`` out of the pool and start another in its place,
-        unless the pool is stopping."""
+        unless the pool is stopping or ``max_abandoned`` threads abandoned
+        before it are alive: then the pool runs one thread short (logged
+        at ERROR) until one of them returns."""
         with self._signal.lock:
             self._threads.discard(thread)
-            self._given_up.add(thread)
+            self._lost.add(thread)
             self._left.notify_all()
-            if not self._stopping:
-                self._start_worker()
+            if self._stopping or self._top_up():
+                return
+            lost, running = len(self._lost), len(self._threads)
+        claim = attempt.claim
+        logger.error(
+            "job %d: %s was abandoned and not replaced, since %d abandoned "
+            "threads are alive (max_abandoned=%d): %d of %d workers run until "
+            "abandoned threads return. Give the calls that hang a timeout of "
+            "their own, or run the task in a child process (isolate=True)",
+            claim.id, thread.name, lost, self.max_abandoned, running, self.workers,
+            extra=claim_extra(claim),
+        )  # fmt: skip
 
     def _wake_watchdog(self) -> None:
         """Make the watchdog look now (or after the look it is in)."""

@@ -10,7 +10,9 @@ the store took (``cancelled`` for a job that was asked to stop and did).
 A job with a ``task`` name goes to the function ``@queue.task`` registered
 under that name, with the arguments stored in its payload (a name nothing
 registered goes to the queue's ``resolve_task``, if any); any other job goes
-to the queue's handler, as a ``Job``.
+to the queue's handler, as a ``Job``. An isolated task's attempt runs in a
+child process (``jobq._worker.isolation``), which enforces its time limit
+itself: the worker thread's limit does not wrap it.
 
 Worker threads and ``run_pending`` both come here, so a job behaves the same
 whichever thread runs it. Anything the handler or a middleware raises,
@@ -34,6 +36,7 @@ from jobq._logs import claim_extra
 from jobq._time import to_seconds
 from jobq._worker import tally
 from jobq._worker.interrupt import hands_over, trim_callbacks
+from jobq._worker.isolation import Isolation
 from jobq._worker.tally import Tally, bucket
 from jobq.errors import Fatal, JobCancelled, JobTimeout, Retry
 from jobq.events import EventKind, Subscriber, Subscribers, new_event, publish
@@ -157,6 +160,7 @@ class Runner:
         middleware: Sequence[Middleware] = (),
         subscribers: Subscribers | None = None,
         resolve_task: TaskResolver | None = None,
+        isolation: Isolation | None = None,
     ) -> None:
         self.store = store
         self.handler = handler
@@ -169,6 +173,8 @@ class Runner:
         self.middleware = tuple(middleware)
         self.subscribers = Subscribers() if subscribers is None else subscribers
         self.resolve_task = resolve_task
+        #: The child processes of isolated tasks.
+        self.isolation = Isolation(5.0) if isolation is None else isolation
         self.counters = Counters()
         #: Outcomes and durations since the last beat, for the store's
         #: figures (``jobq.activity``).
@@ -226,7 +232,7 @@ class Runner:
         began = time.monotonic()
         self.active[running] = (claim, began)
         try:
-            if limit is None or claim.timeout is None:
+            if limit is None or claim.timeout is None or self._isolated(claim):
                 value = self._invoke(claim, None)
             else:
                 value = limit(claim, lambda: self._invoke(claim, None))
@@ -253,7 +259,11 @@ class Runner:
             job = job_of(claim)
             if self.subscribers.started:
                 self._started(claim, job, started_at)
-            if limit is not None and claim.timeout is not None:
+            if (
+                limit is not None
+                and claim.timeout is not None
+                and not self._isolated(claim)
+            ):
                 value = limit(claim, self._attempt(claim, job))
             elif self.middleware:
                 value = self._attempt(claim, job)()
@@ -270,6 +280,12 @@ class Runner:
         if not observed:
             return done
         return Succeeded(done, value, job, started_at, self.clock())
+
+    def _isolated(self, claim: Claim) -> bool:
+        """Whether ``claim``'s job is of an isolated task (its child process
+        enforces the time limit)."""
+        task = None if claim.task is None else self.tasks.get(claim.task)
+        return task is not None and task.isolate
 
     def _attempt_over(
         self, running: int, claim: Claim, began: float, returned: bool
@@ -326,6 +342,8 @@ class Runner:
                 )
             return self.handler(job_of(claim) if job is None else job)
         function = self.tasks.get(name)
+        if function is not None and function.isolate:
+            return self.isolation.run(claim, function)
         if function is not None:
             payload = decode(claim.payload) if job is None else job.payload
             args, kwargs = task_arguments(payload)

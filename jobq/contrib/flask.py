@@ -28,10 +28,13 @@ to the queue of ``flask.current_app``. ``jobs.queue`` is the current app's
 ``JobQueue``.
 
 Every job, handler or task, runs inside ``app.app_context()`` on the worker
-thread. With ``JOBQ_AUTOSTART`` (the default) the workers start lazily: in
-the process that serves the first request (or enqueues first), never in
-``create_app()``, so the reloader's watcher process of ``flask run --debug``,
-gunicorn's master with ``--preload`` and ``flask`` commands start none.
+thread; an isolated task's (``isolate=True``) runs in a child process, which
+builds the app as the ``flask`` command finds it (``child_app``) and runs
+each attempt in its app context. With ``JOBQ_AUTOSTART`` (the default) the
+workers start lazily: in the process that serves the first request (or
+enqueues first), never in ``create_app()``, so the reloader's watcher
+process of ``flask run --debug``, gunicorn's master with ``--preload`` and
+``flask`` commands start none.
 
 ``@jobs.periodic(every=...)`` (or ``cron=``) declares a periodic task on
 every app's queue the same way (see ``JobQueue.periodic``).
@@ -51,6 +54,7 @@ import math
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, Unpack, overload
 
@@ -197,6 +201,7 @@ class JobQ:
         autostart = config.setdefault(PREFIX + AUTOSTART.key, AUTOSTART.default)
         options["middleware"] = [_app_context(app), *(options.get("middleware") or ())]
         queue: JobQueue[Any] = JobQueue(self.handler, **options)
+        queue.child_setup(f"{__name__}.child_app", app.import_name)
         if config.setdefault(PREFIX + PROMETHEUS.key, PROMETHEUS.default):
             from jobq.contrib.prometheus import instrument
 
@@ -372,6 +377,20 @@ def _app_context(app: Flask) -> Middleware:
             return call_next()
 
     return in_app_context
+
+
+def child_app(where: str) -> Callable[[], AbstractContextManager[Any]]:
+    """The child setup of isolated tasks (``JobQueue.child_setup``): the
+    app, found as the ``flask`` command finds it in ``where`` (a module:
+    its ``app`` or ``application``, or what its factory ``create_app`` or
+    ``make_app`` returns; or ``"module:name"``, ``"module:factory(args)"``),
+    whose app context each attempt runs in. ``init_app`` gives the app's
+    ``import_name``."""
+    from flask.cli import locate_app
+
+    module, _, name = where.partition(":")
+    app = locate_app(module, name or None)
+    return app.app_context
 
 
 def _finite_seconds(

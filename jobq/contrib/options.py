@@ -212,6 +212,14 @@ JOBQUEUE_OPTIONS: tuple[Option, ...] = (
         "seconds a handler has after JobTimeout before its thread is abandoned",
     ),
     Option(
+        "MAX_ABANDONED",
+        "max_abandoned",
+        OPTIONAL_INT,
+        None,
+        "abandoned threads alive beyond which none is replaced: the pool shrinks "
+        "instead (None: as many as the workers)",
+    ),
+    Option(
         "IMMEDIATE",
         "immediate",
         BOOL,

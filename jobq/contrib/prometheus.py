@@ -405,7 +405,8 @@ class ProcessWorkers:
         )  # fmt: skip
         self.abandoned = Gauge(
             "abandoned_threads",
-            "Worker threads given up at a time limit, in live processes.",
+            "Worker threads given up at a time limit and still alive, in live "
+            "processes.",
             namespace=namespace, registry=None, multiprocess_mode="livesum",
         )  # fmt: skip
 
@@ -416,6 +417,7 @@ class ProcessWorkers:
             counts = self.queue.worker_stats()
             self.workers.labels("busy").set(counts.busy)
             self.workers.labels("idle").set(counts.idle)
+            self.workers.labels("lost").set(counts.lost)
         if failed:
             self.abandoned.set(self.queue.stats().abandoned)
 
@@ -475,6 +477,7 @@ class StoreGauges:
             counts = self.queue.worker_stats()
             workers.add_metric(["busy"], counts.busy)
             workers.add_metric(["idle"], counts.idle)
+            workers.add_metric(["lost"], counts.lost)
             abandoned.add_metric([], stats.abandoned)
             yield from (workers, abandoned)
 
@@ -502,6 +505,7 @@ class StoreGauges:
             GaugeMetricFamily(f"{prefix}workers", "Worker threads of this process.",
                               labels=["state"]),
             GaugeMetricFamily(f"{prefix}abandoned_threads",
-                              "Worker threads given up at a time limit."),
+                              "Worker threads given up at a time limit and "
+                              "still alive."),
         )  # fmt: skip
         return families if self.workers or every else families[:6]

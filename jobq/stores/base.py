@@ -467,7 +467,11 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Save what is unsaved and release everything ``open`` took; idempotent.
-        Called once no worker of the queue runs any more."""
+        Called once the queue's workers stopped or their wait timed out: a
+        thread may still be inside a call (a handler that outlived
+        ``close(timeout)``), or call later. Such a call returns as it would
+        have or raises ``StoreError``; nothing is released under a thread
+        that is inside a call (a connection, a file descriptor)."""
 
     def save(self) -> None:
         """Make everything durable now; raise ``StoreError`` if it cannot."""

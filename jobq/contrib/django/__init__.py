@@ -28,6 +28,9 @@ What Django adds to a plain ``jobq.JobQueue``:
 * Every job runs between two ``django.db.close_old_connections()`` calls, as
   a request does, so worker threads never keep broken or expired
   connections (skipped in ``IMMEDIATE`` mode and inside an atomic block).
+* An isolated task (``isolate=True``) runs in a child process set up as
+  Django is (``child_setup``: the same ``DJANGO_SETTINGS_MODULE``, then
+  ``django.setup()``), each attempt between two ``close_old_connections()``.
 * Workers start in the serving process on its first request
   (``request_started``; ``AUTOSTART``), never in ``AppConfig.ready()``, so
   ``migrate``, ``shell`` or ``test`` start none. ``manage.py jobq_worker``
@@ -37,10 +40,12 @@ What Django adds to a plain ``jobq.JobQueue``:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
@@ -61,6 +66,7 @@ from . import conf
 __all__ = [
     "Deferred",
     "DjangoJobQueue",
+    "child_setup",
     "enqueue",
     "enqueue_many",
     "get_queue",
@@ -247,11 +253,42 @@ def get_queue() -> DjangoJobQueue:
                     autostart=found.autostart,
                     **found.queue_options,
                 )
+                settings_module = _settings_module()
+                if settings_module is not None:
+                    _queue.child_setup(f"{__name__}.child_setup", settings_module)
                 if found.prometheus:
                     from jobq.contrib.prometheus import instrument
 
                     instrument(_queue)
     return _queue
+
+
+def _settings_module() -> str | None:
+    """The settings module of this process (``None``: ``settings.configure``)."""
+    from django.conf import settings
+
+    found = getattr(settings, "SETTINGS_MODULE", None)
+    return found if isinstance(found, str) else os.environ.get("DJANGO_SETTINGS_MODULE")
+
+
+def child_setup(settings_module: str) -> Callable[[], AbstractContextManager[None]]:
+    """The child setup of isolated tasks (``JobQueue.child_setup``): Django
+    set up from ``settings_module`` (the parent's), and each attempt run
+    between two ``close_old_connections()``, as a job in a thread is."""
+    import django
+
+    os.environ["DJANGO_SETTINGS_MODULE"] = settings_module
+    django.setup()
+    return _between_old_connections_closed
+
+
+@contextlib.contextmanager
+def _between_old_connections_closed() -> Iterator[None]:
+    close_old_connections()
+    try:
+        yield
+    finally:
+        close_old_connections()
 
 
 def start_lazily(**kwargs: Any) -> None:

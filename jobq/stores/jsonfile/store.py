@@ -26,7 +26,6 @@ until it succeeds.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -150,6 +149,9 @@ class JsonFileStore(ActivityInMemory, OneJobCalls):
         self._synced = 0  # newest seq fsynced (_sync_lock)
         self._snapshot_size = 0
         self._broken: StoreError | None = None
+        #: Set by ``close`` with the journal's locks held: a change made
+        #: later is refused (``_require_journal``).
+        self._journal_closed = False
         self._journal_lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self._compact_lock = threading.Lock()
@@ -173,6 +175,7 @@ class JsonFileStore(ActivityInMemory, OneJobCalls):
         if self._opened:
             return
         self._signal = signal
+        self._journal_closed = False
         self._memory.open(signal, dead_letter_limit=dead_letter_limit)
         if self.read_only:
             self._refresh()
@@ -197,10 +200,15 @@ class JsonFileStore(ActivityInMemory, OneJobCalls):
                 self._compact()
                 compacted = True
         finally:
-            with self._memory.lock:  # so that _take_ownership sees either state whole
-                self._opened = False
+            # A thread may still change the store (a handler that outlived
+            # close(timeout)): its commit finds the journal closed (StoreError),
+            # never a descriptor closed under it, or reused by another file.
+            with self._journal_lock, self._sync_lock:
+                self._journal_closed = True
                 # After a snapshot of everything, the new segment is empty.
                 self._segments.close(remove_if_empty=compacted)
+            with self._memory.lock:  # so that _take_ownership sees either state whole
+                self._opened = False
                 self._owner.release()
 
     def save(self) -> None:
@@ -459,6 +467,7 @@ class JsonFileStore(ActivityInMemory, OneJobCalls):
             if self._written < seq:
                 if self._broken is not None:
                     raise self._broken
+                self._require_journal()
                 with self._memory.lock:
                     records, self._buffer = self._buffer, []
                     newest = self._seq
@@ -482,6 +491,7 @@ class JsonFileStore(ActivityInMemory, OneJobCalls):
                 return
             if self._broken is not None:
                 raise self._broken
+            self._require_journal()
             covered = self._written
             try:
                 self._segments.sync()
@@ -489,11 +499,21 @@ class JsonFileStore(ActivityInMemory, OneJobCalls):
                 raise self._break(exc) from exc
             self._synced = covered
 
+    def _require_journal(self) -> None:
+        """``StoreError`` once ``close`` closed the journal (with its lock
+        held): a late change is not written."""
+        if self._journal_closed:
+            raise StoreError(f"{self.path}: the store is closed")
+
     def _commit_quietly(self) -> None:
         """For the workers' calls: a write failure is logged (once, by
-        ``_break``) and the job goes on; the rewrite from memory keeps it."""
-        with contextlib.suppress(StoreError):
+        ``_break``) and the job goes on; the rewrite from memory keeps it.
+        Once the store is closed nothing rewrites it: ``StoreError``."""
+        try:
             self._commit()
+        except StoreError:
+            if self._journal_closed:
+                raise
 
     def _break(self, exc: OSError) -> StoreError:
         """Mark the journal broken and have the compactor rewrite from memory."""

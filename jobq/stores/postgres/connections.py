@@ -189,6 +189,8 @@ class Database:
                 pool.putconn(conn)  # broken: the pool replaces it
         except psycopg_pool.PoolTimeout as exc:
             raise StoreError(self._unreachable()) from exc
+        except psycopg_pool.PoolClosed as exc:  # a call that outlived close()
+            raise StoreError(f"{self.where}: the store is closed") from exc
         except psycopg.Error as exc:
             raise self.error(exc) from exc
         call = self._deadlines.watch(conn)

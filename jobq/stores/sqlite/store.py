@@ -441,6 +441,10 @@ class SqliteStore(OneJobCalls):
         self._pid = os.getpid()
         self._owner = _this_process()
         self._conns: dict[int, sqlite3.Connection] = {}  # by thread
+        #: How deep each thread is in calls on its connection now: ``close``
+        #: leaves those connections to their threads, which close them as
+        #: their call ends (one closed under a thread inside it crashes).
+        self._inside: dict[int, int] = {}
         self._opened = False
         #: The last watcher started, kept after ``close`` until its thread has
         #: closed its connection, so that a fork meanwhile closes it first.
@@ -515,7 +519,11 @@ class SqliteStore(OneJobCalls):
         return self._signal
 
     def close(self) -> None:
-        """Stop the watcher and close this process's connections; idempotent."""
+        """Stop the watcher and close this process's connections; idempotent.
+
+        A thread may still be inside a call (a handler that outlived
+        ``close(timeout)``): its connection is left to it, and closed as
+        that call ends; any later call raises ``StoreError``."""
         self._check_process()
         with self._lock:
             self._opened = False
@@ -527,13 +535,21 @@ class SqliteStore(OneJobCalls):
             watcher.join()  # it closes its own connection
         with guard:
             with self._lock:
-                conns = list(self._conns.values())
+                idle = [
+                    conn
+                    for ident, conn in self._conns.items()
+                    if ident not in self._inside
+                ]
                 self._conns.clear()
-            for conn in conns:
-                try:
-                    conn.close()
-                except sqlite3.Error:
-                    logger.exception("closing a connection to %s failed", self.path)
+            for conn in idle:
+                self._close_connection(conn)
+
+    def _close_connection(self, conn: sqlite3.Connection) -> None:
+        """Close a connection no thread is inside (nor can enter again)."""
+        try:
+            conn.close()
+        except sqlite3.Error:
+            logger.exception("closing a connection to %s failed", self.path)
 
     def migrate(self) -> int:
         """Create the file (mode 0600) and the schema if needed, or check the
@@ -1206,28 +1222,41 @@ class SqliteStore(OneJobCalls):
 
     # -- this thread's connection ----------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
-        """This thread's connection, opened on first use."""
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection for one call, opened on first use;
+        ``StoreError`` once the store is closed. ``close`` never closes it
+        while the call runs: if the store was closed meanwhile, this thread
+        closes it as the call ends."""
         self._check_process()
-        conn = self._conns.get(threading.get_ident())
-        if conn is not None:
-            return conn
+        ident = threading.get_ident()
         with self._lock:
             if not self._opened:
                 raise StoreError(
                     f"{self.path}: the store is not open (closed, or inherited "
                     "through fork: open it again)"
                 )
-            conn = self._db.connect()
-            self._conns[threading.get_ident()] = conn
-            return conn
+            conn = self._conns.get(ident)
+            if conn is None:
+                conn = self._conns[ident] = self._db.connect()
+            self._inside[ident] = self._inside.get(ident, 0) + 1
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                depth = self._inside.pop(ident, 1) - 1
+                if depth:
+                    self._inside[ident] = depth
+                orphaned = not depth and self._conns.get(ident) is not conn
+            if orphaned:  # the store was closed during the call
+                self._close_connection(conn)
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One short write transaction. IMMEDIATE takes the write lock first
         (waiting up to ``busy_timeout``), so it cannot fail half-way on a
         snapshot another writer made stale."""
-        with guard, self._db.transaction(self._conn()) as conn:
+        with guard, self._connection() as conn, self._db.transaction(conn):
             yield conn
         watcher = self._watcher
         if watcher is not None:
@@ -1236,8 +1265,8 @@ class SqliteStore(OneJobCalls):
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
         """This thread's connection for reads (autocommit: no lock is kept)."""
-        with guard:
+        with guard, self._connection() as conn:
             try:
-                yield self._conn()
+                yield conn
             except sqlite3.Error as exc:
                 raise self._db.error(exc) from exc

@@ -29,9 +29,10 @@ without it, as the optional reads are), ``pages``, ``reads``,
 ``wakeups`` (the ``Signal`` calls that wake workers and ``join`` callers),
 ``cancels`` (``cancel``, stopping jobs and how they end), ``limits``
 (``LimitStore``, skipped for a store without it), ``workflows``
-(``after=``, skipped for a store that does not declare it) and
+(``after=``, skipped for a store that does not declare it),
 ``activity`` (``ActivityStore``: beats, the registry of processes, the
-figures per minute; skipped likewise).
+figures per minute; skipped likewise) and ``closing`` (``close`` while other
+threads still call the store).
 ``StoreContractTests`` combines them: subclass it, not the parts.
 """
 
@@ -57,6 +58,7 @@ from jobq.testing.contract.base import (
 )
 from jobq.testing.contract.cancels import CancelTests
 from jobq.testing.contract.claims import ClaimTests
+from jobq.testing.contract.closing import ClosingTests
 from jobq.testing.contract.dead import DeadLetterTests
 from jobq.testing.contract.enqueue import EnqueueTests
 from jobq.testing.contract.kept import KeptResultTests
@@ -77,6 +79,7 @@ __all__ = [
     "ActivityTests",
     "CancelTests",
     "ClaimTests",
+    "ClosingTests",
     "ContractBase",
     "DeadLetterTests",
     "EnqueueTests",
@@ -112,6 +115,7 @@ __all__ = [
 # pytest collects the tests of the last base first: the topics are listed
 # backwards, so that they run (and are reported) in the order above.
 class StoreContractTests(
+    ClosingTests,
     ActivityTests,
     WorkflowTests,
     LimitTests,
