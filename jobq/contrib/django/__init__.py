@@ -44,9 +44,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
-from django.core.exceptions import ImproperlyConfigured
-from django.db import close_old_connections, connections, transaction
-from django.utils.module_loading import import_string
+from jobq._extras import requires
+
+with requires("django", "jobq.contrib.django", "Django"):
+    from django.core.exceptions import ImproperlyConfigured
+    from django.db import close_old_connections, connections, transaction
+    from django.utils.module_loading import import_string
 
 from jobq.errors import JobqError
 from jobq.middleware import Middleware, hands_over
