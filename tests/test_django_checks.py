@@ -104,13 +104,17 @@ for call in (lambda: add.enqueue(1, 2), get_queue, lambda: add.queue.start()):
     assert done.stdout.splitlines() == ["3", refused, refused, refused]
 
 
-def test_without_the_app_manage_py_check_fails_naming_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobq", ["", 'JOBQ = {"WORKERS": 0}\n'])
+def test_without_the_app_manage_py_check_fails_naming_it(
+    tmp_path: Path, jobq: str
+) -> None:
     # Nothing imports jobq before the checks run. On Django 5.2 the
     # django_tasks app registered the Tasks framework's check, which asks
     # JobqBackend: a check error per TASKS alias. On Django 6 no check can
     # say it: jobq is first imported by the URL check (the views import
-    # djapp.tasks), whose @task then raises ImproperlyConfigured.
-    done = run(tmp_path, WITHOUT_THE_APP, "check")
+    # djapp.tasks), whose @task then raises ImproperlyConfigured (with bad
+    # JOBQ settings too, which no check of jobq is registered in time to say).
+    done = run(tmp_path, WITHOUT_THE_APP + jobq, "check")
     assert done.returncode == 1
     if BACKPORT:
         assert "Traceback" not in done.stderr

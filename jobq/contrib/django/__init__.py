@@ -310,6 +310,7 @@ def _declaring_queue() -> JobQueue[Any]:
     global _unconfigured
     if _queue is not None:
         return _queue
+    _refuse_without_the_app()  # its checks may not run to report the problems
     found = conf.read()
     if not found.problems:
         return get_queue()
