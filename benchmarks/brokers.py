@@ -480,7 +480,10 @@ def available(peer: Peer) -> str | None:
     try:
         __import__(peer.package)
     except ImportError:
-        return f"{peer.label} is not installed (`pip install -e '.[bench]'`): skipped."
+        return (
+            f"{peer.label} is not installed (`pip install -e . --group bench`): "
+            "skipped."
+        )
     if peer.key == "rq" and not redis_available():
         return f"{peer.label}: no Redis at {REDIS_URL}: skipped."
     if peer.key == "procrastinate" and (why := postgres_unavailable()):

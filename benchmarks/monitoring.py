@@ -96,7 +96,9 @@ def contenders(workload: str) -> tuple[list[Contender], list[str]]:
         try:
             __import__(module)
         except ImportError:
-            notes.append(f"{name}: `{module}` is not installed (jobq[bench]).")
+            notes.append(
+                f"{name}: `{module}` is not installed (the bench dependency group)."
+            )
             continue
         engine = functools.partial(InstrumentedEngine, instrument=instrument)
         found.append(table.contender(name, IN_MEMORY, engine, Speed.FAST))

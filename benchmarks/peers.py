@@ -224,13 +224,16 @@ def contenders(workload: str) -> tuple[list[Contender], list[str]]:
             "(synchronous=OFF) and `fsync=True` (FULL)."
         )
     else:
-        notes.append("Huey is not installed (`pip install -e '.[bench]'`): skipped.")
+        notes.append(
+            "Huey is not installed (`pip install -e . --group bench`): skipped."
+        )
     if installed("persistqueue"):
         more, more_notes = persist_queue(spec)
         found += more
         notes += more_notes
     else:
         notes.append(
-            "persist-queue is not installed (`pip install -e '.[bench]'`): skipped."
+            "persist-queue is not installed (`pip install -e . --group bench`): "
+            "skipped."
         )
     return found, notes

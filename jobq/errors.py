@@ -31,6 +31,20 @@ class StoreLocked(JobqError):
         self.owner_pid = owner_pid
 
 
+class MissingExtra(JobqError, ModuleNotFoundError):
+    """A part of jobq needs a package that is not installed; the message
+    names the extra that brings it (``pip install 'jobq[flask]'``).
+
+    A ``ModuleNotFoundError`` whose ``name`` is the missing module, raised
+    when the integration is imported (or the dashboard started); ``extra``
+    is the extra's name.
+    """
+
+    def __init__(self, message: str, *, name: str | None, extra: str) -> None:
+        super().__init__(message, name=name)
+        self.extra = extra
+
+
 class StoreError(JobqError):
     """The store could not do what was asked (a write failed, a file is unusable)."""
 

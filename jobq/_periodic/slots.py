@@ -16,6 +16,8 @@ import math
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from jobq._extras import requires
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -74,12 +76,8 @@ class CronSlots:
     """A five-field cron expression in an IANA time zone (``cronsim``)."""
 
     def __init__(self, expression: str, tz: str) -> None:
-        try:
+        with requires("cron", "cron= schedules", "cronsim"):
             from cronsim import CronSim, CronSimError
-        except ImportError:
-            raise ImportError(
-                "cron= schedules need cronsim: pip install 'jobq[cron]'"
-            ) from None
         if len(expression.split()) != 5:
             raise ValueError(
                 f"cron must have five fields ({CRON_FIELDS}), not {expression!r}"

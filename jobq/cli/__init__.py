@@ -19,7 +19,8 @@ Every command finds the jobs with ``--store URL_OR_PATH`` (or the environment
 variable ``JOBQ_STORE``) or with ``--app MODULE:ATTRIBUTE``, a ``JobQueue`` in
 the application's code whose store is then used; ``worker`` needs ``--app``,
 since that queue's handler runs the jobs. Exit status: 0 done; 1 no such job,
-not in the needed state, or the store failed; 2 a usage error.
+not in the needed state, the store failed, or a package it needs is not
+installed (``MissingExtra``: one line naming the extra); 2 a usage error.
 
 Built on ``argparse``, so the command needs nothing beyond the standard
 library. What it does, ``flask jobq`` and ``manage.py jobq`` do too: that is

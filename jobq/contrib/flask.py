@@ -58,9 +58,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, Unpack, overload
 
-import click
-from flask import Flask, current_app, has_app_context
-from flask.cli import AppGroup
+from jobq._extras import requires
+
+with requires("flask", "jobq.contrib.flask", "Flask"):
+    import click
+    from flask import Flask, current_app, has_app_context
+    from flask.cli import AppGroup
 
 from jobq.admin import operations, render
 from jobq.admin.access import queue_for_command

@@ -18,8 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from flask import Flask, Response, request
-from werkzeug.wrappers import Response as WerkzeugResponse
+from jobq._extras import requires
+
+with requires("flask", "jobq.contrib.flask", "Flask"):
+    from flask import Flask, Response, request
+    from werkzeug.wrappers import Response as WerkzeugResponse
 
 from jobq.contrib.options import FLASK_DASHBOARD_OPTIONS
 from jobq.queue import JobQueue

@@ -31,21 +31,25 @@ from contextvars import Token
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from opentelemetry import context, trace
-from opentelemetry.context import Context
-from opentelemetry.trace import (
-    Span,
-    SpanKind,
-    Status,
-    StatusCode,
-    Tracer,
-    TracerProvider,
-)
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-from opentelemetry.util.types import AttributeValue
-
 import jobq
 from jobq import Job, JobQueue, Sending
+from jobq._extras import requires
+
+with requires("opentelemetry", "jobq.contrib.opentelemetry", "opentelemetry-api"):
+    from opentelemetry import context, trace
+    from opentelemetry.context import Context
+    from opentelemetry.trace import (
+        Span,
+        SpanKind,
+        Status,
+        StatusCode,
+        Tracer,
+        TracerProvider,
+    )
+    from opentelemetry.trace.propagation.tracecontext import (
+        TraceContextTextMapPropagator,
+    )
+    from opentelemetry.util.types import AttributeValue
 
 __all__ = ["EnqueueSpan", "TaskSpans", "Tracing", "instrument", "tracing_for"]
 

@@ -32,19 +32,21 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-import prometheus_client.metrics
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.multiprocess import MultiProcessCollector
-from prometheus_client.registry import REGISTRY
-from prometheus_client.utils import floatToGoString
-
 from jobq import Event, EventKind, JobqError, JobQueue
+from jobq._extras import requires
+
+with requires("prometheus", "jobq.contrib.prometheus", "prometheus_client"):
+    import prometheus_client.metrics
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        Metric,
+    )
+    from prometheus_client.multiprocess import MultiProcessCollector
+    from prometheus_client.registry import REGISTRY
+    from prometheus_client.utils import floatToGoString
 
 __all__ = [
     "DURATION_BUCKETS",

@@ -12,7 +12,10 @@ this package.
 
 from __future__ import annotations
 
-import pytest
+from jobq._extras import requires
+
+with requires("testing", "jobq.testing", "pytest"):
+    import pytest
 
 from jobq.testing.clock import T0, Clock
 

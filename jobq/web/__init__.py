@@ -2,8 +2,9 @@
 from a browser (``pip install 'jobq[web]'``; see the README, "Dashboard").
 
 ``make_app(queue)`` builds it; the Flask and Django integrations and the
-``jobq dashboard`` command mount it. Jinja2 is imported here only, so
-``import jobq`` still needs nothing beyond the standard library.
+``jobq dashboard`` command mount it. Jinja2 is imported by this package
+only (``MissingExtra`` without it), so ``import jobq`` still needs nothing
+beyond the standard library.
 """
 
 from __future__ import annotations

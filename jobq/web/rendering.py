@@ -10,11 +10,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NamedTuple, Protocol
 
+from jobq._extras import requires
 from jobq.queue import JobQueue
 from jobq.types import JobRecord
 from jobq.web import describe
 from jobq.web.http import Request, Response
 from jobq.web.security import CsrfPolicy
+
+with requires("web", "the jobq dashboard (jobq.web)", "Jinja2"):
+    import jinja2
 
 
 class Site(Protocol):
@@ -160,12 +164,6 @@ class Renderer:
     """The templates of the dashboard, and its assets."""
 
     def __init__(self) -> None:
-        try:
-            import jinja2
-        except ImportError:  # pragma: no cover - the extra is missing
-            raise ImportError(
-                "the jobq dashboard needs Jinja2: pip install 'jobq[web]'"
-            ) from None
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("jobq.web", "templates"),
             autoescape=True,

@@ -49,9 +49,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
-from django.core.exceptions import ImproperlyConfigured
-from django.db import close_old_connections, connections, transaction
-from django.utils.module_loading import import_string
+from jobq._extras import requires
+
+with requires("django", "jobq.contrib.django", "Django"):
+    # Not `apps`: the package's submodule apps.py takes that name once imported.
+    from django.apps import apps as app_registry
+    from django.core.exceptions import ImproperlyConfigured
+    from django.db import close_old_connections, connections, transaction
+    from django.utils.module_loading import import_string
 
 from jobq.errors import JobqError
 from jobq.middleware import Middleware, hands_over
@@ -61,7 +66,9 @@ from jobq.stores.base import NewJob
 from jobq.tasks import Task
 from jobq.types import Enqueued, Job
 
-from . import conf
+# checks: the system checks, registered by this import (the app installed
+# or not: they say when it is not).
+from . import checks, conf
 
 __all__ = [
     "Deferred",
@@ -117,7 +124,7 @@ class DjangoJobQueue(JobQueue[Any]):
         self.workers = workers
         self.autostart = autostart
         keep_connections = bool(options.get("immediate"))
-        django_tasks = _django_tasks_backend() if _serves_django_tasks() else None
+        django_tasks = _django_tasks_backend() if serves_django_tasks() else None
         super().__init__(
             handler,
             middleware=[_connections(keep_connections), *(middleware or ())],
@@ -177,7 +184,7 @@ def _django_tasks_backend() -> Any:
     return _tasks_backend
 
 
-def _serves_django_tasks() -> bool:
+def serves_django_tasks() -> bool:
     """Whether ``settings.TASKS`` names ``JobqBackend`` (or a subclass)."""
     from django.conf import settings
 
@@ -218,8 +225,34 @@ class _LazyHandler:
         return self._function(job)
 
 
+class _Unconfigured(JobQueue[Any]):
+    """Where ``@task`` and ``@periodic`` declare tasks while ``settings.JOBQ``
+    has problems. Declaring must not raise: ``manage.py check`` imports the
+    apps' tasks modules (the app's ``ready()``, views in the URLconf) before
+    it reports the problems as check errors. Nothing of it ever runs: its
+    ``enqueue`` and ``start`` raise ``ImproperlyConfigured``, as
+    ``get_queue()`` does."""
+
+    def __init__(self, problems: str) -> None:
+        super().__init__(None)
+        self.problems = problems
+
+    def add(
+        self,
+        jobs: Sequence[NewJob],
+        *,
+        connection: Any = None,
+        then: Callable[[list[Enqueued]], object] | None = None,
+    ) -> list[Enqueued]:
+        raise ImproperlyConfigured(self.problems)
+
+    def start(self, workers: int = 4, *, lazy: bool = False) -> JobQueue[Any]:
+        raise ImproperlyConfigured(self.problems)
+
+
 _lock = threading.Lock()
 _queue: DjangoJobQueue | None = None
+_unconfigured: _Unconfigured | None = None
 _wished_in: int | None = None  # the pid whose first request asked for workers
 
 
@@ -228,8 +261,12 @@ def config() -> conf.Config:
     it has problems (``manage.py check`` lists them all)."""
     found = conf.read()
     if found.problems:
-        raise ImproperlyConfigured(" ".join(f"{p.id}: {p.msg}" for p in found.problems))
+        raise ImproperlyConfigured(_described(found.problems))
     return found
+
+
+def _described(problems: Iterable[conf.Problem]) -> str:
+    return " ".join(f"{problem.id}: {problem.msg}" for problem in problems)
 
 
 def get_queue() -> DjangoJobQueue:
@@ -242,6 +279,7 @@ def get_queue() -> DjangoJobQueue:
     if _queue is None:
         with _lock:
             if _queue is None:
+                _refuse_without_the_app()
                 found = config()
                 handler = None if found.handler is None else _LazyHandler(found.handler)
                 _queue = DjangoJobQueue(
@@ -291,6 +329,34 @@ def _between_old_connections_closed() -> Iterator[None]:
         close_old_connections()
 
 
+def _refuse_without_the_app() -> None:
+    """``ImproperlyConfigured`` (``jobq.E006``) without the jobq app, when a
+    check run may not say it (see ``jobq.contrib.django.checks``): without
+    the app no worker would ever run the queue's jobs."""
+    if not app_registry.ready or app_registry.is_installed(checks.APP):
+        return
+    if checks.reported_without_the_app():
+        return
+    error = checks.app_missing("the jobq queue is used")
+    raise ImproperlyConfigured(f"{error.id}: {error.msg}. {error.hint}")
+
+
+def _declaring_queue() -> JobQueue[Any]:
+    """The queue ``@task`` and ``@periodic`` declare with: the project's, or
+    while ``settings.JOBQ`` has problems, one that refuses every job."""
+    global _unconfigured
+    if _queue is not None:
+        return _queue
+    _refuse_without_the_app()  # its checks may not run to report the problems
+    found = conf.read()
+    if not found.problems:
+        return get_queue()
+    with _lock:
+        if _unconfigured is None:
+            _unconfigured = _Unconfigured(_described(found.problems))
+        return _unconfigured
+
+
 def start_lazily(**kwargs: Any) -> None:
     """``request_started`` receiver: start this process's workers on its first
     request, if ``AUTOSTART`` and the queue has a handler or tasks; later
@@ -326,8 +392,12 @@ def task(
 def task(
     func: Callable[P, R] | None = None, /, **options: Unpack[TaskOptions]
 ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
-    """``@get_queue().task``: register a named task of the project's queue."""
-    queue = get_queue()
+    """``@get_queue().task``: register a named task of the project's queue.
+
+    While ``settings.JOBQ`` has problems (which ``manage.py check`` reports),
+    the task is declared, but calling ``enqueue`` raises
+    ``ImproperlyConfigured``, as ``get_queue()`` does."""
+    queue = _declaring_queue()
     if func is None:
         return queue.task(**options)
     return queue.task(func, **options)
@@ -338,8 +408,9 @@ def periodic(
 ) -> Callable[[Callable[..., R]], Task[..., R]]:
     """``@get_queue().periodic(every=... or cron=..., ...)``: a periodic task of
     the project's queue (see ``JobQueue.periodic``); declared in an app's
-    ``tasks`` module, it is found in every process like the other tasks."""
-    return get_queue().periodic(**options)
+    ``tasks`` module, it is found in every process like the other tasks.
+    Declared while ``settings.JOBQ`` has problems, as ``task``."""
+    return _declaring_queue().periodic(**options)
 
 
 def enqueue(payload: Any, **options: Unpack[SendOptions]) -> Enqueued:

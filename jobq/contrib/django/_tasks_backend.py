@@ -29,6 +29,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from jobq import errors
+from jobq.contrib.django.checks import APP, REGISTERED_EARLY, app_missing
 from jobq.errors import Fatal
 from jobq.events import Event, EventKind
 from jobq.middleware import hands_over
@@ -299,18 +300,12 @@ class JobqBackend(BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """``jobq.E006`` without ``"jobq.contrib.django"`` in
-        ``INSTALLED_APPS``: no worker would ever start."""
+        ``INSTALLED_APPS``: no worker would ever start (unless jobq's own
+        check, in every run, says it: see ``jobq.contrib.django.checks``)."""
         messages = list(super().check(**kwargs))
-        if not apps.is_installed("jobq.contrib.django"):
-            messages.append(
-                checks.Error(
-                    f"{type(self).__name__} is the Tasks backend {self.alias!r}, but "
-                    "the jobq app is not installed: no worker starts and the JOBQ "
-                    "settings are not checked",
-                    hint="Add 'jobq.contrib.django' to INSTALLED_APPS.",
-                    id="jobq.E006",
-                )
-            )
+        if not apps.is_installed(APP) and not REGISTERED_EARLY:
+            what = f"{type(self).__name__} is the Tasks backend {self.alias!r}"
+            messages.append(app_missing(what))
         return messages
 
 

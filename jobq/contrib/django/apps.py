@@ -1,4 +1,6 @@
-"""The app config: ``ready()`` registers checks and a signal receiver, nothing else.
+"""The app config: ``ready()`` imports the apps' tasks and connects a signal
+receiver, nothing else (the system checks are registered by importing
+``jobq.contrib.django``, which Django does for the app).
 
 No thread is started and no store is opened here: ``ready()`` runs for every
 management command (``migrate``, ``test``, ``shell`` ...) and in runserver's
@@ -19,9 +21,8 @@ class JobqConfig(AppConfig):
     verbose_name = "jobq"
 
     def ready(self) -> None:
-        from jobq.contrib.django import checks, start_lazily
+        from jobq.contrib.django import start_lazily
 
-        checks.register_checks()
         # Register every app's tasks in each process (workers included), the
         # way the admin finds admin.py; importing them opens nothing.
         autodiscover_modules("tasks")

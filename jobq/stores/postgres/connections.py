@@ -21,14 +21,12 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from jobq._extras import requires
 from jobq.errors import OutcomeUnknown, StoreError
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
-
-#: How the package that brings the driver is installed.
-INSTALL_HINT = "pip install 'jobq[postgres]'"
 
 #: Pools, listener connections and pipes inherited from a parent process through
 #: ``fork``: never used, and never closed either (closing would end the
@@ -37,15 +35,11 @@ inherited: list[object] = []
 
 
 def require_driver() -> None:
-    """Import psycopg and psycopg_pool, or say how to install them."""
-    try:
+    """Import psycopg and psycopg_pool, or say how to install them
+    (``MissingExtra``)."""
+    with requires("postgres", "the PostgreSQL store", "psycopg 3 and psycopg_pool"):
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
-    except ImportError as exc:
-        raise ImportError(
-            "the PostgreSQL store needs psycopg 3 and psycopg_pool, which are not "
-            f"installed: {INSTALL_HINT}"
-        ) from exc
 
 
 def first(row: Any) -> Any:
