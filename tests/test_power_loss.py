@@ -767,7 +767,7 @@ class SlowDeviceIO(LossyIO):
 
     def write(self, fd: int, data: bytes) -> None:
         super().write(fd, data)
-        if _site("write") == "_commit>append.write":
+        if _site("write") == "_write_journal>append.write":
             with self._lock:
                 self.journal_writes += 1
                 self._round_written.notify_all()

@@ -16,7 +16,7 @@ import math
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from jobq._extras import requires
+from jobq.extras import requires
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

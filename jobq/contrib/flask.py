@@ -58,7 +58,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, Unpack, overload
 
-from jobq._extras import requires
+from jobq.extras import requires
 
 with requires("flask", "jobq.contrib.flask", "Flask"):
     import click

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from jobq._extras import requires
+from jobq.extras import requires
 
 with requires("flask", "jobq.contrib.flask", "Flask"):
     from flask import Flask, Response, request

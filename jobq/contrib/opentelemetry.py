@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 import jobq
 from jobq import Job, JobQueue, Sending
-from jobq._extras import requires
+from jobq.extras import requires
 
 with requires("opentelemetry", "jobq.contrib.opentelemetry", "opentelemetry-api"):
     from opentelemetry import context, trace

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from jobq import Event, EventKind, JobqError, JobQueue
-from jobq._extras import requires
+from jobq.extras import requires
 
 with requires("prometheus", "jobq.contrib.prometheus", "prometheus_client"):
     import prometheus_client.metrics

@@ -12,7 +12,7 @@ this package.
 
 from __future__ import annotations
 
-from jobq._extras import requires
+from jobq.extras import requires
 
 with requires("testing", "jobq.testing", "pytest"):
     import pytest

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NamedTuple, Protocol
 
-from jobq._extras import requires
+from jobq.extras import requires
 from jobq.queue import JobQueue
 from jobq.types import JobRecord
 from jobq.web import describe

@@ -49,7 +49,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
-from jobq._extras import requires
+from jobq.extras import requires
 
 with requires("django", "jobq.contrib.django", "Django"):
     # Not `apps`: the package's submodule apps.py takes that name once imported.
@@ -335,7 +335,7 @@ def _refuse_without_the_app() -> None:
     the app no worker would ever run the queue's jobs."""
     if not app_registry.ready or app_registry.is_installed(checks.APP):
         return
-    if checks.reported_without_the_app():
+    if checks.reported_without_the_app(serves_django_tasks):
         return
     error = checks.app_missing("the jobq queue is used")
     raise ImproperlyConfigured(f"{error.id}: {error.msg}. {error.hint}")

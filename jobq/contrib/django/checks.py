@@ -36,7 +36,7 @@ views, and so often the tasks, during the run. Without the app, then:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.apps import AppConfig, apps
@@ -75,16 +75,16 @@ def check_app_installed(
     return [app_missing("jobq.contrib.django is imported")]
 
 
-def reported_without_the_app() -> bool:
+def reported_without_the_app(serves_django_tasks: Callable[[], bool]) -> bool:
     """Whether every check run says that the jobq app is missing: these
     checks are in every run, or the backport's app (whose ``ready()``
-    registers the Tasks framework's check) runs ``JobqBackend.check()``."""
+    registers the Tasks framework's check) runs ``JobqBackend.check()``,
+    as it does if ``serves_django_tasks()`` (passed in, so that the checks
+    import nothing of the package that registers them)."""
     if REGISTERED_EARLY:
         return True
     if not apps.is_installed("django_tasks"):
         return False
-    from jobq.contrib.django import serves_django_tasks
-
     return serves_django_tasks()
 
 
@@ -113,14 +113,14 @@ def check_dashboard_urls(
         url = reverse("jobq:dashboard-path", kwargs={"path": _PROBE})
     except NoReverseMatch:  # not mounted (or under another namespace)
         return []
-    from jobq.contrib.django.dashboard import dashboard  # mounted: imported
-
     try:
-        found = resolve(url).func
+        match = resolve(url)
     except Resolver404:
         found = None
-    if found is dashboard:
-        return []
+    else:
+        if match.view_name == "jobq:dashboard-path":  # its own pattern answers
+            return []
+        found = match.func
     prefix = url.removesuffix(_PROBE)
     return [
         checks.Warning(

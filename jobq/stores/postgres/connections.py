@@ -21,8 +21,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jobq._extras import requires
 from jobq.errors import OutcomeUnknown, StoreError
+from jobq.extras import requires
 
 if TYPE_CHECKING:
     import psycopg

@@ -1,4 +1,5 @@
-"""Importing what an extra brings, or saying which extra to install.
+"""Importing what an extra brings, or saying which extra to install: public, so
+that integrations (jobq's own under ``jobq.contrib``, or yours) say it alike.
 
 Each integration imports its third-party packages inside ``requires``::
 
