@@ -400,6 +400,7 @@ class SqliteStore(OneJobCalls):
         limits=True,
         workflows=True,
         activity=True,
+        own_clock_leases=True,
     )
 
     def __init__(
