@@ -37,11 +37,11 @@ failed attempt with the ``process_died`` error: pending again at once, or
 dead if that was its last attempt (``retries_after_crash``), or
 ``cancelled`` if it was stopping (``ended_by_crash``). A store whose
 claims live as long as its process does this when it is opened; one with
-leases, also in ``recover``. A store shared between processes keeps its
-leases on a clock they all share (``Capabilities.own_clock_leases``: the
-database server's, the host's), not on the ``now`` it is given: a process
-whose queue has a clock of its own then never takes another's live claim
-for expired, nor has its own taken.
+leases, also in ``recover``. A store shared between processes should keep
+its leases on a clock they all share (the database server's, the host's),
+not on the ``now`` it is given, and say so (``Capabilities.
+own_clock_leases``): a process whose queue has a clock of its own then
+never takes another's live claim for expired, nor has its own taken.
 
 Attempt times: a store keeps, with each job, when its last attempt started
 and finished (``JobRecord.started_at``, ``finished_at``, on the store's
