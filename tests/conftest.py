@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import secrets
@@ -12,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from freezegun import freeze_time
 from postgres_url import POSTGRES_URL
 
 import jobq
 from jobq.stores import JsonFileStore, MemoryStore, PostgresStore, SqliteStore, Store
-from jobq.testing import Clock
+from jobq.testing import T0, Clock
 
 StoreFactory = Callable[..., Store]
 
@@ -119,6 +121,24 @@ def make_queue(
 def clock() -> Clock:
     """A wall clock the test moves by hand (``JobQueue(clock=clock)``)."""
     return Clock()
+
+
+def _utc(seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+
+@pytest.fixture
+def host_time() -> Iterator[Callable[[float], float]]:
+    """The host's clock (freezegun), which SQLite's leases follow whatever
+    ``now`` a call is given: at ``T0`` at first; ``host_time(t)`` sets it to
+    ``t`` and returns ``t``, to pass as that call's ``now`` too."""
+    with freeze_time(_utc(T0)) as frozen:
+
+        def at(seconds: float) -> float:
+            frozen.move_to(_utc(seconds))
+            return seconds
+
+        yield at
 
 
 @pytest.fixture

@@ -112,9 +112,10 @@ PROTOCOLS: dict[str, type] = {
 def test_each_built_in_store_declares_exactly_the_optional_parts_it_has(
     tmp_path: Path,
 ) -> None:
-    # workflows promises no member: how add and the ends of jobs behave.
+    # workflows and own_clock_leases promise no member: how add and the
+    # ends of jobs behave, which clock leases follow.
     names = [field.name for field in fields(Capabilities)]
-    assert sorted([*PROTOCOLS, "workflows"]) == sorted(names)
+    assert sorted([*PROTOCOLS, "workflows", "own_clock_leases"]) == sorted(names)
     for store in built_in_stores(tmp_path):
         declared = type(store).__dict__["capabilities"]
         assert capabilities_of(store) is declared
@@ -123,7 +124,8 @@ def test_each_built_in_store_declares_exactly_the_optional_parts_it_has(
             name: all(hasattr(store, m) for m in protocol_members(protocol))
             for name, protocol in PROTOCOLS.items()
         }
-        assert declared == Capabilities(**has, workflows=True)  # nothing it could
+        leases = store.lease_seconds is not None  # every lease on its own clock
+        assert declared == Capabilities(**has, workflows=True, own_clock_leases=leases)
         assert capabilities_of(Undeclared(store)) == replace(  # written before
             declared,
             files=False,
@@ -133,6 +135,7 @@ def test_each_built_in_store_declares_exactly_the_optional_parts_it_has(
             limits=False,
             workflows=False,
             activity=False,
+            own_clock_leases=False,
         )
 
 

@@ -10,7 +10,7 @@ import contextlib
 import json
 import secrets
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ def leases(path: str, ids: list[int]) -> list[float]:
 
 
 def test_sqlite_renews_all_claims_with_one_statement_per_chunk(
-    sqlite_store: SqliteStore,
+    sqlite_store: SqliteStore, host_time: Callable[[float], float]
 ) -> None:
     n = 2 * RENEW_CHUNK + 5  # three statements
     sqlite_store.add(jobs(n + 1), T0)
@@ -57,7 +57,7 @@ def test_sqlite_renews_all_claims_with_one_statement_per_chunk(
         pass
     conn.set_trace_callback(statements.append)
     try:
-        sqlite_store.renew([*kept, stale], T0 + 10)
+        sqlite_store.renew([*kept, stale], host_time(T0 + 10))
     finally:
         conn.set_trace_callback(None)
 
@@ -70,15 +70,17 @@ def test_sqlite_renews_all_claims_with_one_statement_per_chunk(
     ids = [c.id for c in kept]
     assert leases(sqlite_store.path, ids) == [T0 + 10 + LEASE] * n
     assert leases(sqlite_store.path, [left.id]) == [T0 + LEASE]  # stale token
-    assert sqlite_store.recover(T0 + LEASE) == 1  # only ``left`` expired
+    assert sqlite_store.recover(host_time(T0 + LEASE)) == 1  # only ``left`` expired
 
 
-def test_sqlite_renewing_nothing_and_one_claim(sqlite_store: SqliteStore) -> None:
+def test_sqlite_renewing_nothing_and_one_claim(
+    sqlite_store: SqliteStore, host_time: Callable[[float], float]
+) -> None:
     sqlite_store.renew([], T0)
     sqlite_store.add(jobs(1), T0)
     [claim] = sqlite_store.claim_many(T0, 1)
 
-    sqlite_store.renew([claim, claim], T0 + 5)  # the same claim twice: harmless
+    sqlite_store.renew([claim, claim], host_time(T0 + 5))  # the same claim twice
 
     assert leases(sqlite_store.path, [claim.id]) == [T0 + 5 + LEASE]
 

@@ -25,8 +25,9 @@ are jobs whose process died: each comes back as a failed attempt (pending
 again, or dead when out of attempts). The JSON store recovers them when it
 loads; SQLite and PostgreSQL recover them once their lease has run out (the
 copy was made by this live process, so its claims are not those of a dead
-pid): the SQLite store's leases follow the fake clock, PostgreSQL's the
-database's, so the test waits out a lease of a few hundredths of a second.
+pid): the SQLite store's leases follow the host's clock, so the test makes
+them run out in the file; PostgreSQL's follow the database's, so the test
+waits out a lease of a few hundredths of a second.
 PostgreSQL has no files to copy: there a crash is a new store object on the
 same queue, which is what a host that died leaves behind.
 
@@ -53,6 +54,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from places import POSTGRES_LEASE, SQLITE_LEASE, Place, places
+from sqlite_leases import expire_sqlite_claims
 
 import jobq
 from jobq.stores import SqliteStore, Store
@@ -335,8 +337,9 @@ class QueueMachine(RuleBasedStateMachine):
         store = self.q.store
         if not self.leases:
             assert at_open, "claims without leases end only with their process"
-        elif isinstance(store, SqliteStore):
+        elif isinstance(store, SqliteStore):  # on the host's clock: expired here
             self.now = max(claimed_at for _, claimed_at in held) + SQLITE_LEASE
+            expire_sqlite_claims(store.path)
             assert store.recover(self.now) == len(held)
         else:  # the lease runs out on the database's clock
             deadline = time.monotonic() + LEASE_WAIT

@@ -16,9 +16,9 @@ A lease that runs out while its handler still runs (the process could not
 renew it: paused, starved) lets another process run the job again; that is
 at-least-once by design. What must hold is the fence: the late outcome of
 the first run changes nothing, whether it succeeds or fails. The test
-puts the first process's clock an hour behind, so that its lease has run out
-for the others the moment it is taken: nothing waits for a lease to run out,
-and no lease runs out that should not.
+makes the first process's lease run out in the file once its run started
+(leases follow the host's clock, so no queue clock can): nothing waits for
+a lease to run out, and no lease runs out that should not.
 
 ``test_sqlite_store.py`` covers two processes and the store's unit-level
 lease and fencing tests; nothing here waits with ``time.sleep``.
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from sqlite_leases import expire_sqlite_claims
 
 import jobq
 from jobq.stores import SqliteStore
@@ -170,20 +171,19 @@ def test_three_processes_run_thousands_of_jobs_exactly_once_and_share_the_work(
 
 # -- a lease that runs out mid-run: the fence -----------------------------------------
 
-# argv: database, lease seconds, seconds its clock is behind, outcome ("return"
-# or "fatal"). Prints "ready" once its store is open; each run prints {"started": id,
-# "attempt": n}; a line on stdin lets the handlers end, then it stops (which
-# waits for them and their outcome) and reports its counters.
+# argv: database, lease seconds, outcome ("return" or "fatal"). Prints "ready"
+# once its store is open; each run prints {"started": id, "attempt": n}; a
+# line on stdin lets the handlers end, then it stops (which waits for them and
+# their outcome) and reports its counters.
 #
 # "ready" comes before the worker starts: the second process takes the job as
 # soon as its worker runs, and a worker printing first would break the order.
 FENCED = r"""
-import json, logging, sys, threading, time
+import json, logging, sys, threading
 import jobq
 from jobq.stores import SqliteStore
 
-path, lease, behind = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-outcome = sys.argv[4]
+path, lease, outcome = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 store = SqliteStore(path, lease_seconds=lease)
 stale = []
 
@@ -201,7 +201,7 @@ def handler(job):
     if outcome == "fatal":
         raise jobq.Fatal("too late to bury it")
 
-queue = jobq.JobQueue(handler, store=store, clock=lambda: time.time() - behind)
+queue = jobq.JobQueue(handler, store=store)
 queue.stats()  # open
 print("ready", flush=True)
 queue.start(workers=1)
@@ -214,12 +214,9 @@ print(json.dumps({"completed": stats.completed, "stale": len(stale)}), flush=Tru
 """
 
 #: Seconds a claim's lease lasts: longer than any run of the test, so no lease
-#: runs out while the test waits, however slowly the machine runs it.
+#: runs out while the test waits, however slowly the machine runs it (and the
+#: first process renews none: its watchdog would first do so after 200 s).
 LEASE = 600
-#: Seconds the first process's clock is behind: every lease it takes (or would
-#: renew) ran out long ago for the others, as for a process that was paused or
-#: starved past its lease, without the test waiting for a lease to run out.
-BEHIND = 3600
 
 
 @pytest.mark.parametrize("late_outcome", ["return", "fatal"])
@@ -230,16 +227,17 @@ def test_a_run_that_outlived_its_lease_cannot_end_the_job_another_process_took_o
     queue = jobq.JobQueue[Any](store=SqliteStore(path))
     try:
         queue.stats()  # the schema exists before the children start
-        first = spawn(FENCED, path, LEASE, BEHIND, late_outcome)
+        first = spawn(FENCED, path, LEASE, late_outcome)
         processes.append(first)
         assert read_line(first.stdout) == "ready\n"
         job = queue.enqueue("once, ideally")
         assert json.loads(read_line(first.stdout)) == {"started": job.id, "attempt": 1}
 
-        # The first's lease ran out at once: the second recovers the claim
-        # when it starts (a failed attempt) and runs the job while the first
-        # still does: at least once.
-        second = spawn(FENCED, path, LEASE, 0, "return")
+        # The first's lease runs out, as for a process paused or starved past
+        # it: the second recovers the claim when it starts (a failed attempt)
+        # and runs the job while the first still does: at least once.
+        expire_sqlite_claims(path)
+        second = spawn(FENCED, path, LEASE, "return")
         processes.append(second)
         assert read_line(second.stdout) == "ready\n"
         assert json.loads(read_line(second.stdout)) == {"started": job.id, "attempt": 2}

@@ -1,7 +1,8 @@
 """The SQLite store: what only a shared database file has to get right.
 
 URLs and options, the file (mode, a file that is not a database, a newer
-schema), leases and fencing with explicit ``now`` values, owners that died,
+schema), leases and fencing with explicit ``now`` values (and the host's
+clock, which leases follow, set to them with freezegun), owners that died,
 claims beside many future rows (query plans), and several processes on one
 file. Other processes are real (``sys.executable``); nothing here waits with
 ``time.sleep``: tests wait on pipes, events and ``join``.
@@ -411,15 +412,37 @@ def test_a_released_stopping_claim_ends_cancelled_with_no_attempt_counted(
 # -- leases and fencing, with explicit times ------------------------------------------
 
 
+def test_leases_follow_the_hosts_clock_not_the_now_a_call_is_given(
+    open_store: OpenStore, host_time: Callable[[float], float]
+) -> None:
+    """A process whose queue has a clock of its own (an hour ahead here)
+    neither takes the others' live claims for expired nor gives its own
+    claims a lease that others judge by another clock."""
+    store = open_store(lease_seconds=10)
+    add(store, new_job("theirs"), new_job("ours"))
+    theirs = claim(store, T0)
+
+    assert store.recover(T0 + 3600) == 0
+    ours = claim(store, T0 + 3600)  # until T0 + 10 on the host's clock
+    host_time(T0 + 5)
+    store.renew([theirs], T0 + 3605)  # until T0 + 15 likewise
+
+    assert store.recover(host_time(T0 + 9.999)) == 0
+    assert store.recover(host_time(T0 + 10)) == 1
+    assert state_of(store, ours.id) is JobState.PENDING
+    assert state_of(store, theirs.id) is JobState.RUNNING
+    assert store.recover(host_time(T0 + 15)) == 1
+
+
 def test_recover_turns_an_expired_claim_into_a_failed_attempt(
-    open_store: OpenStore,
+    open_store: OpenStore, host_time: Callable[[float], float]
 ) -> None:
     store = open_store(lease_seconds=10)
     [job_id] = add(store, new_job("x"))
     claim(store, T0)
 
-    assert store.recover(T0 + 9.999) == 0
-    assert store.recover(T0 + 10) == 1
+    assert store.recover(host_time(T0 + 9.999)) == 0
+    assert store.recover(host_time(T0 + 10)) == 1
 
     record = store.get(job_id, T0 + 10)
     assert record is not None
@@ -434,71 +457,74 @@ def test_recover_turns_an_expired_claim_into_a_failed_attempt(
     assert claim(store, T0 + 10).attempt == 2
 
 
-def test_an_expired_claim_out_of_attempts_is_buried(open_store: OpenStore) -> None:
+def test_an_expired_claim_out_of_attempts_is_buried(
+    open_store: OpenStore, host_time: Callable[[float], float]
+) -> None:
     store = open_store(lease_seconds=10)
     [job_id] = add(store, new_job("x", max_attempts=1))
     claim(store, T0)
 
-    assert store.recover(T0 + 11) == 1
+    assert store.recover(host_time(T0 + 11)) == 1
 
     assert [r.id for r in store.list_jobs(JobState.DEAD)] == [job_id]
 
 
-def test_renew_extends_the_lease_of_current_claims_only(open_store: OpenStore) -> None:
+def test_renew_extends_the_lease_of_current_claims_only(
+    open_store: OpenStore, host_time: Callable[[float], float]
+) -> None:
     store = open_store(lease_seconds=10)
     add(store, new_job("a"), new_job("b"))
     kept, left = claim(store, T0), claim(store, T0)
     stale = kept._replace(token=kept.token - 1)
 
-    store.renew([kept, stale], T0 + 8)
+    store.renew([kept, stale], host_time(T0 + 8))
 
-    assert store.recover(T0 + 10) == 1  # only ``left`` expired
+    assert store.recover(host_time(T0 + 10)) == 1  # only ``left`` expired
     assert state_of(store, left.id) is JobState.PENDING
     assert state_of(store, kept.id) is JobState.RUNNING
-    assert store.recover(T0 + 18) == 1
+    assert store.recover(host_time(T0 + 18)) == 1
 
 
 def test_a_claim_that_outlived_its_lease_cannot_end_the_next_claim(
-    open_store: OpenStore,
+    open_store: OpenStore, host_time: Callable[[float], float]
 ) -> None:
     first, second = open_store(lease_seconds=5), open_store(lease_seconds=5)
     [job_id] = add(first, new_job("x"))
     old = claim(first, T0)
-    assert second.recover(T0 + 6) == 1
+    assert second.recover(host_time(T0 + 6)) == 1
     new = claim(second, T0 + 6)
     assert (new.id, new.attempt) == (job_id, 2)
 
     assert first.finish(old, None, None, T0 + 7) is False
     assert first.fail(old, failure(), None, T0 + 7) is False
-    first.renew([old], T0 + 7)  # must not extend the new claim's lease
+    first.renew([old], host_time(T0 + 7))  # must not extend the new claim's lease
 
     record = second.get(job_id, T0 + 7)
     assert record is not None
     assert (record.state, record.attempts) == (JobState.RUNNING, 1)
     assert second.list_jobs(JobState.DEAD) == []
-    assert second.recover(T0 + 11) == 1  # the new lease ran out unrenewed
+    assert second.recover(host_time(T0 + 11)) == 1  # the new lease ran out unrenewed
 
 
 def test_a_handler_that_outlived_its_lease_cannot_complete_or_bury_the_job(
-    path: Path, open_store: OpenStore, caplog: pytest.LogCaptureFixture
+    path: Path,
+    open_store: OpenStore,
+    host_time: Callable[[float], float],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Through the queue: while its handler runs, the lease runs out and
-    another worker claims the job; the late outcome is not recorded."""
-    now = [T0]
+    """Through the queue (on the host's clock): while its handler runs, the
+    lease runs out and another worker claims the job; the late outcome is
+    not recorded."""
     other = open_store(lease_seconds=5)
     taken: list[Claim] = []
 
     def slow_handler(job: jobq.Job[Any]) -> None:
-        now[0] += 6  # the handler takes longer than the lease
-        assert other.recover(now[0]) == 1
-        taken.append(claim(other, now[0]))
+        now = host_time(T0 + 6)  # the handler takes longer than the lease
+        assert other.recover(now) == 1
+        taken.append(claim(other, now))
         raise jobq.Fatal("too late to bury anything")
 
-    queue = jobq.JobQueue(
-        slow_handler,
-        store=SqliteStore(path, lease_seconds=5),
-        clock=lambda: now[0],
-    )
+    queue = jobq.JobQueue(slow_handler, store=SqliteStore(path, lease_seconds=5))
     try:
         job = queue.enqueue("x")
         assert queue.run_pending() == 1
@@ -507,7 +533,7 @@ def test_a_handler_that_outlived_its_lease_cannot_complete_or_bury_the_job(
         assert (record.state, record.attempts) == (JobState.RUNNING, 1)
         assert queue.dead_jobs() == []
         assert "no longer current" in caplog.text
-        assert other.finish(taken[0], None, None, now[0]) is True
+        assert other.finish(taken[0], None, None, T0 + 6) is True
         assert queue.get(job) is None
     finally:
         queue.close()
@@ -625,7 +651,7 @@ def test_a_claim_under_our_pid_with_another_nonce_is_an_earlier_process(
 
 
 def test_a_live_pid_with_another_nonce_may_be_a_reused_pid_and_waits(
-    open_store: OpenStore, path: Path
+    open_store: OpenStore, path: Path, host_time: Callable[[float], float]
 ) -> None:
     store = open_store(lease_seconds=10)
     [job_id] = add(store, new_job("x"))
@@ -636,8 +662,8 @@ def test_a_live_pid_with_another_nonce_may_be_a_reused_pid_and_waits(
             (os.getppid(), job_id),
         )
 
-    assert store.recover(T0 + 1) == 0
-    assert store.recover(T0 + 10) == 1
+    assert store.recover(host_time(T0 + 1)) == 0
+    assert store.recover(host_time(T0 + 10)) == 1
 
 
 def test_keys_are_held_across_processes(peer: Peer, open_store: OpenStore) -> None:

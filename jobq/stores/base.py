@@ -37,7 +37,11 @@ failed attempt with the ``process_died`` error: pending again at once, or
 dead if that was its last attempt (``retries_after_crash``), or
 ``cancelled`` if it was stopping (``ended_by_crash``). A store whose
 claims live as long as its process does this when it is opened; one with
-leases, also in ``recover``.
+leases, also in ``recover``. A store shared between processes should keep
+its leases on a clock they all share (the database server's, the host's),
+not on the ``now`` it is given, and say so (``Capabilities.
+own_clock_leases``): a process whose queue has a clock of its own then
+never takes another's live claim for expired, nor has its own taken.
 
 Attempt times: a store keeps, with each job, when its last attempt started
 and finished (``JobRecord.started_at``, ``finished_at``, on the store's
@@ -380,7 +384,9 @@ class Store(Protocol):
     """Where jobs live. Every method is thread-safe (see the module).
 
     ``now`` arguments are the queue's clock (epoch seconds); a store with a
-    clock of its own (a database server) may use that instead, consistently.
+    clock of its own (a database server) may use that instead, consistently,
+    and a store with leases should give and judge them on a clock every
+    process shares (``Capabilities.own_clock_leases``).
     Methods that end a claim take the ``Claim`` and change nothing (returning
     ``False``) when its token is no longer current: a handler that outlived
     its claim cannot end a job another worker runs now.
@@ -541,11 +547,15 @@ class Store(Protocol):
         all). Claims no longer current are skipped."""
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
-        """Extend the lease of running claims (a no-op without leases)."""
+        """Extend the lease of running claims (a no-op without leases): by
+        ``lease_seconds`` from ``now``, or from the store's own clock where
+        it declares ``own_clock_leases``."""
 
     def recover(self, now: float) -> int:
-        """Turn expired claims into failed attempts (see the module); how
-        many were recovered. A no-op without leases."""
+        """Turn expired claims into failed attempts at ``now`` (see the
+        module); how many were recovered. A no-op without leases. Expired at
+        ``now``, or by the store's own clock where it declares
+        ``own_clock_leases``."""
 
     # -- looking and managing --
 
@@ -864,6 +874,14 @@ class Capabilities:
     #: from every process (else ``JobQueue.activity`` and the others are
     #: ``None``).
     activity: bool = False
+    #: Leases given, renewed and judged on a clock of the store's own that
+    #: every process shares (a database server's, the host's), never on the
+    #: ``now`` the queue passes: no member more, a promise about
+    #: ``claim_many``, ``renew`` and ``recover``, so that a process whose
+    #: clock is off never takes another's live claim for expired (else its
+    #: leases follow ``now``, and every process needs the same clock). Its
+    #: contract suite makes leases run out with ``expire_claims``.
+    own_clock_leases: bool = False
 
 
 class FileStore(Protocol):
@@ -951,6 +969,7 @@ _PROMISED = {
     "limits": protocol_members(LimitStore),
     "workflows": (),
     "activity": protocol_members(ActivityStore),
+    "own_clock_leases": (),
 }
 
 #: The capabilities older than their declaration: found by their members in a

@@ -425,7 +425,7 @@ class PostgresStore(OneJobCalls):
     capabilities = Capabilities(
         pages=True, finished_counts=True, schedules=True, schema=True,
         migrates_on_open=True, named_queues=True, limits=True, workflows=True,
-        activity=True,
+        activity=True, own_clock_leases=True,
     )  # fmt: skip
 
     def __init__(

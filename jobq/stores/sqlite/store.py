@@ -12,6 +12,14 @@ Claims are fenced and leased: each claim bumps the row's ``token`` and sets
 current token may end or renew a claim. ``recover`` turns a claim into a
 failed attempt once its lease expired or, at once, when its owner is a dead
 process on this host (``open`` does that too, so a restart picks such jobs up).
+
+Clock. Leases are given, renewed and judged on the host's wall clock
+(``_lease_clock``), which every process on the file shares, never on the
+``now`` the queue passes: a process whose queue has a clock of its own (its
+``clock=``) must not take the others' live claims for expired, nor have its
+own taken. Due times, attempt times and kept jobs' expiry follow the queue's
+clock, as the other stores' do: on one host the only clock that can differ
+from the others is one a queue was given on purpose (tests, freezegun).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import secrets
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -222,6 +231,12 @@ def _this_process() -> _Owner:
     return _process_owner
 
 
+def _lease_clock() -> float:
+    """The clock of leases: the host's, read at each call (so freezegun moves
+    it in tests), whatever clock the queue was given (see the module)."""
+    return time.time()
+
+
 def _dump_errors(errors: tuple[AttemptError, ...]) -> str:
     return json.dumps([[e.type, e.message, e.traceback, e.at] for e in errors])
 
@@ -364,7 +379,8 @@ class SqliteStore(OneJobCalls):
     ``synchronous``: ``"NORMAL"`` keeps every change that returned through a
     crash of the process; ``"FULL"`` also through an OS crash or power loss,
     at the cost of an fsync per change. ``lease_seconds``: how long a claim
-    lasts without renewal (the queue renews every third of it).
+    lasts without renewal (the queue renews every third of it), on the
+    host's clock whatever clock the queue was given (see the module).
     ``busy_timeout``: seconds to wait for another writer before failing with
     ``StoreError``. ``poll_interval``: how often idle workers look for jobs
     added by other processes when no wake-up socket can be made beside the
@@ -385,6 +401,7 @@ class SqliteStore(OneJobCalls):
         limits=True,
         workflows=True,
         activity=True,
+        own_clock_leases=True,
     )
 
     def __init__(
@@ -691,13 +708,14 @@ class SqliteStore(OneJobCalls):
             limiter = Limiter(conn, now) if releasing else None
             if limiter is not None:
                 limiter.release()
-            lease = (now + self._lease, owner.host, owner.pid, owner.nonce)
+            until = _lease_clock() + self._lease
+            lease = (until, owner.host, owner.pid, owner.nonce)
             rows = conn.execute(CLAIM, (now, *lease, limit)).fetchall()
             for row in rows:  # a loop, not any(): no generator for each claim
                 if row[11] is not None:
                     self._limits_in_use = True
                     limiter = limiter or Limiter(conn, now)
-                    rows = self._admit(conn, limiter, rows, limit)
+                    rows = self._admit(conn, limiter, rows, limit, lease)
                     break
             for row in rows:
                 if row[12] is not None:
@@ -722,12 +740,12 @@ class SqliteStore(OneJobCalls):
         limiter: Limiter,
         rows: list[Any],
         limit: int,
+        lease: tuple[float, str, int, str],
     ) -> list[Any]:
         """The claimed rows whose limits admit them; the others held, and
-        more claimed in their place until ``limit`` or nothing is ready."""
+        more claimed in their place (under the same ``lease``) until
+        ``limit`` or nothing is ready."""
         admitted: list[Any] = []
-        owner = self._owner
-        lease = (limiter.now + self._lease, owner.host, owner.pid, owner.nonce)
         while rows:
             rows.sort(key=lambda row: (*row[7:9], row[0]))
             admitted += [
@@ -819,10 +837,11 @@ class SqliteStore(OneJobCalls):
 
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         """One statement for all of them (per ``RENEW_CHUNK``), in one
-        transaction: the watchdog renews every running job of the process."""
+        transaction: the watchdog renews every running job of the process.
+        Until the host's clock (``_lease_clock``) plus the lease, not ``now``."""
         if not claims:
             return
-        until = now + self._lease
+        until = _lease_clock() + self._lease
         with self._write() as conn:
             for start in range(0, len(claims), RENEW_CHUNK):
                 chunk = claims[start : start + RENEW_CHUNK]
@@ -832,7 +851,8 @@ class SqliteStore(OneJobCalls):
                 conn.execute(renew(len(chunk)), values)
 
     def recover(self, now: float) -> int:
-        """Claims whose lease expired, or whose process died on this host."""
+        """Claims whose lease expired on the host's clock (``_lease_clock``),
+        or whose process died on this host; recorded as failed at ``now``."""
         return self._recover(now, expired=True)
 
     # -- looking and managing ---------------------------------------------------
@@ -1144,21 +1164,23 @@ class SqliteStore(OneJobCalls):
             log_dropped_dead(self._dead_letter_limit, job_id, last_error)
 
     def _recover(self, now: float, *, expired: bool) -> int:
-        """Make claims of dead owners (and, with ``expired``, expired claims)
-        failed attempts: pending again now, or dead when out of attempts, or
-        cancelled when stopping (``ended_by_crash``)."""
+        """Make claims of dead owners (and, with ``expired``, claims expired
+        on the host's clock) failed attempts at ``now``: pending again now, or
+        dead when out of attempts, or cancelled when stopping
+        (``ended_by_crash``)."""
         dead_owners = self._dead_owners()
+        expired_at = _lease_clock()
         if not dead_owners:
             if not expired:
                 return 0
             with self._reading() as conn:
-                if not conn.execute(ANY_EXPIRED, (now,)).fetchone()[0]:
+                if not conn.execute(ANY_EXPIRED, (expired_at,)).fetchone()[0]:
                     return 0
         error = process_died(now)
         dropped: list[tuple[int, str | None]] = []
         with self._write() as conn:
             ends = self._ends(conn, now)
-            rows = conn.execute(EXPIRED, (now,)).fetchall() if expired else []
+            rows = conn.execute(EXPIRED, (expired_at,)).fetchall() if expired else []
             for pid, nonce in dead_owners:
                 rows += conn.execute(OWNED, (self._owner.host, pid, nonce)).fetchall()
             recovered = {row[0]: row for row in rows}

@@ -168,7 +168,8 @@ class ContractBase:
         Nothing to do for a store whose claims end with their process (a new
         store over the place recovers them when it opens) or whose leases
         follow the queue's clock; a store whose leases follow a clock of its
-        own (a database server's) overrides it.
+        own (``Capabilities.own_clock_leases``: a database server's, the
+        host's), which no test moves, overrides it.
         """
 
     def skip_unless_persistent(self) -> None:

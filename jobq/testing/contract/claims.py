@@ -1,20 +1,25 @@
 """Claims and leases: due jobs are claimed in run order, each claim fenced
-by its token; batches, ``release``, the attempt's start, and the claim of a
-process that died."""
+by its token; batches, ``release``, the attempt's start, the claim of a
+process that died, and leases on a clock of the store's own."""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
+
 from jobq import AttemptError, JobState
 from jobq.stores.base import (
     Done,
     Failure,
+    NewJob,
+    capabilities_of,
 )
 from jobq.testing.clock import T0, Clock
 from jobq.testing.contract.base import (
     ContractBase,
     MakeQueue,
+    OpenStore,
     Recorder,
     claim_one,
     claimed_again,
@@ -27,7 +32,8 @@ from jobq.testing.contract.base import (
 
 class ClaimTests(ContractBase):
     """Run order, ``run_pending``, claims fenced by their token, batches,
-    and recovering the claims of a dead process."""
+    recovering the claims of a dead process, and leases that no queue's
+    clock expires (``Capabilities.own_clock_leases``)."""
 
     # -- run order: priority, then due time, then id -----------------------------------
 
@@ -374,3 +380,28 @@ class ClaimTests(ContractBase):
         assert (record.state, record.attempts) == (JobState.PENDING, 1)
         assert [error.type for error in record.errors] == ["jobq.errors.ProcessDied"]
         assert (record.started_at, record.finished_at) == (T0, T0 + 3600)
+
+    # -- leases on a clock of the store's own (Capabilities.own_clock_leases) ----------
+
+    @pytest.mark.parametrize("skew", [3600.0, -3600.0], ids=["ahead", "behind"])
+    def test_a_process_with_a_clock_of_its_own_takes_no_live_claim_for_expired(
+        self, open_store: OpenStore, clock: Clock, skew: float
+    ) -> None:
+        """Two processes, one whose queue's clock is off by ``skew``: neither
+        takes the other's live claim for expired, whichever made it."""
+        store, _ = open_store()
+        if not capabilities_of(store).own_clock_leases:
+            pytest.skip("leases follow the queue's clock, or there are none "
+                        "(no Capabilities.own_clock_leases)")  # fmt: skip
+        skewed, _ = open_store()
+        due = NewJob('"x"', clock() - abs(skew), None, 0, 3)  # due for both
+        store.add([due, due], clock())
+        ours = claim_one(store, clock())
+        theirs = claim_one(skewed, clock() + skew)
+        assert ours is not None
+        assert theirs is not None
+
+        assert skewed.recover(clock() + skew) == 0
+        assert store.recover(clock()) == 0
+        assert finish_one(store, ours, None, None, clock()) is True
+        assert finish_one(skewed, theirs, None, None, clock() + skew) is True
