@@ -225,7 +225,7 @@ def merged(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     ``limits`` add up (a job is under its task's and its own)."""
     given = {name: value for name, value in new.items() if value is not None}
     result = dict(old)
-    if "limits" in given and "limits" in result:  # under both: they add up
+    if "limits" in given and result.get("limits"):  # under both: they add up
         given["limits"] = (*result["limits"], *given["limits"])
     if "delay" in given or "at" in given:
         result.pop("delay", None)

@@ -4,7 +4,7 @@
 Skipped when Chromium or Playwright is missing, unless JOBQ_REQUIRE_BROWSER=1
 (as in CI): then they fail. Screenshots go to a temporary folder, or to
 ``$JOBQ_SCREENSHOTS`` (``JOBQ_SCREENSHOTS=docs pytest tests/test_browser_dashboard.py``
-refreshes the README's).
+refreshes the documentation's: docs/dashboard-*.png).
 """
 
 from __future__ import annotations

@@ -102,6 +102,21 @@ def test_a_job_under_an_undeclared_limit_is_refused_and_nothing_added(
     assert queue.stats().pending == 0
 
 
+def test_a_task_declared_without_limits_takes_a_jobs_own_with_using(
+    make_queue: MakeQueue,
+) -> None:
+    queue = make_queue(lambda job: None)
+    queue.limit("account:*", concurrency=1)
+
+    @queue.task(name="sync")
+    def sync(account_id: int) -> None: ...
+
+    job = sync.using(limits=["account:42"]).enqueue(42).id
+    record = queue.get(job)
+    assert record is not None
+    assert record.limits == ("account:42",)
+
+
 def test_limits_reads_what_the_store_holds(make_queue: MakeQueue) -> None:
     queue = make_queue(lambda job: None)
     queue.limit("smtp", concurrency=2, rate="10/s")

@@ -69,12 +69,12 @@ def create_app() -> Flask:
 
 
 def readme_metrics_conf() -> str:
-    """The README's ``gunicorn.conf.py`` for Prometheus, as written there."""
-    readme = (ROOT / "README.md").read_text()
+    """The Prometheus ``gunicorn.conf.py`` of docs/operating/prometheus.md."""
+    readme = (ROOT / "docs" / "operating/prometheus.md").read_text()
     found = re.search(
         r"```python\n(# gunicorn\.conf\.py: Prometheus[^\n]*\n.*?)```", readme, re.S
     )
-    assert found, "README.md has no gunicorn.conf.py example for Prometheus"
+    assert found, "docs/operating/prometheus.md has no gunicorn.conf.py example"
     conf = textwrap.dedent(found.group(1))
     assert "mark_process_dead" in conf
     return conf

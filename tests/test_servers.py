@@ -116,10 +116,10 @@ def on_exit(server):
 
 
 def readme_gunicorn_conf() -> str:
-    """The README's ``gunicorn.conf.py``, as written there."""
-    readme = (ROOT / "README.md").read_text()
+    """The ``gunicorn.conf.py`` of docs/deploying/servers.md, as written there."""
+    readme = (ROOT / "docs" / "deploying/servers.md").read_text()
     found = re.search(r"```python\n( *# gunicorn\.conf\.py\n.*?) *```", readme, re.S)
-    assert found, "README.md has no gunicorn.conf.py example"
+    assert found, "docs/deploying/servers.md has no gunicorn.conf.py example"
     conf = textwrap.dedent(found.group(1))
     assert "def worker_exit(server, worker):" in conf
     return conf

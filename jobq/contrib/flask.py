@@ -1,4 +1,4 @@
-"""Flask integration: ``JobQ``, an extension that gives each app its queue.
+"""Flask integration: ``JobQ``, an extension that gives each app its queue::
 
     from jobq.contrib.flask import JobQ
 
