@@ -973,12 +973,7 @@ class PostgresStore(OneJobCalls):
             if row is None:
                 return None
             state = SlotState(name, expression, slot, row[0])
-
-            def live(job_id: int) -> bool:
-                return bool(first(conn.execute(
-                    self._sql.live_job, {"job": job_id}).fetchone()))  # fmt: skip
-
-            skipped = overlapping_job(state, skip_running, live)
+            skipped = overlapping_job(state, skip_running, self._live_in(conn))
             if skipped is not None:
                 return Enqueued(skipped, True)
             job_id, duplicate = self._insert(
@@ -989,6 +984,12 @@ class PostgresStore(OneJobCalls):
             self._signal.jobs_added(1)
             self._notify_others(1)
         return Enqueued(job_id, duplicate)
+
+    def _live_in(self, conn: psycopg.Connection[Any]) -> Callable[[int], bool]:
+        """Whether a job is pending or running, as ``conn``'s transaction
+        sees it (``overlapping_job``'s question)."""
+        sql = self._sql.live_job
+        return lambda job_id: bool(first(conn.execute(sql, {"job": job_id}).fetchone()))
 
     def schedule_states(self) -> list[SlotState]:
         with self._connection() as conn:
@@ -1020,12 +1021,7 @@ class PostgresStore(OneJobCalls):
                 self._sql.lock_schedule, {**key, "no_slot": NO_SLOT}
             ).fetchone()
             state = SlotState(name, "", NO_SLOT, row[0] if row else None)
-
-            def live(job_id: int) -> bool:
-                return bool(first(conn.execute(
-                    self._sql.live_job, {"job": job_id}).fetchone()))  # fmt: skip
-
-            skipped = overlapping_job(state, skip_running, live)
+            skipped = overlapping_job(state, skip_running, self._live_in(conn))
             if skipped is not None:
                 return Enqueued(skipped, True)
             job_id, duplicate = self._insert(

@@ -33,7 +33,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from jobq._fork import reset_after_fork
@@ -327,6 +327,12 @@ def _insert(
     (job_id,) = conn.execute(INSERT_CHILD, values).fetchone()
     link(conn, job_id, start.slots)
     return Enqueued(job_id, False), start.state
+
+
+def _live_in(conn: sqlite3.Connection) -> Callable[[int], bool]:
+    """Whether a job is pending or running, as ``conn``'s transaction sees
+    it (``overlapping_job``'s question)."""
+    return lambda job_id: conn.execute(LIVE_JOB, (job_id,)).fetchone() is not None
 
 
 def _schedule(conn: sqlite3.Connection, name: str) -> SlotState | None:
@@ -630,11 +636,7 @@ class SqliteStore(OneJobCalls):
             state = _schedule(conn, name)
             if slot_taken(state, slot):
                 return None
-
-            def live(job_id: int) -> bool:
-                return conn.execute(LIVE_JOB, (job_id,)).fetchone() is not None
-
-            skipped = overlapping_job(state, skip_running, live)
+            skipped = overlapping_job(state, skip_running, _live_in(conn))
             keep_cancelled = self._signal.keep_cancelled
             result = (
                 _insert(conn, job, now, keep_cancelled)[0]
@@ -671,11 +673,7 @@ class SqliteStore(OneJobCalls):
         """One IMMEDIATE transaction, as ``enqueue_slot``."""
         with self._write() as conn:
             state = _schedule(conn, name)
-
-            def live(job_id: int) -> bool:
-                return conn.execute(LIVE_JOB, (job_id,)).fetchone() is not None
-
-            skipped = overlapping_job(state, skip_running, live)
+            skipped = overlapping_job(state, skip_running, _live_in(conn))
             if skipped is not None:
                 return Enqueued(skipped, True)
             keep_cancelled = self._signal.keep_cancelled
