@@ -186,9 +186,9 @@ def test_flask_overview_updates_itself_then_a_dead_job_is_retried(
     # the charts too: redrawn by the server, put in place by the page
     expect(attempts).to_have_attribute("aria-label", "Attempts: 1 succeeded, 2 failed")
     expect(page.locator("#figures rect.failed")).to_have_count(1)
+    page.screenshot(path=str(shots / "dashboard-overview.png"), full_page=True)
     page.locator("#figures summary").click()
     expect(page.locator("table.figures tbody tr")).to_have_count(60)
-    page.screenshot(path=str(shots / "dashboard-overview.png"), full_page=True)
 
     page.click('a[href="/jobq/jobs/dead"] >> nth=0')
     page.click(f'a[href="/jobq/job/{first}"]')
