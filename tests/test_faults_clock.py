@@ -26,6 +26,7 @@ from faults import Figures, Log, Worker, wait_for, workers
 
 import jobq
 from jobq.stores import Store
+from jobq.testing import Clock
 
 LEASE = 1.0
 
@@ -68,3 +69,36 @@ def test_a_skewed_worker_steals_no_claim_and_runs_nothing_early_beyond_its_skew(
     # SQLite: due on S's clock too, which is ahead by ``skew``.
     allowed = max(skew, 0.0) if kind == "sqlite" else 0.0
     assert early > -allowed - 0.05
+
+
+@pytest.mark.parametrize("skew", [600.0, -600.0])
+def test_a_skewed_process_runs_no_periodic_slot_twice(
+    shared: tuple[str, Callable[[], Store]], skew: float
+) -> None:
+    """Two queues on one store declare the same schedule, one with a clock
+    ``skew`` seconds off; as both clocks move on (20 minutes of each) and each
+    runs its due jobs, every slot is enqueued once, by whichever looks first
+    (the one ahead, early by its skew), and runs once."""
+    _, make = shared
+    start = time.time()
+    ran: list[str] = []
+    clocks = [Clock(start), Clock(start + skew)]
+    queues = []
+    for clock in clocks:
+        queue: jobq.JobQueue[object] = jobq.JobQueue(store=make(), clock=clock)
+
+        def report(scheduled_at: str) -> None:
+            ran.append(scheduled_at)
+
+        queue.periodic(every=60, name="report")(report)
+        queues.append(queue)
+    try:
+        for _ in range(40):  # 30 s steps: 20 minutes on each clock
+            for clock, queue in zip(clocks, queues, strict=True):
+                clock.advance(30)
+                queue.run_pending()
+        assert ran  # the slots ran...
+        assert len(ran) == len(set(ran))  # ...each once
+    finally:
+        for queue in queues:
+            queue.close()
