@@ -155,6 +155,10 @@ MAX_BY = 200
 
 #: The most minutes ``finished_per_minute`` reads back (a day).
 MAX_MINUTES = 1440
+#: How many times ``join`` and ``wait`` ask the store in a row when it
+#: fails, and how long apart (seconds), before they raise its error.
+LOOK_ATTEMPTS = 3
+LOOK_RETRY = 0.05
 
 #: Started queues stay alive (like a started thread pool) until stopped.
 _running_queues: set[JobQueue[Any]] = set()
@@ -717,6 +721,20 @@ class JobQueue(Generic[P]):
         deadline = None if seconds is None else time.monotonic() + seconds
         return self._until_settled(self._nothing_left, deadline, look=1.0)
 
+    def _look_again(self, done: Callable[[], bool]) -> bool:
+        """``done()`` (called with ``self._signal.lock`` held), asked again
+        when the store fails, up to ``LOOK_ATTEMPTS`` times in all and
+        ``LOOK_RETRY`` seconds apart: a connection lost under a read (a
+        restarted server, a killed backend) is no reason to fail a wait; a
+        store that keeps failing is."""
+        for _ in range(LOOK_ATTEMPTS - 1):
+            try:
+                return done()
+            except StoreError:
+                logger.warning("a look at the store failed; again", exc_info=True)
+                self._signal.settled.wait(LOOK_RETRY)  # the lock let go meanwhile
+        return done()
+
     def _nothing_left(self) -> bool:
         stats = self.store.stats()
         return stats.pending == 0 and stats.running == 0
@@ -732,7 +750,7 @@ class JobQueue(Generic[P]):
         with signal.lock:
             signal.joiners += 1
             try:
-                while not done():
+                while not self._look_again(done):
                     wait = look
                     if deadline is not None:
                         wait = min(wait, deadline - time.monotonic())

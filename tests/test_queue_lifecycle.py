@@ -431,6 +431,41 @@ def test_join_returns_true_once_run_pending_drained_the_queue(
     assert queue.join(timeout=0) is True
 
 
+class FlakyStats(MemoryStore):
+    """A memory store whose ``stats`` fails the next ``failures`` times, as a
+    database's read does when its connection is lost under it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+
+    def stats(self) -> Any:
+        if self.failures:
+            self.failures -= 1
+            raise jobq.StoreError("connection lost under the read")
+        return super().stats()
+
+
+def test_join_looks_again_when_a_read_of_the_store_fails_once() -> None:
+    store = FlakyStats()
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None, store=store)
+    queue.stats()
+    store.failures = 2  # the third look answers
+
+    assert queue.join(timeout=5)
+    assert store.failures == 0
+
+
+def test_join_raises_when_the_store_keeps_failing() -> None:
+    store = FlakyStats()
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None, store=store)
+    queue.stats()
+    store.failures = 3
+
+    with pytest.raises(jobq.StoreError, match="connection lost"):
+        queue.join(timeout=5)
+
+
 def test_join_does_not_wait_for_dead_jobs(make_queue: MakeQueue) -> None:
     queue = make_queue(Recorder(raises={"x": jobq.Fatal("no")})).start(workers=1)
     queue.enqueue("x")
