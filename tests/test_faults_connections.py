@@ -187,7 +187,10 @@ def far_store(
 def test_an_enqueue_whose_answer_is_lost_raises_outcome_unknown_and_its_job_exists(
     proxy: TcpProxy, postgres_schema: str, queue_name: str, quiet: None
 ) -> None:
-    queue = jobq.JobQueue(store=far_store(proxy, postgres_schema, queue_name))
+    # One connection: the answer cut is the enqueue's, never a second pool
+    # connection's handshake still under way.
+    store = far_store(proxy, postgres_schema, queue_name, pool_size=1)
+    queue = jobq.JobQueue(store=store)
     queue.stats()  # opened: the schema is there, a connection waits in the pool
     proxy.cut_answer()
     with pytest.raises(OutcomeUnknown):
@@ -200,7 +203,10 @@ def test_an_enqueue_whose_answer_is_lost_raises_outcome_unknown_and_its_job_exis
 def test_a_keyed_enqueue_retried_after_outcome_unknown_finds_its_job(
     proxy: TcpProxy, postgres_schema: str, queue_name: str, quiet: None
 ) -> None:
-    queue = jobq.JobQueue(store=far_store(proxy, postgres_schema, queue_name))
+    # One connection: the answer cut is the enqueue's, never a second pool
+    # connection's handshake still under way.
+    store = far_store(proxy, postgres_schema, queue_name, pool_size=1)
+    queue = jobq.JobQueue(store=store)
     queue.stats()
     proxy.cut_answer()
     with pytest.raises(OutcomeUnknown):
