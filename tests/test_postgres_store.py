@@ -446,10 +446,8 @@ def test_a_version_10_schema_keeps_its_figures_and_adds_errors_to_them(
 
     assert store.migrate() == postgres_module.SCHEMA_VERSION == 11
     assert store.outcomes(MINUTE, T0) == [old]
-    store.beat(beat(None, (outcomes(MINUTE, "t", 0, 1)._replace(error=error),)), T0)
-    assert store.outcomes(MINUTE, T0) == [
-        outcomes(MINUTE, "t", 3, 2)._replace(error=error)
-    ]
+    store.beat(beat(None, (outcomes(MINUTE, "t", 0, 1, error=error),)), T0)
+    assert store.outcomes(MINUTE, T0) == [outcomes(MINUTE, "t", 3, 2, error=error)]
 
 
 def test_a_version_9_schema_is_migrated_and_its_retrying_job_listed_and_counted(

@@ -43,21 +43,25 @@ def process(name: str, seen: float, **fields: Any) -> ProcessInfo:
 
 
 def outcomes(
-    minute: float, task: str | None, *counts: int, ran: tuple[float, ...] = ()
+    minute: float,
+    task: str | None,
+    *counts: int,
+    ran: tuple[float, ...] = (),
+    error: TaskError | None = None,
 ) -> TaskOutcomes:
     """A tally row: ``counts`` are succeeded, failed, dead, cancelled; ``ran``
-    the durations of its attempts."""
+    the durations of its attempts; ``error`` its newest failed attempt's."""
     durations = [0] * BUCKETS
     for seconds in ran:
         durations[bucket_of(seconds)] += 1
     succeeded, failed, dead, cancelled = (*counts, 0, 0, 0, 0)[:4]
     return TaskOutcomes(minute, task, succeeded, failed, dead, cancelled,
-                        tuple(durations))  # fmt: skip
+                        tuple(durations), error)  # fmt: skip
 
 
 def failed(minute: float, task: str | None, error: TaskError) -> TaskOutcomes:
     """A tally row of one failed attempt whose error was ``error``."""
-    return outcomes(minute, task, 0, 1, ran=(0.01,))._replace(error=error)
+    return outcomes(minute, task, 0, 1, ran=(0.01,), error=error)
 
 
 def beat(
