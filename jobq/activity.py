@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -55,12 +56,36 @@ def percentile(durations: Sequence[int], fraction: float) -> float | None:
     return math.inf
 
 
+class TaskError(NamedTuple):
+    """The error of a task's newest failed attempt (retried or dead, not
+    cancelled): when it ended (``at``, epoch seconds), its ``job`` (its id)
+    and ``text``, the job's ``last_error`` ("Type: message") cut to
+    ``ERROR_CHARS``."""
+
+    at: float
+    job: int
+    text: str
+
+
+#: The most characters of an error's text the figures keep.
+ERROR_CHARS = 300
+
+
+def newer(old: TaskError | None, new: TaskError | None) -> TaskError | None:
+    """The later of two errors (on a tie, ``old``: the one written first)."""
+    if old is None or (new is not None and new.at > old.at):
+        return new
+    return old
+
+
 class TaskOutcomes(NamedTuple):
     """What one task's attempts did in one minute, as a store keeps it:
     ``minute`` (epoch seconds, a multiple of 60), ``task`` (``None``: plain
     jobs), attempts that ``succeeded``, attempts that ``failed`` (retried or
-    not), jobs that ended ``dead`` and ``cancelled``, and ``durations``: the
-    attempts counted per bucket of ``DURATION_BOUNDS`` (``BUCKETS`` items)."""
+    not), jobs that ended ``dead`` and ``cancelled``, ``durations``: the
+    attempts counted per bucket of ``DURATION_BOUNDS`` (``BUCKETS`` items),
+    and ``error``: the newest failed attempt's in it (``None``: none
+    failed). Recorded on the failure path only: a success costs nothing."""
 
     minute: float
     task: str | None
@@ -69,6 +94,7 @@ class TaskOutcomes(NamedTuple):
     dead: int
     cancelled: int
     durations: tuple[int, ...]
+    error: TaskError | None = None
 
 
 class MinuteOutcomes(NamedTuple):
@@ -165,8 +191,9 @@ class TaskActivity:
     """One task over some minutes (``queue.task_activity``): its attempts
     that ``succeeded`` and ``failed``, jobs ``dead`` and ``cancelled``, the
     median and 95th percentile of its attempts' durations (seconds, within
-    a factor of two; ``None`` if none ended) and ``failure_rate``: failed
-    attempts over all attempts (``None`` if none)."""
+    a factor of two; ``None`` if none ended), ``last_error``: its newest
+    failed attempt's (``None`` if none failed), and ``failure_rate``:
+    failed attempts over all attempts (``None`` if none)."""
 
     task: str | None
     succeeded: int
@@ -175,6 +202,7 @@ class TaskActivity:
     cancelled: int
     p50: float | None
     p95: float | None
+    last_error: TaskError | None = None
 
     @property
     def failure_rate(self) -> float | None:
@@ -185,6 +213,19 @@ class TaskActivity:
 def minute_of(at: float) -> float:
     """The start of the minute ``at`` falls in."""
     return float(int(at // 60) * 60)
+
+
+def minute_totals(outcomes: Iterable[TaskOutcomes]) -> list[MinuteOutcomes]:
+    """The outcomes summed over the tasks of each minute, in the order of
+    each minute's first row (``ActivityStore.minute_outcomes``)."""
+    totals: dict[float, list[int]] = {}
+    for row in outcomes:
+        counts = totals.setdefault(row.minute, [0, 0, 0, 0])
+        counts[0] += row.succeeded
+        counts[1] += row.failed
+        counts[2] += row.dead
+        counts[3] += row.cancelled
+    return [MinuteOutcomes(minute, *counts) for minute, counts in totals.items()]
 
 
 def by_minute(
@@ -216,23 +257,54 @@ def by_minute(
 
 def by_task(outcomes: Iterable[TaskOutcomes]) -> list[TaskActivity]:
     """The outcomes summed per task, by name (plain jobs, ``None``, first)."""
-    totals: dict[str | None, list[int]] = {}
-    durations: dict[str | None, list[int]] = {}
+    totals = TaskTotals()
     for row in outcomes:
-        counts = totals.setdefault(row.task, [0, 0, 0, 0])
-        counts[0] += row.succeeded
-        counts[1] += row.failed
-        counts[2] += row.dead
-        counts[3] += row.cancelled
-        buckets = durations.setdefault(row.task, [0] * BUCKETS)
-        for index, count in enumerate(row.durations[:BUCKETS]):
-            buckets[index] += count
-    found = []
-    for task in sorted(totals, key=lambda name: (name is not None, name or "")):
-        succeeded, failed, dead, cancelled = (max(n, 0) for n in totals[task])
-        buckets = durations[task]
-        found.append(
-            TaskActivity(task, succeeded, failed, dead, cancelled,
-                         percentile(buckets, 0.5), percentile(buckets, 0.95))
-        )  # fmt: skip
-    return found
+        totals.add_row(row)
+    return totals.report()
+
+
+def counts_of(row: TaskOutcomes) -> tuple[int, ...]:
+    """A row's counts as ``TaskTotals.add`` takes them: succeeded, failed,
+    dead, cancelled, then exactly ``BUCKETS`` durations (cut or padded)."""
+    buckets = row.durations[:BUCKETS]
+    return (row.succeeded, row.failed, row.dead, row.cancelled, *buckets,
+            *(0,) * (BUCKETS - len(buckets)))  # fmt: skip
+
+
+class TaskTotals:
+    """Tasks' outcomes summed over minutes, and each one's newest error:
+    what ``by_task`` reports."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str | None, list[int]] = {}
+        self._errors: dict[str | None, TaskError | None] = {}
+
+    def add_row(self, row: TaskOutcomes) -> None:
+        self.add(row.task, counts_of(row), row.error)
+
+    def add(
+        self, task: str | None, counts: Sequence[int], error: TaskError | None
+    ) -> None:
+        """``counts`` (as ``counts_of`` gives them) added to ``task``'s."""
+        summed = self._counts.get(task)
+        self._counts[task] = (
+            list(counts) if summed is None else list(map(operator.add, summed, counts))
+        )
+        self._errors[task] = newer(self._errors.get(task), error)
+
+    def report(self) -> list[TaskActivity]:
+        """One ``TaskActivity`` per task, by name (plain jobs first); a count
+        below zero shown as zero (see ``by_minute``)."""
+        found = []
+        for task in sorted(
+            self._counts, key=lambda name: (name is not None, name or "")
+        ):
+            counts = self._counts[task]
+            succeeded, failed, dead, cancelled = (max(n, 0) for n in counts[:4])
+            buckets = counts[4:]
+            found.append(
+                TaskActivity(task, succeeded, failed, dead, cancelled,
+                             percentile(buckets, 0.5), percentile(buckets, 0.95),
+                             self._errors[task])
+            )  # fmt: skip
+        return found

@@ -30,6 +30,7 @@ from typing import (
     overload,
 )
 
+from jobq._figure_cache import FigureCache
 from jobq._fork import reset_after_fork
 from jobq._json import encode
 from jobq._limits import DeclaredLimits, new_limit
@@ -64,8 +65,6 @@ from jobq.activity import (
     ActivityMinute,
     ProcessInfo,
     TaskActivity,
-    by_minute,
-    by_task,
     minute_of,
 )
 from jobq.errors import QueueClosed, StoreError, StoreLocked
@@ -298,6 +297,7 @@ class JobQueue(Generic[P]):
         """The parts that belong to one process: lock, signal, workers, counters."""
         self._lifecycle = threading.Lock()
         self._signal = Signal(self._clock)
+        self._figure_cache = FigureCache()
         self._signal.keep_cancelled = self.keep_cancelled
         self._signal.on_release = self._released
         self._isolation = Isolation(self.timeout_grace)
@@ -1119,21 +1119,27 @@ class JobQueue(Generic[P]):
         the attempts that succeeded and failed in it, the jobs that died or
         were cancelled, from every process, and the queue's depth sampled
         in it; ``None`` where the store keeps no figures. Counted by each
-        process and written every few seconds (``jobq.activity``)."""
+        process and written every few seconds (``jobq.activity``); the
+        minutes that ended over a minute ago are read from the store once,
+        then held for up to five minutes (``jobq._figure_cache``)."""
         since, now = self._minutes_back(minutes)
         store = self._activity_store()
         if store is None:
             return None
-        outcomes = store.minute_outcomes(since, now)
-        return by_minute(outcomes, store.samples(since, now), since, now)
+        return self._figure_cache.activity(store, since, now)
 
     def task_activity(self, minutes: int = 60) -> list[TaskActivity] | None:
         """Each task's outcomes over the last ``minutes`` minutes, from every
-        process, with its attempts' median and 95th percentile durations;
-        ``None`` where the store keeps no figures."""
+        process, with its attempts' median and 95th percentile durations
+        and its newest failed attempt's error; ``None`` where the store
+        keeps no figures. Held as ``activity``'s minutes are."""
         since, now = self._minutes_back(minutes)
         store = self._activity_store()
-        return None if store is None else by_task(store.outcomes(since, now))
+        return (
+            None
+            if store is None
+            else self._figure_cache.task_activity(store, since, now)
+        )
 
     def _minutes_back(self, minutes: int) -> tuple[float, float]:
         """The start of the minute ``minutes - 1`` before now's, and now."""

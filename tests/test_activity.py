@@ -22,7 +22,7 @@ from jobq._worker.tally import (
     Tally,
     bucket,
 )
-from jobq.activity import BUCKETS, TaskOutcomes
+from jobq.activity import BUCKETS, ERROR_CHARS, TaskError, TaskOutcomes
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 WAIT = 20.0
@@ -74,6 +74,31 @@ def test_counts_a_beat_could_not_write_are_written_by_the_next() -> None:
         TaskOutcomes(60.0, "a", 1, 0, 0, 0, durations(0.01)),
         TaskOutcomes(120.0, "a", 1, 0, 0, 0, durations(0.01)),
     ]
+
+
+def test_the_tally_keeps_each_tasks_newest_error_cut_to_its_start() -> None:
+    tally = Tally()
+    tally.attempts.append(("a", bucket(0.01), False))
+    long = TaskError(5.0, 2, "ValueError: " + "x" * 1000)
+    tally.errors.extend([("a", TaskError(3.0, 1, "old")), ("a", long)])
+    taken_before = TaskError(4.0, 3, "its attempt was counted by an earlier take")
+    tally.errors.append(("b", taken_before))
+
+    rows = {row.task: row for row in tally.take(60.0)}
+
+    error = rows["a"].error
+    assert error is not None
+    assert (error.at, error.job, len(error.text)) == (5.0, 2, ERROR_CHARS)
+    assert error.text.startswith("ValueError: xxx")
+    assert rows["b"] == TaskOutcomes(60.0, "b", 0, 0, 0, 0, durations(), taken_before)
+
+
+def test_a_successful_job_leaves_no_error_in_the_tally() -> None:
+    tally = Tally()
+    tally.attempts.append(("a", bucket(0.01), True))
+
+    (row,) = tally.take(60.0)
+    assert row.error is None
 
 
 def test_a_started_queue_registers_shows_its_running_jobs_and_leaves(

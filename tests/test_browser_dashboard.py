@@ -259,6 +259,8 @@ def test_the_processes_and_tasks_pages_show_a_worker_and_its_job(
     page.goto(base + "/tasks")
     task = page.locator('tr[data-task="reports.monthly"]')
     expect(task.locator("td >> nth=2")).to_have_text("1")  # succeeded
+    plain = page.locator('tr[data-task=""] td.error')  # the plain job's last error
+    expect(plain).to_contain_text("Fatal: could not deliver {'n': 1}")
     page.screenshot(path=str(shots / "dashboard-tasks.png"), full_page=True)
     page.click('tr[data-task="reports.monthly"] >> text=reports.monthly')
     expect(page).to_have_url(base + "/jobs/dead?task=reports.monthly")

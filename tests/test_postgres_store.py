@@ -38,7 +38,7 @@ from psycopg import sql
 
 import jobq
 from jobq import JobState, StoreError
-from jobq.activity import BUCKETS, DepthSample, RunningJob, minute_of
+from jobq.activity import BUCKETS, DepthSample, RunningJob, TaskError, minute_of
 from jobq.stores import MemoryStore, PostgresStore, store_from
 from jobq.stores import postgres as postgres_module
 from jobq.stores.base import Claim, Done, Failure, NewJob, Signal
@@ -334,7 +334,7 @@ def test_a_version_1_schema_is_migrated_when_opened_and_keeps_its_jobs(
     new_fields = [(r.started_at, r.finished_at, r.timeout, dict(r.meta),
                    r.cancellation) for r in records if r is not None]  # fmt: skip
     assert new_fields == [(None, None, None, {}, None)] * 3
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 10
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 11
     first = store.claim(T0 + 5)
     assert first is not None
     assert (first.id, first.meta, first.timeout) == (1, None, None)
@@ -386,7 +386,7 @@ def test_a_version_5_schema_is_migrated_to_limits_and_keeps_its_jobs_and_keys(
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 10
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 11
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.limits, r.held_by) for r in records if r] == [
         (JobState.PENDING, "k", (), None),
@@ -413,7 +413,7 @@ def test_a_version_7_schema_is_migrated_to_activity_and_keeps_its_jobs(
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 10
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 11
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.task) for r in records if r] == [
         (JobState.PENDING, "k", None),
@@ -427,12 +427,35 @@ def test_a_version_7_schema_is_migrated_to_activity_and_keeps_its_jobs(
     assert store.samples(MINUTE, T0) == [sample]
 
 
-def test_the_version_before_is_migrated_and_its_retrying_job_listed_and_counted(
+def test_a_version_10_schema_keeps_its_figures_and_adds_errors_to_them(
+    pg: PG, fresh_schema: str
+) -> None:
+    """Version 11 adds the newest error to the outcome rows already there:
+    they keep their counts, with no error, until a beat brings one."""
+    postgres_at(URL, fresh_schema, pg.queue, 10)
+    old = outcomes(MINUTE, "t", 3, 1)
+    with admin() as conn:
+        conn.execute(
+            sql.SQL("INSERT INTO {} VALUES (%s, %s, true, 't', 3, 1, 0, 0, %s)").format(
+                sql.Identifier(fresh_schema, "outcomes")
+            ),
+            (pg.queue, MINUTE, list(old.durations)),
+        )
+    store = pg.opened(schema=fresh_schema, clock="queue")
+    error = TaskError(T0, 2, "ValueError: x")
+
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 11
+    assert store.outcomes(MINUTE, T0) == [old]
+    store.beat(beat(None, (outcomes(MINUTE, "t", 0, 1, error=error),)), T0)
+    assert store.outcomes(MINUTE, T0) == [outcomes(MINUTE, "t", 3, 2, error=error)]
+
+
+def test_a_version_9_schema_is_migrated_and_its_retrying_job_listed_and_counted(
     pg: PG, fresh_schema: str
 ) -> None:
     """Version 10 adds ``jobs_retrying`` over the jobs already there: the old
     schema's job that failed once and is due in a minute is retrying."""
-    postgres_at(URL, fresh_schema, pg.queue, postgres_module.SCHEMA_VERSION - 1)
+    postgres_at(URL, fresh_schema, pg.queue, 9)
 
     store = pg.opened(schema=fresh_schema, clock="queue")
 

@@ -100,7 +100,7 @@ def test_a_version_6_schema_is_migrated_to_workflows_and_keeps_its_jobs(
     postgres_at(URL, env.schema, env.queue, 6)
     store = env.store()
 
-    assert store.migrate() == postgres_module.SCHEMA_VERSION == 10
+    assert store.migrate() == postgres_module.SCHEMA_VERSION == 11
     records = [store.get(job_id, T0) for job_id in (1, 2, 3)]
     assert [(r.state, r.key, r.parents, r.children, r.after_failure)
             for r in records if r] == [

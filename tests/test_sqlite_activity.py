@@ -5,6 +5,7 @@ up exactly, and a beat that meets a locked file failing whole."""
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from old_schemas import sqlite_at
 
 from jobq._worker.heartbeat import Heartbeat
 from jobq._worker.tally import Tally, bucket
-from jobq.activity import BUCKETS, Beat, ProcessInfo, TaskOutcomes
+from jobq.activity import BUCKETS, Beat, ProcessInfo, TaskError, TaskOutcomes
 from jobq.errors import StoreError
 from jobq.stores import SqliteStore
 from jobq.stores.base import Signal
@@ -55,9 +56,30 @@ def test_a_version_8_file_is_migrated_and_keeps_its_jobs(path: Path) -> None:
         assert store.outcomes(MINUTE, T0) == [row("t", 1)]
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (11,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (12,)
     finally:
         conn.close()
+
+
+def test_a_version_11_file_keeps_its_figures_and_adds_errors_to_them(
+    path: Path,
+) -> None:
+    """Version 12 adds the newest error to the outcome rows already there:
+    they keep their counts, with no error, until a beat brings one."""
+    sqlite_at(path, 11)
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "INSERT INTO jobq_outcomes VALUES (?, 't', 3, 1, 0, 0, ?)",
+            (MINUTE, json.dumps(row("t", 3, 1).durations)),
+        )
+    error = TaskError(T0, 2, "ValueError: x")
+    with opened(path) as store:
+        assert store.outcomes(MINUTE, T0) == [row("t", 3, 1)]
+        store.beat(Beat(None, [row("t", 0, 1)._replace(error=error)], None, 15.0), T0)
+        (merged,) = store.outcomes(MINUTE, T0)
+        assert (merged.succeeded, merged.failed, merged.error) == (3, 2, error)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (12,)
 
 
 def test_the_reads_and_the_beat_search_by_primary_key(path: Path) -> None:

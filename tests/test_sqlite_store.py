@@ -849,7 +849,7 @@ def test_a_version_5_file_is_migrated_and_keeps_its_jobs(
     ]
     assert store.stats() == StoreStats(2, 0, 1, delayed=1, retrying=1)
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (11,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (12,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
     assert add(store, new_job("new")) == [5]
     store.declare_limit(Limit("smtp", concurrency=1))
@@ -858,12 +858,12 @@ def test_a_version_5_file_is_migrated_and_keeps_its_jobs(
     assert store.limit_usage(T0) == [LimitUsage("smtp", 1, None, 1, 1, 1)]
 
 
-def test_the_version_before_is_migrated_and_its_retrying_job_listed_and_counted(
+def test_a_version_10_file_is_migrated_and_its_retrying_job_listed_and_counted(
     path: Path, open_store: OpenStore
 ) -> None:
     """Version 11 adds ``jobq_retrying`` over the jobs already there: the old
     file's job that failed once and is due in a minute is retrying."""
-    sqlite_at(path, SCHEMA_VERSION - 1)
+    sqlite_at(path, 10)
 
     store = open_store()
 
@@ -1244,7 +1244,7 @@ def test_a_version_1_file_is_migrated_when_opened_and_keeps_its_jobs(
 def test_migrate_brings_a_version_1_file_to_this_version(path: Path) -> None:
     sqlite_v1(path)
 
-    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 11
+    assert SqliteStore(path).migrate() == SCHEMA_VERSION == 12
     assert SqliteStore(path).migrate() == SCHEMA_VERSION  # then only checks
 
     with raw(path) as conn:
@@ -1297,7 +1297,7 @@ def test_a_version_4_file_is_migrated_and_keeps_its_jobs_ids_and_keys(
         2, 0, 1, delayed=1, kept=1, cancelled=0, retrying=1
     )
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (11,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (12,)
     assert store.add([new_job("again", key="k")], T0) == [Enqueued(1, True)]
     assert add(store, new_job("new")) == [6]
     assert claim(store).id == 1

@@ -123,7 +123,7 @@ def test_a_version_7_file_is_migrated_and_its_jobs_become_parents(
     store = open_store()
 
     with raw(path) as conn:
-        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (11,)
+        assert conn.execute(GET_VERSION).fetchone() == (SCHEMA_VERSION,) == (12,)
     shown = [(r.state, r.payload, r.parents, r.children, r.after_failure)
              for r in (store.get(i, T0) for i in (1, 2, 3)) if r]  # fmt: skip
     assert shown == [

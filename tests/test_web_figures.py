@@ -18,6 +18,7 @@ import jobq
 from jobq import Fatal, Job
 from jobq.activity import Beat, ProcessInfo, RunningJob
 from jobq.stores.base import ActivityStore
+from jobq.testing.clock import Clock
 from jobq.web import make_app
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
@@ -143,6 +144,32 @@ def test_the_tasks_page_shows_each_task_s_outcomes_rates_and_last_error(
     assert f'<a href="/job/{dead.id}">' in nasty_row
     assert "100.0 %" in nasty_row
     assert XSS not in page
+
+
+def divide(kind: str) -> float:
+    if kind == "fatal":
+        raise Fatal("gone")
+    return 1 / 0
+
+
+def test_the_tasks_page_shows_the_newest_failed_attempts_error_dead_or_not(
+    make_queue: MakeQueue, clock: Clock
+) -> None:
+    queue = make_queue(handler, max_attempts=2, base_delay=60, clock=clock)
+    flaky = queue.task(divide, name="flaky")
+    dead = flaky.enqueue("fatal").id
+    queue.run_pending()
+    clock.advance(1)
+    retrying = flaky.enqueue("zero").id
+    queue.run_pending()  # its first attempt failed: it waits out its backoff
+    assert queue.delete_dead(dead)  # the error is the figures', not a job's
+    client = Client(make_app(queue))
+
+    page = client.get("/tasks").text
+
+    row = dict(re.findall(r'<tr data-task="([^"]*)">(.*?)</tr>', page, re.S))["flaky"]
+    assert f'<a href="/job/{retrying}">ZeroDivisionError: division by zero</a>' in row
+    assert f'title="job {retrying}, now"' in row
 
 
 def test_a_store_that_keeps_no_figures_says_so_on_each_page() -> None:

@@ -38,11 +38,12 @@ from jobq._worker import tally
 from jobq._worker.interrupt import hands_over, trim_callbacks
 from jobq._worker.isolation import Isolation
 from jobq._worker.tally import Tally, bucket
+from jobq.activity import TaskError
 from jobq.errors import Fatal, JobCancelled, JobTimeout, Retry
 from jobq.events import EventKind, Subscriber, Subscribers, new_event, publish
 from jobq.middleware import Middleware, wrap
 from jobq.retry import RetryPolicy
-from jobq.stores.base import Claim, Done, Failure, Store
+from jobq.stores.base import Claim, Done, Failure, Store, describe_error
 from jobq.tasks import Task, task_arguments, unknown_task
 from jobq.types import NO_META, Job, JobState, StepJob
 
@@ -467,13 +468,20 @@ class Runner:
 
     def _tally_failure(self, outcome: Failed, state: JobState | None) -> None:
         """What a failed attempt's record adds to the tally beyond the
-        attempt (counted as it ended): the job's end, or the attempt taken
-        back where the store did not record it."""
+        attempt (counted as it ended): its error (the task's newest, for the
+        figures) and the job's end, or the attempt taken back where the
+        store did not record it."""
         task = outcome.claim.task
         if state is None:
             if outcome.attempted:
                 self.tally.count(task, tally.UNRECORDED_FAILURE)
-        elif state is not JobState.PENDING:
+            return
+        if state is not JobState.CANCELLED and outcome.attempted:
+            error = outcome.failure.error
+            self.tally.errors.append(
+                (task, TaskError(error.at, outcome.claim.id, describe_error(error)))
+            )
+        if state is not JobState.PENDING:
             self.tally.count(task, ENDED[state])
 
     def release(self, claims: Sequence[Claim]) -> None:

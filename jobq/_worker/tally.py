@@ -4,8 +4,9 @@
 A job's path appends one item to a deque (thread-safe, no lock): its
 attempt, with its duration's bucket and whether it returned. The store's
 answer adds an item only where it is not the usual one: a job that ended
-dead or cancelled, an outcome the store did not record. The beat, every
-few seconds, drains the deques and counts them in C (``Counter``)."""
+dead or cancelled, an outcome the store did not record, a failed attempt's
+error. The beat, every few seconds, drains the deques and counts them in C
+(``Counter``), keeping each task's newest error."""
 
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from typing import TypeVar
 
-from jobq.activity import BUCKETS, DURATION_BOUNDS, TaskOutcomes
+from jobq.activity import (
+    BUCKETS,
+    DURATION_BOUNDS,
+    ERROR_CHARS,
+    TaskError,
+    TaskOutcomes,
+    newer,
+)
 from jobq.stores._activity import merged
 
 #: The counts of a row, in ``TaskOutcomes`` order; then the buckets.
@@ -39,12 +47,14 @@ class Tally:
     ``attempts`` takes ``(task, bucket(seconds), returned)`` for each
     attempt; ``ended`` takes ``(task, DEAD | CANCELLED)`` for each job that
     ended so, and ``(task, UNRECORDED_SUCCESS | UNRECORDED_FAILURE)`` for an
-    attempt whose outcome the store did not take. Both are appended to from
-    any thread; ``take`` drains them."""
+    attempt whose outcome the store did not take; ``errors`` takes ``(task,
+    error)`` for each failed attempt the store recorded. All are appended to
+    from any thread; ``take`` drains them."""
 
     def __init__(self) -> None:
         self.attempts: deque[tuple[str | None, int, bool]] = deque()
         self.ended: deque[tuple[str | None, int]] = deque()
+        self.errors: deque[tuple[str | None, TaskError]] = deque()
         self._lock = threading.Lock()  # ``take`` and ``give_back``: the beats'
         #: What a beat could not write, by (minute, task): written by the next.
         self._carried: dict[tuple[float, str | None], TaskOutcomes] = {}
@@ -68,11 +78,15 @@ class Tally:
                     what = SUCCEEDED if what == UNRECORDED_SUCCESS else FAILED
                     n = -n
                 row[what] += n
+            errors: dict[str | None, TaskError | None] = {}
+            for task, error in _drained(self.errors):
+                _row(rows, task)
+                errors[task] = newer(errors.get(task), error)
             carried, self._carried = self._carried, {}
         for task, row in rows.items():
             succeeded, failed, dead, cancelled = row[:4]
             fresh = TaskOutcomes(minute, task, succeeded, failed, dead, cancelled,
-                                 tuple(row[4:]))  # fmt: skip
+                                 tuple(row[4:]), _cut(errors.get(task)))  # fmt: skip
             carried[minute, task] = merged(carried.get((minute, task)), fresh)
         return list(carried.values())
 
@@ -82,6 +96,14 @@ class Tally:
             for row in outcomes:
                 key = (row.minute, row.task)
                 self._carried[key] = merged(self._carried.get(key), row)
+
+
+def _cut(error: TaskError | None) -> TaskError | None:
+    """``error`` with its text cut to ``ERROR_CHARS`` (once per task and
+    beat, not per failure)."""
+    if error is None or len(error.text) <= ERROR_CHARS:
+        return error
+    return error._replace(text=error.text[: ERROR_CHARS - 1] + "…")
 
 
 def _row(rows: dict[str | None, list[int]], task: str | None) -> list[int]:

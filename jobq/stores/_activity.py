@@ -16,14 +16,18 @@ from jobq.activity import (
     DepthSample,
     MinuteOutcomes,
     ProcessInfo,
+    TaskError,
     TaskOutcomes,
     minute_of,
+    minute_totals,
+    newer,
 )
 
 
 def merged(old: TaskOutcomes | None, new: TaskOutcomes) -> TaskOutcomes:
     """``new`` added to ``old`` (same minute and task): counts and buckets
-    summed (a store's row, as ``ActivityStore.beat`` adds a tally)."""
+    summed, the newer error kept (a store's row, as ``ActivityStore.beat``
+    adds a tally)."""
     if old is None:
         return new
     return old._replace(
@@ -31,6 +35,7 @@ def merged(old: TaskOutcomes | None, new: TaskOutcomes) -> TaskOutcomes:
         failed=old.failed + new.failed,
         dead=old.dead + new.dead,
         cancelled=old.cancelled + new.cancelled,
+        error=newer(old.error, new.error),
         durations=tuple(
             a + b
             for a, b in zip(
@@ -38,6 +43,13 @@ def merged(old: TaskOutcomes | None, new: TaskOutcomes) -> TaskOutcomes:
             )
         ),
     )
+
+
+def error_from(at: float | None, job: int | None, text: str | None) -> TaskError | None:
+    """A table row's error columns as a ``TaskError`` (all ``NULL``: none)."""
+    if at is None or job is None or text is None:
+        return None
+    return TaskError(at, job, text)
 
 
 def _buckets(durations: Iterable[int]) -> tuple[int, ...]:
@@ -111,17 +123,7 @@ class ActivityInMemory:
         return sorted(rows, key=lambda row: (row.minute, row.task or ""))
 
     def minute_outcomes(self, since: float, now: float) -> list[MinuteOutcomes]:
-        totals: dict[float, list[int]] = {}
-        for row in self.outcomes(since, now):
-            counts = totals.setdefault(row.minute, [0, 0, 0, 0])
-            counts[0] += row.succeeded
-            counts[1] += row.failed
-            counts[2] += row.dead
-            counts[3] += row.cancelled
-        return [
-            MinuteOutcomes(minute, succeeded, failed, dead, cancelled)
-            for minute, (succeeded, failed, dead, cancelled) in totals.items()
-        ]
+        return minute_totals(self.outcomes(since, now))
 
     def samples(self, since: float, now: float) -> list[DepthSample]:
         first, last = minute_of(since), minute_of(now)

@@ -1,6 +1,7 @@
-"""The PostgreSQL store's figures (``ActivityStore``, schema version 8): a
-beat's rows as ``statements.PUT_PROCESS`` and ``ADD_OUTCOMES`` take them,
-and the rows read back as ``jobq.activity`` gives them.
+"""The PostgreSQL store's figures (``ActivityStore``, schema version 8;
+the errors, 11): a beat's rows as ``statements.PUT_PROCESS`` and
+``ADD_OUTCOMES`` take them, and the rows read back as ``jobq.activity``
+gives them.
 
 Text goes in as ``_rules.storable`` makes it (NUL written ``\\x00``, a lone
 surrogate escaped), as jobq records error texts: PostgreSQL's text holds no
@@ -25,7 +26,7 @@ from jobq.activity import (
     TaskOutcomes,
     minute_of,
 )
-from jobq.stores._activity import _buckets, merged
+from jobq.stores._activity import _buckets, error_from, merged
 
 
 def process_params(info: ProcessInfo, gone_after: float) -> dict[str, Any]:
@@ -58,6 +59,7 @@ def outcome_arrays(rows: Sequence[TaskOutcomes]) -> dict[str, Any]:
         row = row._replace(task=task, durations=_buckets(row.durations))
         by_key[row.minute, task] = merged(by_key.get((row.minute, task)), row)
     kept = list(by_key.values())
+    errors = [row.error or (None, None, None) for row in kept]
     return {
         "minutes": [row.minute for row in kept],
         "tasks": [row.task for row in kept],
@@ -67,14 +69,17 @@ def outcome_arrays(rows: Sequence[TaskOutcomes]) -> dict[str, Any]:
         "cancelled": [row.cancelled for row in kept],
         "durations": [count for row in kept for count in row.durations],
         "buckets": BUCKETS,
+        "error_ats": [at for at, _, _ in errors],
+        "error_jobs": [job for _, job, _ in errors],
+        "errors": [None if text is None else storable(text) for _, _, text in errors],
     }
 
 
 def outcome_from_row(row: Sequence[Any]) -> TaskOutcomes:
     """An outcome row as ``statements.OUTCOMES`` selects it."""
-    minute, task, succeeded, failed, dead, cancelled, durations = row
+    minute, task, succeeded, failed, dead, cancelled, durations, *error = row
     return TaskOutcomes(minute, task, succeeded, failed, dead, cancelled,
-                        tuple(durations))  # fmt: skip
+                        tuple(durations), error_from(*error))  # fmt: skip
 
 
 def drop_params(now: float) -> dict[str, float]:

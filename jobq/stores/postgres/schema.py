@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("jobq.stores.postgres")
 
 #: The schema this code writes; a database with a newer one is refused.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # -- schema (version 1) -------------------------------------------------------------
 # ``{x}`` are names (psycopg.sql.Identifier); the DDL runs without parameters.
@@ -350,10 +350,22 @@ SCHEMA_V10 = (
         WHERE state = 'scheduled' AND attempts > 0""",
 )
 
+# -- version 11: each task's newest error per minute (``TaskOutcomes.error``) -------
+# The tasks page reads the last error from the figures, not the dead jobs.
+# NULL where no attempt failed; written by the beats' upsert alone.
+
+SCHEMA_V11 = (
+    """ALTER TABLE {outcomes}
+        ADD COLUMN error_at double precision,  -- NULL: no attempt failed
+        ADD COLUMN error_job bigint,
+        ADD COLUMN error text""",
+)
+
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
     6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8, 9: SCHEMA_V9, 10: SCHEMA_V10,
+    11: SCHEMA_V11,
 }  # fmt: skip
 
 # -- looking at the schema, and changing it ----------------------------------------

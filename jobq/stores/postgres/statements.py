@@ -717,14 +717,19 @@ PUT_PROCESS = """INSERT INTO {processes} AS p (queue, id, host, pid, started, se
 # One row per (minute, task) of the beat; ``durations``: every row's
 # buckets one after the other (``buckets`` each), as an array of arrays
 # cannot be cut into rows by ``unnest``.
+# ``error_ats``, ``error_jobs``, ``errors``: NULL where the row has no
+# error; the later error is kept (on a tie, the one written first).
 ADD_OUTCOMES = """INSERT INTO {outcomes} AS o (queue, minute, named, task, succeeded,
-        failed, dead, cancelled, durations)
+        failed, dead, cancelled, durations, error_at, error_job, error)
     SELECT %(q)s, r.minute, r.task IS NOT NULL, coalesce(r.task, ''), r.succeeded,
         r.failed, r.dead, r.cancelled,
-        (%(durations)s::bigint[])[(r.n - 1) * %(buckets)s + 1 : r.n * %(buckets)s]
+        (%(durations)s::bigint[])[(r.n - 1) * %(buckets)s + 1 : r.n * %(buckets)s],
+        r.error_at, r.error_job, r.error
     FROM unnest(%(minutes)s::float8[], %(tasks)s::text[], %(succeeded)s::bigint[],
-                %(failed)s::bigint[], %(dead)s::bigint[], %(cancelled)s::bigint[])
-        WITH ORDINALITY AS r(minute, task, succeeded, failed, dead, cancelled, n)
+                %(failed)s::bigint[], %(dead)s::bigint[], %(cancelled)s::bigint[],
+                %(error_ats)s::float8[], %(error_jobs)s::bigint[], %(errors)s::text[])
+        WITH ORDINALITY AS r(minute, task, succeeded, failed, dead, cancelled,
+                             error_at, error_job, error, n)
     ORDER BY r.minute, r.task IS NOT NULL, r.task COLLATE "C"
     ON CONFLICT (queue, minute, named, task) DO UPDATE SET
         succeeded = o.succeeded + excluded.succeeded,
@@ -733,7 +738,13 @@ ADD_OUTCOMES = """INSERT INTO {outcomes} AS o (queue, minute, named, task, succe
         cancelled = o.cancelled + excluded.cancelled,
         durations = ARRAY(SELECT a + b
             FROM unnest(o.durations, excluded.durations) WITH ORDINALITY AS d(a, b, i)
-            ORDER BY i)"""
+            ORDER BY i),
+        (error_at, error_job, error) = (
+            SELECT e.error_at, e.error_job, e.error
+            FROM (VALUES (0, o.error_at, o.error_job, o.error),
+                         (1, excluded.error_at, excluded.error_job, excluded.error))
+                AS e(newer, error_at, error_job, error)
+            ORDER BY e.error_at DESC NULLS LAST, e.newer LIMIT 1)"""
 # The first sample of a minute wins.
 ADD_SAMPLE = """INSERT INTO {samples} (queue, minute, pending, running, waiting,
         latency)
@@ -761,7 +772,7 @@ PROCESSES = """SELECT id, host, pid, started, seen, workers, busy, running,
     FROM {processes} WHERE queue = %(q)s ORDER BY host, started, id"""
 # Plain jobs' rows first in each minute (``named`` false), as the key orders.
 OUTCOMES = """SELECT minute, CASE WHEN named THEN task END, succeeded, failed, dead,
-        cancelled, durations
+        cancelled, durations, error_at, error_job, error
     FROM {outcomes} WHERE queue = %(q)s AND minute BETWEEN %(first)s AND %(last)s
     ORDER BY minute, named, task"""
 MINUTE_OUTCOMES = """SELECT minute, sum(succeeded)::bigint, sum(failed)::bigint,

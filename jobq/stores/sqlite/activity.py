@@ -1,7 +1,8 @@
 """Activity in the SQLite store (see "Activity" in ``jobq.stores.base``):
 the registry of processes, the outcomes per minute and task, the depth
-samples, in three small tables (schema version 9) that no job's statement
-touches. A beat is one write transaction; reads touch the minutes asked.
+samples, in three small tables (schema version 9; the newest error per
+minute and task, 12) that no job's statement touches. A beat is one write
+transaction; reads touch the minutes asked.
 
 Plain jobs (no task) are kept under the task ``''``, a name no task can
 have (``jobq.tasks.task_name`` refuses it): a primary key holds no NULL.
@@ -24,16 +25,18 @@ from jobq.activity import (
     TaskOutcomes,
     minute_of,
 )
-from jobq.stores._activity import merged
+from jobq.stores._activity import error_from, merged
 
 PLAIN = ""  # the task of plain jobs, in the tables
 
 PUT_PROCESS = """INSERT OR REPLACE INTO jobq_processes (id, host, pid, started,
         seen, gone_after, workers, busy, running) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
-GET_OUTCOME = """SELECT succeeded, failed, dead, cancelled, durations
+GET_OUTCOME = """SELECT succeeded, failed, dead, cancelled, durations, error_at,
+        error_job, error
     FROM jobq_outcomes WHERE minute = ? AND task = ?"""
 PUT_OUTCOME = """INSERT OR REPLACE INTO jobq_outcomes (minute, task, succeeded,
-        failed, dead, cancelled, durations) VALUES (?, ?, ?, ?, ?, ?, ?)"""
+        failed, dead, cancelled, durations, error_at, error_job, error)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 PUT_SAMPLE = """INSERT OR IGNORE INTO jobq_samples (minute, pending, running,
         waiting, latency) VALUES (?, ?, ?, ?, ?)"""
 DROP_OUTCOMES = "DELETE FROM jobq_outcomes WHERE minute < ?"
@@ -42,7 +45,8 @@ DROP_GONE = "DELETE FROM jobq_processes WHERE seen + gone_after + ? < ?"
 LEAVE = "DELETE FROM jobq_processes WHERE id = ?"
 PROCESSES = """SELECT id, host, pid, started, seen, gone_after, workers, busy,
         running FROM jobq_processes ORDER BY host, started, id"""
-OUTCOMES = """SELECT minute, task, succeeded, failed, dead, cancelled, durations
+OUTCOMES = """SELECT minute, task, succeeded, failed, dead, cancelled, durations,
+        error_at, error_job, error
     FROM jobq_outcomes WHERE minute BETWEEN ? AND ? ORDER BY minute, task"""
 MINUTE_OUTCOMES = """SELECT minute, sum(succeeded), sum(failed), sum(dead),
         sum(cancelled)
@@ -65,9 +69,10 @@ def write_beat(conn: sqlite3.Connection, beat: Beat, now: float) -> None:
         total = merged(
             None if found is None else _outcome(row.minute, task, *found), row
         )
+        error = total.error or (None, None, None)
         conn.execute(PUT_OUTCOME, (total.minute, task, total.succeeded, total.failed,
                                    total.dead, total.cancelled,
-                                   json.dumps(total.durations)))  # fmt: skip
+                                   json.dumps(total.durations), *error))  # fmt: skip
     sample = beat.sample
     if sample is not None:
         conn.execute(PUT_SAMPLE, sample)
@@ -79,13 +84,14 @@ def write_beat(conn: sqlite3.Connection, beat: Beat, now: float) -> None:
 
 def _outcome(
     minute: float, task: str, succeeded: int, failed: int, dead: int,
-    cancelled: int, durations: str,
+    cancelled: int, durations: str, error_at: float | None, error_job: int | None,
+    error: str | None,
 ) -> TaskOutcomes:  # fmt: skip
     name = None if task == PLAIN else task
     buckets = tuple(json.loads(durations))
-    return TaskOutcomes(
-        float(minute), name, succeeded, failed, dead, cancelled, buckets
-    )
+    error_seen = error_from(error_at, error_job, error)
+    return TaskOutcomes(float(minute), name, succeeded, failed, dead, cancelled,
+                        buckets, error_seen)  # fmt: skip
 
 
 def read_processes(conn: sqlite3.Connection, now: float) -> list[ProcessInfo]:

@@ -26,7 +26,7 @@ from jobq.stores.sqlite.connections import Database, primary_code
 logger = logging.getLogger("jobq.stores.sqlite")
 
 #: The schema this code writes; a file with a newer one is refused.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 SCHEMA_V1 = (
     """CREATE TABLE jobq_meta (
@@ -362,12 +362,20 @@ SCHEMA_V10 = (
 # Delayed jobs never attempted are read through ``jobq_scheduled``, past
 # the retrying ones due before them.
 SCHEMA_V11 = ("CREATE INDEX jobq_retrying ON jobq_jobs (run_at) WHERE attempts > 0",)
+# Version 12: each task's newest error per minute (``TaskOutcomes.error``),
+# so that the tasks page reads the last error from the figures, not from
+# the dead jobs. NULL where no attempt failed; written by beats alone.
+SCHEMA_V12 = (
+    "ALTER TABLE jobq_outcomes ADD COLUMN error_at REAL",
+    "ALTER TABLE jobq_outcomes ADD COLUMN error_job INTEGER",
+    "ALTER TABLE jobq_outcomes ADD COLUMN error TEXT",
+)
 
 #: Statements that bring a schema from the version before the key to the key.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: SCHEMA_V1, 2: SCHEMA_V2, 3: SCHEMA_V3, 4: SCHEMA_V4, 5: SCHEMA_V5,
     6: SCHEMA_V6, 7: SCHEMA_V7, 8: SCHEMA_V8, 9: SCHEMA_V9, 10: SCHEMA_V10,
-    11: SCHEMA_V11,
+    11: SCHEMA_V11, 12: SCHEMA_V12,
 }  # fmt: skip
 
 HAS_META = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobq_meta'"

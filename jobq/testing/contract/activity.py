@@ -19,6 +19,7 @@ from jobq.activity import (
     MinuteOutcomes,
     ProcessInfo,
     RunningJob,
+    TaskError,
     TaskOutcomes,
     bucket_of,
     minute_of,
@@ -42,16 +43,25 @@ def process(name: str, seen: float, **fields: Any) -> ProcessInfo:
 
 
 def outcomes(
-    minute: float, task: str | None, *counts: int, ran: tuple[float, ...] = ()
+    minute: float,
+    task: str | None,
+    *counts: int,
+    ran: tuple[float, ...] = (),
+    error: TaskError | None = None,
 ) -> TaskOutcomes:
     """A tally row: ``counts`` are succeeded, failed, dead, cancelled; ``ran``
-    the durations of its attempts."""
+    the durations of its attempts; ``error`` its newest failed attempt's."""
     durations = [0] * BUCKETS
     for seconds in ran:
         durations[bucket_of(seconds)] += 1
     succeeded, failed, dead, cancelled = (*counts, 0, 0, 0, 0)[:4]
     return TaskOutcomes(minute, task, succeeded, failed, dead, cancelled,
-                        tuple(durations))  # fmt: skip
+                        tuple(durations), error)  # fmt: skip
+
+
+def failed(minute: float, task: str | None, error: TaskError) -> TaskOutcomes:
+    """A tally row of one failed attempt whose error was ``error``."""
+    return outcomes(minute, task, 0, 1, ran=(0.01,), error=error)
 
 
 def beat(
@@ -181,6 +191,49 @@ class ActivityTests(ContractBase):
 
         assert {row.task for row in store.outcomes(MINUTE, T0)} == set(names)
 
+    # -- the newest error per minute and task -----------------------------------
+
+    def test_the_later_error_of_a_minute_and_task_is_kept_across_processes(
+        self, open_store: OpenStore
+    ) -> None:
+        _, store = self.activity_store(open_store)
+        early, late = (
+            TaskError(T0 - 9, 7, "ValueError: early"),
+            TaskError(T0 - 2, 8, "late"),
+        )
+        store.beat(beat(process("a", T0), (
+            failed(MINUTE, "t", late), failed(MINUTE, "u", early),
+        )), T0)  # fmt: skip
+        store.beat(beat(process("b", T0), (
+            failed(MINUTE, "t", early), failed(MINUTE, "u", late),
+            outcomes(MINUTE, None, 1),
+        )), T0 + 1)  # fmt: skip
+
+        found = {row.task: row.error for row in store.outcomes(MINUTE, T0 + 1)}
+        assert found == {"t": late, "u": late, None: None}
+
+    def test_an_error_of_a_tie_is_the_one_written_first(
+        self, open_store: OpenStore
+    ) -> None:
+        _, store = self.activity_store(open_store)
+        first, second = TaskError(T0, 1, "first"), TaskError(T0, 2, "second")
+        store.beat(beat(None, (failed(MINUTE, "t", first),)), T0)
+        store.beat(beat(None, (failed(MINUTE, "t", second),)), T0)
+
+        (row,) = store.outcomes(MINUTE, T0)
+        assert row.error == first
+
+    def test_a_row_without_an_error_keeps_the_error_written_before(
+        self, open_store: OpenStore
+    ) -> None:
+        _, store = self.activity_store(open_store)
+        error = TaskError(T0, 3, "OSError: disk full ✗ '; --")
+        store.beat(beat(None, (failed(MINUTE, "t", error),)), T0)
+        store.beat(beat(None, (outcomes(MINUTE, "t", 5),)), T0 + 1)
+
+        (row,) = store.outcomes(MINUTE, T0 + 1)
+        assert (row.succeeded, row.failed, row.error) == (5, 1, error)
+
     # -- depth samples -----------------------------------------------------------
 
     def test_the_first_sample_of_a_minute_is_kept(self, open_store: OpenStore) -> None:
@@ -244,6 +297,31 @@ class ActivityTests(ContractBase):
         assert task.p50 is not None
         assert task.p50 <= 1.0
         assert task.failure_rate == 0.5
+
+    def test_the_queue_reports_the_newest_failed_attempts_error_of_each_task(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        def handler(job: jobq.Job[Any]) -> None:
+            if job.payload != "ok":
+                raise ValueError(f"no {job.payload}")
+
+        queue = self.activity_queue(make_queue, handler, clock)
+        queue.enqueue("ok")
+        queue.run_pending()
+        (task,) = queue.task_activity(1)
+        assert task.last_error is None  # only successes
+
+        queue.enqueue("first")
+        queue.run_pending()  # both its attempts fail: dead
+        clock.advance(1)
+        second = queue.enqueue("second").id
+        queue.run_pending()
+
+        (task,) = queue.task_activity(1)
+        assert task.last_error == TaskError(clock(), second, "ValueError: no second")
+        job = queue.get(second)
+        assert job is not None
+        assert job.last_error == task.last_error.text
 
     def test_the_queue_reads_every_minute_asked_for_and_refuses_bad_counts(
         self, make_queue: MakeQueue, clock: Clock
