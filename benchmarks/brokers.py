@@ -1,6 +1,6 @@
-"""Peers that need a service: RQ on the local Redis (db 15) and Procrastinate
-on the local PostgreSQL (a fresh schema each round), with their workers in
-processes of their own, as their users run them.
+"""Peers that need a service: RQ on the local Redis (db 15), Procrastinate
+and PgQueuer on the local PostgreSQL (a fresh schema each round), with their
+workers in processes of their own, as their users run them.
 
 For the workload tables: ``contenders(workload) -> (contenders, notes)``,
 ``workload`` one of ``WORKLOADS`` (the names of ``benchmarks.throughput``'s
@@ -10,11 +10,12 @@ enqueue->start in ms, one enqueue per ms to 4 idle workers; that contender's
 it), and ``latency_samples(peer, n)`` gives a round's samples (ms) for
 ``peer`` in ``PEERS``.
 
-A peer's worker runs as ``python -m benchmarks.brokers rq-worker ...`` or
-``... procrastinate-worker ...`` (see ``main``), started and connected before
-the clock (``benchmarks.children.Children``); the parent sees jobs finish in
-the peer's own records (RQ's finished-job registry, Procrastinate's jobs
-table), never by sleeping.
+A peer's worker runs as ``python -m benchmarks.brokers rq-worker ...``,
+``... procrastinate-worker ...`` or ``... pgqueuer-worker ...`` (see
+``main``), started and connected before the clock
+(``benchmarks.children.Children``); the parent sees jobs finish in the
+peer's own records (RQ's finished-job registry, Procrastinate's jobs table,
+PgQueuer's log table), never by sleeping.
 
 RQ: every worker is a ``SimpleWorker`` process (one job at a time, no fork
 per job: the fastest RQ setup); burst mode where the queue is filled before
@@ -22,6 +23,7 @@ the workers start (drain), else a warm shutdown (SIGTERM) once every job ran.
 Procrastinate: one worker process with ``concurrency`` async slots; its
 handlers are ``async def``, its natural fast path; idle workers poll every
 0.1 s, not 5 (``PROCRASTINATE_POLL``), or a retried job waits seconds.
+PgQueuer: see ``benchmarks.pgqueuer_peer`` (its drivers and layouts).
 
 Shares of N (``SCALES``) are set for the suite's N (50,000 jobs, 1,000
 latency samples): about a second of work a round (RQ runs about 500 no-op
@@ -58,11 +60,14 @@ from benchmarks.common import (
     postgres_unavailable,
 )
 from benchmarks.harness import PAYLOAD, PERSISTED, WORKERS, Contender, measure, summary
+from benchmarks.pgqueuer_peer import LAYOUTS, PgqueuerBroker, pgqueuer_worker
 
 MODULE = "benchmarks.brokers"  # not __name__: that is "__main__" in a worker
 REDIS_URL = "redis://127.0.0.1:6379/15"
 RQ_QUEUE = "bench"
-PEERS = ("rq", "procrastinate")
+#: PgQueuer's peers by key: one per layout (driver, managers, batch).
+PGQUEUER = {f"pgqueuer-{i}": layout for i, layout in enumerate(LAYOUTS)}
+PEERS = ("rq", "procrastinate", *PGQUEUER)
 WORKLOADS = (
     "enqueue",
     "enqueue8",
@@ -301,7 +306,13 @@ class ProcrastinateBroker:
 
 @contextlib.contextmanager
 def fresh(peer: str) -> Iterator[Broker]:
-    broker = RqBroker() if peer == "rq" else ProcrastinateBroker()
+    broker: RqBroker | ProcrastinateBroker | PgqueuerBroker
+    if peer == "rq":
+        broker = RqBroker()
+    elif peer in PGQUEUER:
+        broker = PgqueuerBroker(PGQUEUER[peer])
+    else:
+        broker = ProcrastinateBroker()
     try:
         yield broker
     finally:
@@ -318,7 +329,10 @@ class Workers:
     @classmethod
     def usual(cls, peer: str, slots: int) -> Workers:
         """``slots`` the way the peer's users get them: RQ one SimpleWorker
-        process per slot; Procrastinate one process with that concurrency."""
+        process per slot; Procrastinate one process with that concurrency;
+        PgQueuer one process in its layout, whatever ``slots``."""
+        if peer in PGQUEUER:
+            return cls(1, PGQUEUER[peer].managers)
         return cls(slots, 1) if peer == "rq" else cls(1, slots)
 
     def commands(self, broker: Broker, until_empty: bool) -> list[list[str]]:
@@ -327,6 +341,8 @@ class Workers:
     def label(self, peer: str) -> str:
         if peer == "rq":
             return f"{self.processes} SimpleWorker{'s' * (self.processes > 1)}"
+        if peer in PGQUEUER:
+            return PGQUEUER[peer].label()
         return f"{count_processes(self.processes)} x concurrency {self.concurrency}"
 
 
@@ -421,7 +437,7 @@ def latency_samples(peer: str, n: int) -> list[float]:
 class Peer:
     """A peer as the tables name it and as ``harness.versions`` looks it up."""
 
-    key: str  # "rq" or "procrastinate"
+    key: str  # "rq", "procrastinate" or a key of PGQUEUER
     label: str
     package: str
 
@@ -431,6 +447,19 @@ class Peer:
 
 RQ = Peer("rq", "RQ", "rq")
 PROCRASTINATE = Peer("procrastinate", "Procrastinate", "procrastinate")
+PGQUEUERS = tuple(Peer(key, "PgQueuer", "pgqueuer") for key in PGQUEUER)
+
+#: What PgQueuer runs: its enqueue does not depend on the layout (measured
+#: once, through its synchronous psycopg API); the retry and sleep
+#: workloads are not written for it.
+PGQUEUER_WORKLOADS = ("enqueue", "enqueue8", "drain", "end_to_end", "latency")
+PGQUEUER_NOTE = (
+    "PgQueuer: enqueued one job per call through its synchronous psycopg API "
+    "(`SyncQueries`, a connection per producer thread); run by one worker "
+    "process of queue managers (a connection each) in the layouts named; "
+    "logged tables, its success records buffered up to 0.1 s or a batch "
+    "before they are written (a crash re-runs those jobs)."
+)
 
 
 #: Workloads where one producer enqueues while the workers run: task, slots.
@@ -473,6 +502,14 @@ SCALES = {
     "sleep32": 0.01,
     "latency": 1.0,
 }
+#: PgQueuer's shares: it runs thousands of jobs a second.
+PGQUEUER_SCALES = {
+    "enqueue": 0.1,
+    "enqueue8": 0.2,
+    "drain": 0.2,
+    "end_to_end": 0.1,
+    "latency": 1.0,
+}
 
 
 def available(peer: Peer) -> str | None:
@@ -486,7 +523,7 @@ def available(peer: Peer) -> str | None:
         )
     if peer.key == "rq" and not redis_available():
         return f"{peer.label}: no Redis at {REDIS_URL}: skipped."
-    if peer.key == "procrastinate" and (why := postgres_unavailable()):
+    if peer.key != "rq" and (why := postgres_unavailable()):
         return f"{peer.label}: {why}: skipped."
     return None
 
@@ -508,9 +545,15 @@ def contenders(workload: str) -> tuple[list[Contender], list[str]]:
         raise ValueError(f"no workload {workload!r}: one of {WORKLOADS}")
     found: list[Contender] = []
     notes: list[str] = []
-    for peer in (RQ, PROCRASTINATE):
+    for peer in (RQ, PROCRASTINATE, *PGQUEUERS):
+        if peer.package == "pgqueuer" and (
+            workload not in PGQUEUER_WORKLOADS
+            or (workload.startswith("enqueue") and peer != PGQUEUERS[0])
+        ):
+            continue
         if (why := available(peer)) is not None:
-            notes.append(why)
+            if why not in notes:
+                notes.append(why)
         elif peer.key == "rq" and workload == "sleep32":
             notes.append(
                 "RQ with 32 workers skipped: that is 32 worker processes, one "
@@ -518,15 +561,21 @@ def contenders(workload: str) -> tuple[list[Contender], list[str]]:
             )
         else:
             run, detail = runs(peer, workload)
+            if peer.package == "pgqueuer" and workload.startswith("enqueue"):
+                detail = f"psycopg sync, {detail}"
             found.append(
                 Contender(
                     f"{peer.label} ({detail})",
                     PERSISTED,
                     run,
                     peer.package,
-                    scale=SCALES[workload],
+                    scale=(PGQUEUER_SCALES if peer.package == "pgqueuer" else SCALES)[
+                        workload
+                    ],
                 )
             )
+    if any(c.package == "pgqueuer" for c in found):
+        notes.append(PGQUEUER_NOTE)
     if workload == "latency" and found:
         notes.append(LATENCY_NOTE)
     if workload == "retry" and any(c.package == "procrastinate" for c in found):
@@ -591,11 +640,14 @@ def procrastinate_worker(schema: str, concurrency: int, mode: str) -> None:
 
 def main(argv: list[str]) -> None:
     """Worker processes: ``rq-worker MODE``, ``procrastinate-worker SCHEMA
-    CONCURRENCY MODE``; else one workload's contenders (``WORKLOAD [N]``)."""
+    CONCURRENCY MODE``, ``pgqueuer-worker SCHEMA DRIVER MANAGERS BATCH
+    MODE``; else one workload's contenders (``WORKLOAD [N]``)."""
     if argv[0] == "rq-worker":
         rq_worker(argv[1])
     elif argv[0] == "procrastinate-worker":
         procrastinate_worker(argv[1], int(argv[2]), argv[3])
+    elif argv[0] == "pgqueuer-worker":
+        pgqueuer_worker(argv[1], argv[2], int(argv[3]), int(argv[4]), argv[5])
     else:
         n = int(argv[1]) if len(argv) > 1 else 50_000
         found, notes = contenders(argv[0])

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
 from typing import Any
@@ -118,21 +116,18 @@ def run_queue(store: Any, n: int) -> None:
 
 def instructions(tree: str, kind: str, where: str, mode: str, n: int) -> int:
     """Instructions callgrind counts for one ``run`` under ``tree``."""
+    from benchmarks.common import callgrind  # the parent's: not in ``--run``
+
     # One hash seed: sets laid out alike in every run, or their probing is noise.
     # The script by its path, not ``-m``: the current directory stays off
     # ``sys.path``, so ``jobq`` comes from ``tree``.
     env = dict(os.environ, PYTHONPATH=tree,
                PYTHONHASHSEED="0", JOBQ_CLAIM_COST_TREE=tree)  # fmt: skip
-    ran = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, os.path.abspath(__file__), "--run", kind, where,
+    return callgrind(
+        [sys.executable, os.path.abspath(__file__), "--run", kind, where,
          str(n), mode],
-        capture_output=True, text=True, check=True, env=env,
+        env,
     )  # fmt: skip
-    found = re.search(r"Collected : (\d+)", ran.stderr)
-    if found is None:
-        raise RuntimeError(f"no callgrind summary in: {ran.stderr[-500:]}")
-    return int(found.group(1))
 
 
 def counted(tree: str, kind: str, where: str, mode: str, n: int) -> int:

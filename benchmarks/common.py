@@ -1,6 +1,7 @@
 """What several benchmark modules share, so that none imports another for it:
-the limits and settings of a round, where PostgreSQL is, and how latency is
-sampled (a paced producer, percentiles of the steady part).
+the limits and settings of a round, where PostgreSQL is, how latency is
+sampled (a paced producer, percentiles of the steady part), and how
+callgrind counts a command's instructions.
 
 Imports only ``benchmarks.harness`` (and psycopg when asked whether the
 server is up).
@@ -9,7 +10,9 @@ server is up).
 from __future__ import annotations
 
 import os
+import re
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +28,21 @@ SLEEP = 0.005  # the I/O-bound handler's wait
 POSTGRES_URL = os.environ.get(
     "JOBQ_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
 )
+
+
+def callgrind(command: Sequence[str], env: dict[str, str]) -> int:
+    """Instructions callgrind counts for ``command`` run with ``env`` (its
+    whole run, start included): counts compare within one run, not wall
+    time, so a busy machine does not blur them."""
+    ran = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+         *command],
+        capture_output=True, text=True, check=True, env=env,
+    )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", ran.stderr)
+    if found is None:
+        raise RuntimeError(f"no callgrind summary in: {ran.stderr[-500:]}")
+    return int(found.group(1))
 
 
 def postgres_unavailable() -> str | None:

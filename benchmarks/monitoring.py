@@ -107,9 +107,9 @@ def contenders(workload: str) -> tuple[list[Contender], list[str]]:
 
 # -- instructions per job (callgrind): load-independent -----------------------
 
-#: ``python -m benchmarks.monitoring``: each variant's instructions per no-op
-#: job, from callgrind runs of N and 2N jobs (their difference over N, so the
-#: interpreter's start and the imports cancel out).
+#: ``python -m benchmarks.monitoring [--against OTHER_TREE]``: each variant's
+#: instructions per no-op job, from callgrind runs of N and 2N jobs (their
+#: difference over N, so the interpreter's start and the imports cancel out).
 CALLGRIND_JOBS = 2_000
 
 SETUPS: dict[str, Instrument | None] = {
@@ -124,48 +124,75 @@ def run_jobs(variant: str, n: int) -> None:
     """Enqueue ``n`` no-op jobs on the memory store and run them in this
     thread (``run_pending``): no worker threads, so the count is the same
     from one run to the next."""
+    import gc
+
     with contextlib.ExitStack() as cleanup:
         queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
         cleanup.callback(queue.close)
         setup = SETUPS[variant]
         if setup is not None:
             setup(queue, cleanup)
+        # What the imports made, out of the collector's way: a full
+        # collection walking it in one count and not the other is noise.
+        gc.collect()
+        gc.freeze()
         for i in range(n):
             queue.enqueue({"n": i})
         queue.run_pending()
 
 
-def instructions(variant: str, n: int) -> int:
-    """Instructions callgrind counts for ``run_jobs(variant, n)``, start included."""
-    import re
+def instructions(tree: str, variant: str, n: int) -> int:
+    """Instructions callgrind counts for ``run_jobs(variant, n)`` with
+    ``tree``'s ``jobq``, start included. This file runs by its path, so the
+    current directory stays off ``sys.path``; a virtualenv whose jobq is
+    installed from a tree (editable) still lets ``PYTHONPATH`` come first."""
+    import os
     import subprocess
     import sys
 
-    ran = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, "-m", "benchmarks.monitoring", "--run", variant, str(n)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    found = re.search(r"Collected : (\d+)", ran.stderr)
-    if found is None:
-        raise RuntimeError(f"no callgrind summary in: {ran.stderr[-500:]}")
-    return int(found.group(1))
+    from benchmarks.common import callgrind
+
+    # One hash seed: sets laid out alike in every run, or their probing is noise.
+    env = dict(os.environ, PYTHONPATH=tree, PYTHONHASHSEED="0")
+    # A run first, not counted: it writes the bytecode caches of what the
+    # variant imports, whose compiling would land in one count of two.
+    run = [sys.executable, os.path.abspath(__file__), "--run", variant]
+    subprocess.run([*run, "1"], capture_output=True, check=True, env=env)
+    return callgrind([*run, str(n)], env)
 
 
 def main() -> None:
+    """``--against TREE``: that tree measured too, in the same run (each
+    variant in both trees before the next variant)."""
+    import argparse
+    import os
     import sys
 
     if sys.argv[1:2] == ["--run"]:
+        tree = os.environ.get("PYTHONPATH", "")
+        if tree and not jobq.__file__.startswith(os.path.join(tree, "")):
+            raise SystemExit(f"jobq was imported from {jobq.__file__}, not {tree}")
         run_jobs(sys.argv[2], int(sys.argv[3]))
         return
+    parser = argparse.ArgumentParser(description="instructions per no-op job")
+    parser.add_argument("--against", help="another tree (a checkout of main)")
+    args = parser.parse_args()
+    trees = [("before", os.path.abspath(args.against))] if args.against else []
+    trees.append(("this tree", os.getcwd()))
     n = CALLGRIND_JOBS
-    per_job = {}
+    per_job: dict[tuple[str, str], float] = {}
     for variant in SETUPS:
-        per_job[variant] = (instructions(variant, 2 * n) - instructions(variant, n)) / n
-    base = per_job["none"]
+        for _, tree in trees:
+            once = instructions(tree, variant, n)
+            per_job[tree, variant] = (instructions(tree, variant, 2 * n) - once) / n
     print(f"instructions per no-op job (callgrind, memory store, run_pending, N={n}):")
-    for variant, count in per_job.items():
-        print(f"  {variant:14s} {count:12,.0f}  {count / base - 1:+.0%}")
+    for variant in SETUPS:
+        shown = "   ".join(
+            f"{name} {per_job[tree, variant]:9,.0f} "
+            f"{per_job[tree, variant] / per_job[tree, 'none'] - 1:+6.1%}"
+            for name, tree in trees
+        )
+        print(f"  {variant:14s} {shown}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ coders are built once: building one per call costs more than the coding.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from json.encoder import (  # type: ignore[attr-defined]
     c_make_encoder,
     encode_basestring_ascii,
@@ -18,26 +18,31 @@ from typing import Any
 
 from jobq.types import NO_META
 
-_decode = json.JSONDecoder().raw_decode
+#: The decoder's scanner (C where the accelerator is): ``raw_decode``
+#: without its Python frame, which ``decode`` pays once per job.
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _not_json(value: object) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-def _encoder() -> Callable[[object], str]:
-    """``JSONEncoder.encode`` builds a C encoder on every call, which costs
-    more than encoding a small payload: build it once. (No circular check:
-    a cycle ends in ``RecursionError``, reported like any other bad value.)"""
+def _encoder() -> Callable[[object, int], Sequence[str]]:
+    """The chunks of a value's JSON text. ``JSONEncoder.encode`` builds a C
+    encoder on every call, which costs more than encoding a small payload:
+    build it once, and call it from ``encode`` (no frame of its own). (No
+    circular check: a cycle ends in ``RecursionError``, reported like any
+    other bad value.)"""
     if c_make_encoder is None:  # an interpreter without the C accelerator
-        return json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-    chunks = c_make_encoder(
+        whole = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+        return lambda value, _: (whole(value),)
+    chunks: Callable[[object, int], Sequence[str]] = c_make_encoder(
         None, _not_json, encode_basestring_ascii, None, ":", ",", False, False, False
     )
-    return lambda value: "".join(chunks(value, 0))
+    return chunks
 
 
-_encode = _encoder()
+_chunks = _encoder()
 
 
 def encode(value: object, what: str = "payload") -> str:
@@ -46,7 +51,7 @@ def encode(value: object, what: str = "payload") -> str:
     text, such as ``True`` and ``"true"``)."""
     try:
         _check_keys(value)
-        return _encode(value)
+        return "".join(_chunks(value, 0))
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"{what} must be JSON-serializable: {exc}") from None
 
@@ -109,8 +114,12 @@ def _key_text(key: object) -> str | None:
 
 
 def decode(text: str) -> Any:
-    """The value of JSON text written by ``encode`` (fresh objects each call)."""
-    return _decode(text)[0]
+    """The value of JSON text written by ``encode`` (fresh objects each call);
+    ``json.JSONDecodeError`` where there is none, as ``raw_decode`` raises."""
+    try:
+        return _scan(text, 0)[0]
+    except StopIteration as err:
+        raise json.JSONDecodeError("Expecting value", text, err.value) from None
 
 
 def decode_meta(text: str | None) -> Mapping[str, str]:

@@ -107,6 +107,7 @@ from jobq.stores.base import (
     location_of,
     missing_limit_members,
     missing_schedule_members,
+    new_job,
 )
 from jobq.stores.pages import JobPage, JobQuery, page_from_list
 from jobq.tasks import Task, check_task_name, register, task_name
@@ -589,13 +590,21 @@ class JobQueue(Generic[P]):
             max_attempts = self.policy.max_attempts
         limit = self.timeout if given.timeout is None else given.timeout
         limits = () if given.limits is None else self._limits.check(given.limits)
+        most = self.max_payload_bytes
         # A loop: on Python 3.11 a comprehension is a call of a closure over
         # every name it reads, a cost each single enqueue would pay.
         jobs: list[NewJob] = []
         for payload in payloads:
-            new = NewJob(self._encode(payload, what), run_at, key, priority,
-                         max_attempts, task, limit, meta_text, limits)  # fmt: skip
-            jobs.append(new)
+            text = encode(payload, what)
+            # len() counts characters; the text is ASCII (non-ASCII is
+            # escaped), so it is also the size in bytes.
+            if most is not None and len(text) > most:
+                raise ValueError(
+                    f"{what}: {len(text)} bytes of JSON, more than "
+                    f"max_payload_bytes={most}"
+                )
+            jobs.append(new_job((text, run_at, key, priority, max_attempts, task,
+                                 limit, meta_text, limits, (), "wait")))  # fmt: skip
         if given.after is not None:  # a workflow's steps: rare, so apart
             after = self._parents(given.after)
             failure = given.after_failure or "wait"
@@ -635,7 +644,8 @@ class JobQueue(Generic[P]):
                 f"{type(self.store).__name__} cannot add jobs in the caller's "
                 "transaction (connection=...); the PostgreSQL store can"
             )
-        self._ensure_open(start=True)
+        if self._closed or not self._opened or self._start_on_use:
+            self._ensure_open(start=True)  # else it would do nothing: no call
         if not jobs:
             return []
         now = self._clock()
@@ -691,18 +701,6 @@ class JobQueue(Generic[P]):
         nothing. See ``jobq.events``.
         """
         return self._subscribers.subscribe(callback, kinds)
-
-    def _encode(self, payload: object, what: str = "payload") -> str:
-        """The payload as JSON text, within ``max_payload_bytes``."""
-        text = encode(payload, what)
-        if self.max_payload_bytes is not None and len(text) > self.max_payload_bytes:
-            # len() counts characters; the text is ASCII (non-ASCII is escaped),
-            # so it is also the size in bytes.
-            raise ValueError(
-                f"{what}: {len(text)} bytes of JSON, more than "
-                f"max_payload_bytes={self.max_payload_bytes}"
-            )
-        return text
 
     # -- running --------------------------------------------------------------
 

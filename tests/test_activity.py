@@ -11,9 +11,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jobq
+from jobq._worker.heartbeat import Heartbeat
 from jobq._worker.tally import (
     CANCELLED,
     DEAD,
@@ -23,6 +25,7 @@ from jobq._worker.tally import (
     bucket,
 )
 from jobq.activity import BUCKETS, ERROR_CHARS, TaskError, TaskOutcomes
+from jobq.stores import SqliteStore
 
 MakeQueue = Callable[..., jobq.JobQueue[Any]]
 WAIT = 20.0
@@ -99,6 +102,24 @@ def test_a_successful_job_leaves_no_error_in_the_tally() -> None:
 
     (row,) = tally.take(60.0)
     assert row.error is None
+
+
+def test_a_job_begun_after_a_beat_read_its_clocks_shows_as_begun_then(
+    tmp_path: Path,
+) -> None:
+    """A beat reads its clocks, then the running jobs: one that began in
+    between shows as begun at the beat (its ``seen``), never after it (CI
+    once saw a running job begun 0.4 ms after the row that showed it)."""
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(None, store=SqliteStore(tmp_path / "q"))
+    queue.enqueue("runs")
+    (claim,) = queue.store.claim_many(time.time(), 1)
+    heartbeat = Heartbeat(queue.store, time.time)
+
+    heartbeat.beat(Tally(), 1, {0: (claim, time.monotonic() + 60)})
+
+    (info,) = queue.processes() or ()
+    assert [(job.id, job.started) for job in info.running] == [(claim.id, info.seen)]
+    queue.close()
 
 
 def test_a_started_queue_registers_shows_its_running_jobs_and_leaves(

@@ -104,9 +104,9 @@ def test_failed_attempts_of_a_batch_are_recorded_together_each_for_its_job(
     batch_sizes: list[int] = []
     fail_many = store.fail_many
 
-    def counted(failures: Any, now: float) -> list[bool]:
+    def counted(failures: Any, now: float, **marks: Any) -> list[bool]:
         batch_sizes.append(len(failures))
-        return fail_many(failures, now)
+        return fail_many(failures, now, **marks)
 
     store.fail_many = counted  # type: ignore[method-assign]
     jobs = queue.enqueue_many(["x"] * 150)

@@ -31,6 +31,7 @@ from jobq.stores.base import (
     NamedQueueStore,
     OwnedStore,
     PageStore,
+    PrefetchStore,
     ScheduleStore,
     SchemaStore,
     Store,
@@ -106,6 +107,7 @@ PROTOCOLS: dict[str, type] = {
     "named_queues": NamedQueueStore,
     "limits": LimitStore,
     "activity": ActivityStore,
+    "prefetch": PrefetchStore,
 }
 
 
@@ -136,6 +138,7 @@ def test_each_built_in_store_declares_exactly_the_optional_parts_it_has(
             workflows=False,
             activity=False,
             own_clock_leases=False,
+            prefetch=False,
         )
 
 

@@ -127,11 +127,12 @@ class SlowRunner:
         self.first_write = threading.Event()
         self.let_go = threading.Event()
 
-    def record(self, outcomes: list[Any]) -> None:
+    def record(self, outcomes: list[Any], *, starting: list[Claim]) -> list[Claim]:
         if not self.batches:
             self.first_write.set()
             assert self.let_go.wait(WAIT)
         self.batches.append(list(outcomes))
+        return starting
 
     def hold(self, claims: list[Claim]) -> None:
         """Nothing is ever due here."""

@@ -592,6 +592,15 @@ class QueueMachine(RuleBasedStateMachine):
         counts = (stats.pending, stats.running, stats.dead, stats.cancelled)
         assert counts == model.counts(now)
         assert (stats.completed, stats.retried) == (model.completed, model.retried)
+        if not self.own_clock:  # due later on the queue's clock; retries among them
+            later = [
+                job for job in model.jobs.values()
+                if job.state is PENDING and job.run_at > now
+            ]  # fmt: skip
+            assert (stats.delayed, stats.retrying) == (
+                len(later),
+                sum(job.attempts > 0 for job in later),
+            )
         assert [r.id for r in self.q.dead_jobs()] == model.dead
         # Every id after a restart or crash; else the jobs there are and the
         # jobs there were at the last check (a job gone stays gone until then).

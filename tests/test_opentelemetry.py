@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
@@ -336,3 +336,60 @@ def test_the_attempt_in_another_process_is_a_child_of_the_enqueue_span(
             "events": ["exception"],
         }
     ]
+
+
+#: A request's context as the API alone knows it: a remote span, no SDK.
+REMOTE = SpanContext(
+    0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, True,
+    TraceFlags(TraceFlags.SAMPLED), TraceState([("vendor", "value")]),
+)  # fmt: skip
+
+
+def test_with_the_api_alone_jobs_carry_the_current_context_to_their_attempts() -> None:
+    seen: list[SpanContext] = []
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(
+        lambda job: seen.append(trace.get_current_span().get_span_context())
+    )
+    instrument(queue, trace.NoOpTracerProvider())
+    alone = queue.enqueue("no context")
+    token = context.attach(trace.set_span_in_context(NonRecordingSpan(REMOTE)))
+    try:
+        carried = queue.enqueue("in a request")
+    finally:
+        context.detach(token)
+
+    assert "traceparent" not in (queue.get(alone) or pytest.fail("ran")).meta
+    meta = (queue.get(carried) or pytest.fail("ran")).meta
+    assert meta["traceparent"] == (
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    )
+    assert meta["tracestate"] == "vendor=value"
+    queue.run_pending()
+    assert seen == [INVALID_SPAN.get_span_context(), REMOTE]
+    assert trace.get_current_span() is INVALID_SPAN
+
+
+def test_a_tracer_provider_set_after_instrumenting_traces_the_later_jobs(
+    exporter: InMemorySpanExporter,
+    provider: TracerProvider,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)  # none set yet
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None)
+    instrument(queue)  # the global provider's stand-in
+    queue.enqueue("before")
+    queue.run_pending()
+    assert exporter.get_finished_spans() == ()
+
+    # What trace.set_tracer_provider sets (once per process: not here).
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    queue.enqueue("after")
+    queue.run_pending()
+
+    spans = exporter.get_finished_spans()
+    assert [span.name for span in spans] == [
+        "jobq.enqueue (handler)",
+        "jobq.run (handler)",
+    ]
+    assert spans[1].parent is not None
+    assert spans[1].parent.span_id == spans[0].context.span_id

@@ -41,7 +41,7 @@ from jobq import JobState, StoreError
 from jobq.activity import BUCKETS, DepthSample, RunningJob, TaskError, minute_of
 from jobq.stores import MemoryStore, PostgresStore, store_from
 from jobq.stores import postgres as postgres_module
-from jobq.stores.base import Claim, Done, Failure, NewJob, Signal
+from jobq.stores.base import Claim, Done, Failure, NewJob, Signal, capabilities_of
 from jobq.stores.pages import JobQuery
 from jobq.stores.postgres.activity import drop_params, minutes_params
 from jobq.testing.contract.activity import beat, outcomes, process
@@ -182,6 +182,14 @@ def test_postgresql_urls_build_a_postgres_store(url: str) -> None:
     assert isinstance(store, PostgresStore)
     assert store.conninfo.lower() == url.lower()
     assert (store.queue, store.schema, store.lease_seconds) == ("default", "jobq", 30.0)
+    assert (store.claim_batch, capabilities_of(store).prefetch) == (16, True)
+
+
+def test_take_ahead_false_makes_the_older_trade_for_this_store_only() -> None:
+    older = PostgresStore(URL, take_ahead=False, claim_batch=32)
+
+    assert capabilities_of(older).prefetch is False
+    assert capabilities_of(PostgresStore(URL)).prefetch is True
 
 
 @pytest.mark.parametrize(
@@ -648,8 +656,8 @@ def test_claims_use_the_partial_indexes_beside_many_future_jobs(pg: PG) -> None:
     common = {"q": pg.queue, "now": None}
     plans = {
         "claim": explain(store, statements.claim, {
-            **common, "batch": 1000, "limit": 32, "token": 1, "lease": 30.0,
-            "owner": "x"}),
+            **common, "batch": 1000, "limit": 32, "start": 32, "token": 1,
+            "lease": 30.0, "owner": "x"}),
         "next_due": explain(store, statements.next_due, common),
         "any_expired": explain(store, statements.any_expired, common),
         "held_key": explain(store, statements.held_key, {**common, "key": "k"}),
@@ -963,6 +971,45 @@ def test_a_cancel_from_another_store_reaches_the_claimer_through_stops_requested
     assert (done.state, done.cancellation) == (JobState.COMPLETED, None)
 
 
+def test_a_worker_never_starts_a_job_it_took_ahead_that_another_took_over(
+    pg: PG, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As after a SIGSTOP past the lease: while the worker's handler runs,
+    its leases run out and another process recovers and claims the jobs it
+    took ahead. When the handler returns, the worker starts none of them
+    (each would then run twice at once) and carries on with new jobs."""
+    entered, gate, last = threading.Event(), threading.Event(), threading.Event()
+    ran = []
+
+    def handler(job: jobq.Job[str]) -> None:
+        ran.append(job.payload)
+        if job.payload == "first":
+            entered.set()
+            assert gate.wait(WAIT)
+        if job.payload == "last":
+            last.set()
+
+    queue = pg.queue_of(handler, store_options={"claim_batch": 4})
+    queue.start(workers=1)
+    queue.enqueue_many(["fast"] * 20)  # the worker learns its jobs are quick
+    assert queue.join(timeout=WAIT)
+    queue.enqueue_many(["first", "b", "c", "d"])  # one claim: b, c, d ahead
+    assert entered.wait(WAIT)
+    other = pg.opened()
+    pg.rows("UPDATE {jobs} SET lease_until = 0 WHERE queue = %s", pg.queue)
+    other.recover(time.time())
+    taken_over = other.claim_many(time.time(), 10)
+    assert {"b", "c", "d"} <= {json.loads(c.payload) for c in taken_over}
+
+    gate.set()
+    queue.enqueue("last")
+    assert last.wait(WAIT)
+
+    assert [p for p in ran if p not in ("fast", "first")] == ["last"]
+    lost = [r.getMessage() for r in caplog.records if "taken ahead" in r.getMessage()]
+    assert sum(int(message.split()[0]) for message in lost) == 3, lost
+
+
 def test_a_stopping_job_whose_lease_ran_out_ends_cancelled_never_pending(
     pg: PG,
 ) -> None:
@@ -1198,12 +1245,15 @@ config = json.loads(sys.argv[1])
 out = open(config["out"], "a", buffering=1) if config.get("out") else None
 store = PostgresStore(config["url"], schema=config["schema"], queue=config["queue"],
                       lease_seconds=config.get("lease", 30.0))
+if "batch_seconds" in config:  # how long a handler may take for batches to grow
+    import jobq._worker.pool
+    jobq._worker.pool.BATCH_SECONDS = config["batch_seconds"]
 started = threading.Event()
 
 def handler(job):
     out.write(json.dumps({"id": job.id, "pid": os.getpid(), "attempt": job.attempt,
                           "at": time.time(), "payload": job.payload}) + "\n")
-    if config["mode"] == "hang":
+    if config["mode"] == "hang" or job.payload == "hang":
         time.sleep(3600)
     time.sleep(config.get("sleep", 0))
 
@@ -1272,6 +1322,40 @@ def wait_for(condition: Callable[[], bool], timeout: float = WAIT) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.005)
+
+
+def test_jobs_taken_ahead_by_a_killed_worker_run_once_with_no_attempt_counted(
+    pg: PG, tmp_path: Path, children: list[Child]
+) -> None:
+    out = tmp_path / "ran.jsonl"
+    child = Child(pg, out, mode="run", lease=1.0, batch_seconds=1.0)
+    children.append(child)
+    child.ready()
+    queue = pg.queue_of(None)
+    queue.enqueue_many(list(range(100)))  # handlers faster than 1 s: claims grow
+    wait_for(lambda: len(records(out)) == 100)
+    jobs = [e.id for e in queue.enqueue_many(["hang", *range(9)])]
+    wait_for(lambda: records(out)[-1]["payload"] == "hang")
+    query = """SELECT id FROM {jobs}
+        WHERE queue = %s AND state = 'running' AND started_at IS NULL"""
+    ahead = {job for (job,) in pg.rows(query, pg.queue)}
+    assert ahead, "the claim took no job ahead of the one that hangs"
+    child.kill()
+    seen: dict[int, tuple[int, int]] = {}
+
+    def handler(running: jobq.Job[Any]) -> None:
+        record = rescuer.get(running.id)
+        assert record is not None
+        seen[running.id] = (running.attempt, len(record.errors))
+
+    rescuer = pg.queue_of(handler, store_options={"lease_seconds": 1.0})
+    rescuer.start(workers=1)
+    assert rescuer.join(timeout=WAIT)
+
+    assert sorted(seen) == jobs  # each once here, and none in the killed child
+    assert [r["id"] for r in records(out)][100:] == [jobs[0]]
+    assert seen[jobs[0]] == (2, 1)  # the one that started: a failed attempt
+    assert {seen[job] for job in ahead} == {(1, 0)}  # taken ahead: no attempt
 
 
 def test_three_processes_share_a_queue_and_run_every_job_once(

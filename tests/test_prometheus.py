@@ -26,6 +26,7 @@ from jobq.contrib.prometheus import (
     COUNTED,
     PLAIN_TASK,
     SharedCounts,
+    Tally,
     instrument,
     metrics_for,
 )
@@ -509,3 +510,34 @@ def test_django_s_setting_instruments_the_queue(django_queue: Any) -> None:
     metrics = metrics_for(django_queue)
     assert metrics is not None
     assert ("jobq_jobs", (("state", "dead"),)) in samples(metrics.registry)
+
+
+def test_counts_held_past_the_fold_by_many_threads_are_each_scraped_once(
+    registry: CollectorRegistry, clock: Clock
+) -> None:
+    per_thread = 3 * Tally.FOLD_AT  # each thread's appends fold several times
+    queue: jobq.JobQueue[Any] = jobq.JobQueue(lambda job: None, clock=clock)
+    instrument(queue, registry)
+
+    def produce() -> None:
+        queue.enqueue_many([None] * (per_thread // 2))
+        for _ in range(per_thread - per_thread // 2):
+            queue.enqueue(None)
+
+    producers = [threading.Thread(target=produce) for _ in range(4)]
+    for thread in producers:
+        thread.start()
+    for thread in producers:
+        thread.join()
+    queue.start(workers=4)
+    assert queue.join(timeout=60)
+    queue.stop()
+
+    found = samples(registry)
+    plain = (("task", PLAIN_TASK),)
+    assert only(found, "jobq_jobs_enqueued_total") == {plain: 4 * per_thread}
+    assert only(found, "jobq_jobs_succeeded_total") == {plain: 4 * per_thread}
+    assert only(found, "jobq_job_wait_seconds_count") == {plain: 4 * per_thread}
+    first = (("le", "0.005"), ("task", PLAIN_TASK))  # the clock stood still
+    assert only(found, "jobq_job_duration_seconds_bucket")[first] == 4 * per_thread
+    assert samples(registry) == found  # a second scrape counts nothing again

@@ -5,9 +5,17 @@ A worker that finishes its jobs hands their outcomes to the queue's
 nobody in the store becomes the leader for one pass: it records the outcomes
 every worker handed in meanwhile (successes in one write, failed attempts in
 another: group commit) and then claims due jobs for every worker that is
-idle now, in one store call, never more than there are idle workers unless
-the store prefetches (``claim_batch``, the memory store's); it keeps one and
-hands the others out. The other workers wait for what that pass brings.
+idle now and has no claimed job waiting, in one store call, never more than
+there are idle workers unless the store prefetches (``claim_batch``); it
+keeps one and hands the others out. The other workers wait for what that
+pass brings.
+
+A store that takes jobs ahead (``Capabilities.prefetch``: PostgreSQL) marks
+the jobs of a claim beyond the idle workers not started; a pass marks as
+many of them started as workers want, in the write of their outcomes (no
+round trip more), before handing them out. So after a crash recovery gives
+back those never started with no attempt counted, and a process stopped
+past its leases hands out none of those the mark finds lost.
 
 So N workers cost one pass of store calls, not N claims and N finishes
 fighting over a write lock and its round trips. A store that keeps jobs
@@ -18,16 +26,17 @@ which keeps nothing, has each worker record its own outcomes at once.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import threading
+import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from typing import cast
 
 from jobq._periodic.scheduler import Scheduler
 from jobq._worker.runner import Outcome, Runner
-from jobq.stores.base import Claim, Signal, Store
+from jobq.stores.base import Claim, PrefetchStore, Signal, Store, capabilities_of
 
 logger = logging.getLogger("jobq")
 
@@ -73,6 +82,10 @@ class Dispatcher:
         #: Claimed jobs not started yet, in run order: any idle worker takes
         #: the next (``deque`` appends and pops are atomic).
         self._ready: deque[Claim] = deque()
+        #: Jobs a ``PrefetchStore`` took ahead, not marked started: a pass
+        #: marks them before they go to ``_ready`` (under the lock).
+        self._ahead: deque[Claim] = deque()
+        self._marks_starts = capabilities_of(store).prefetch
         self._pending: list[Outcome] = []  # handed in, not written yet
         self._passes = 0  # passes begun; outcomes handed in go in the next
         self._written = 0  # the last pass whose outcomes are written
@@ -80,6 +93,7 @@ class Dispatcher:
         #: Where workers whose outcomes wait for a pass sleep: every pass
         #: wakes them all (the idle ones sleep on ``signal.work``).
         self._passed = threading.Condition(signal.lock)
+        self._awaiting = 0  # workers asleep on ``_passed``
         self._napping = False  # an idle worker watches the clock
         self._idle = 0  # workers in ``next``, asleep or not
 
@@ -100,6 +114,9 @@ class Dispatcher:
         taken = []
         while (claim := self.ready()) is not None:
             taken.append(claim)
+        with self._signal.lock:
+            taken += self._ahead
+            self._ahead.clear()
         return taken
 
     def next(self, outcomes: list[Outcome], prefetch: int = 1) -> Claim | None:
@@ -130,7 +147,11 @@ class Dispatcher:
                         if written:
                             self._sleep(FOLLOWER_WAIT)
                         else:  # the pass (this or the next) writes ours
-                            self._passed.wait(FOLLOWER_WAIT)
+                            self._awaiting += 1
+                            try:
+                                self._passed.wait(FOLLOWER_WAIT)
+                            finally:
+                                self._awaiting -= 1
                         continue
                     generation = signal.generation
                     claim = self._lead(prefetch)  # writes ours too
@@ -145,48 +166,78 @@ class Dispatcher:
 
     def _lead(self, prefetch: int) -> Claim | None:
         """One pass (lock held, released for the store calls): write every
-        outcome handed in, then claim for the idle workers; keep the first
-        job, hand the others out, wake whoever the pass concerns."""
+        outcome handed in, with the marks of the jobs taken ahead that idle
+        workers take now; claim for the idle workers still without a job
+        (at least ``prefetch``); keep the first job, hand the others out,
+        wake whoever the pass concerns."""
         signal = self._signal
         batch, self._pending = self._pending, []
         self._passes += 1
         number = self._passes
-        wanted = 0 if self._stopping() else max(self._idle, prefetch)
+        short = 0 if self._stopping() else self._idle - len(self._ready)
+        starting = [self._ahead.popleft() for _ in range(min(short, len(self._ahead)))]
+        short -= len(starting)
+        limit = max(short, prefetch) if short > 0 else 0
         self._leading = True
         claims: list[Claim] = []
+        sent = 0.0
+        marked: list[Claim] | None = starting
         try:
-            with self._unlocked():
-                if batch:
-                    self._runner.record(batch)  # never raises: see Runner.record
-                if wanted:
+            signal.lock.release()  # for the store calls: see _nap
+            try:
+                if batch or starting:  # never raises: see Runner.record
+                    marked = self._runner.record(batch, starting=starting)
+                if limit:
                     self._look_at_schedules()
-                    try:
-                        claims = self._store.claim_many(self._clock(), wanted)
-                    except Exception:
-                        logger.exception("claiming jobs failed; trying again shortly")
+                    sent = time.monotonic()  # their leases begin no earlier
+                    claims = self._claim(limit, short)
+            finally:
+                signal.lock.acquire()
         finally:
             self._leading = False
             self._written = number
+        if marked is None:  # the write failed: they wait for the next pass
+            self._ahead.extendleft(reversed(starting))
+            marked = []
+        handed = marked
         if claims:
-            self._runner.hold(claims)
-            if self._stopping():  # stopped meanwhile: the stop gives them back
-                self._ready.extend(claims)
-                claims = []
+            self._runner.held.hold(claims, sent)
+            handed = marked + claims
+            if self._marks_starts:
+                handed = marked + claims[:short]
+                self._ahead.extend(claims[short:])
+        if self._stopping():  # stopped meanwhile: the stop gives them back
+            self._ready.extend(handed)
+            handed = []
         # Whoever handed outcomes in: theirs are written now (they take the
         # jobs claimed for them), or one of them leads the next pass.
-        self._passed.notify_all()
+        if self._awaiting:
+            self._passed.notify_all()
         if self._stopping():
             signal.work.notify_all()
         elif signal.idle_workers:
-            woken = max(len(claims) - 1, 0)  # the jobs for the others
-            if len(claims) == wanted and self._idle > wanted:
+            woken = max(len(handed) - 1, 0)  # the jobs for the others
+            more = self._ahead or (limit and len(claims) == limit)
+            if more and self._idle > len(handed) + len(self._ready):
                 woken += 1  # perhaps more are due: one of them claims again
             if woken:
                 signal.work.notify(woken)
-        if not claims:
+        if not handed:
             return None
-        self._ready.extend(claims[1:])
-        return claims[0]
+        self._ready.extend(handed[1:])
+        return handed[0]
+
+    def _claim(self, limit: int, start: int) -> list[Claim]:
+        """Up to ``limit`` due jobs, those beyond ``start`` taken ahead where
+        the store can (lock released); none if the store failed (logged)."""
+        try:
+            if self._marks_starts:
+                store = cast(PrefetchStore, self._store)
+                return store.claim_many(self._clock(), limit, start=start)
+            return self._store.claim_many(self._clock(), limit)
+        except Exception:
+            logger.exception("claiming jobs failed; trying again shortly")
+            return []
 
     def _look_at_schedules(self) -> None:
         """Enqueue the periodic jobs' slots that fell due (a comparison of
@@ -207,8 +258,13 @@ class Dispatcher:
             self._sleep(FOLLOWER_WAIT)
             return
         self._napping = True
+        signal = self._signal
+        generation = signal.generation
         try:
-            with self._unlocked():
+            # Store calls never hold the lock: they must not hold up the
+            # workers' hand-off, nor stores' wake-ups.
+            signal.lock.release()
+            try:
                 try:
                     due = self._store.next_due()
                 except Exception:
@@ -217,7 +273,11 @@ class Dispatcher:
                 wait = MAX_IDLE_WAIT if due is None else due - self._clock()
                 if self._scheduler is not None:  # the next slot, if sooner
                     wait = min(wait, self._scheduler.next_wake - self._clock())
-            if not self._ready:
+            finally:
+                signal.lock.acquire()
+            # A job added meanwhile woke nobody if every other worker was
+            # busy: look again instead of sleeping.
+            if not self._ready and signal.generation == generation:
                 self._sleep(min(max(wait, 0.0), MAX_IDLE_WAIT))
         finally:
             self._napping = False
@@ -233,14 +293,3 @@ class Dispatcher:
             signal.work.wait(timeout)
         finally:
             signal.idle_workers -= 1
-
-    @contextlib.contextmanager
-    def _unlocked(self) -> Iterator[None]:
-        """Release the signal's lock (held once) for store calls: they must
-        not hold up the workers' hand-off, nor stores' wake-ups."""
-        lock = self._signal.lock
-        lock.release()
-        try:
-            yield
-        finally:
-            lock.acquire()

@@ -49,12 +49,12 @@ class Heartbeat:
         of ``active``, each with its monotonic start), what ``tally`` counted
         since the last beat, and the minute's sample if none was taken this
         minute. Raises what the store raises, the counts given back."""
-        now = self._clock()
+        now, monotonic = self._clock(), time.monotonic()  # the same instant
         minute = minute_of(now)
         outcomes = tally.take(minute)
         try:
             sample = None if self._sampled == minute else self._sample(now, minute)
-            info = self._info(now, workers, active)
+            info = self._info(now, monotonic, workers, active)
             self._activity.beat(Beat(info, outcomes, sample, self.gone_after), now)
         except BaseException:
             tally.give_back(outcomes)
@@ -69,13 +69,18 @@ class Heartbeat:
         return max(3 * BEAT, self._store.lease_seconds or 0.0)
 
     def _info(
-        self, now: float, workers: int, active: Mapping[Any, tuple[Claim, float]]
+        self,
+        now: float,
+        monotonic: float,
+        workers: int,
+        active: Mapping[Any, tuple[Claim, float]],
     ) -> ProcessInfo:
-        monotonic = time.monotonic()
+        """The row of this process at ``now`` (read with ``monotonic``): a job
+        that began after that instant shows as begun then, not later."""
         running = tuple(
             sorted(
                 (
-                    RunningJob(claim.id, claim.task, now - (monotonic - began))
+                    RunningJob(claim.id, claim.task, now - max(monotonic - began, 0.0))
                     for claim, began in list(active.values())
                 ),
                 key=lambda job: job.started,

@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 
 from jobq._failures import describe_failure, with_stack
 from jobq._json import decode, decode_meta, encode
@@ -37,13 +37,22 @@ from jobq._time import to_seconds
 from jobq._worker import tally
 from jobq._worker.interrupt import hands_over, trim_callbacks
 from jobq._worker.isolation import Isolation
+from jobq._worker.leases import HeldClaims
 from jobq._worker.tally import Tally, bucket
 from jobq.activity import TaskError
 from jobq.errors import Fatal, JobCancelled, JobTimeout, Retry
 from jobq.events import EventKind, Subscriber, Subscribers, new_event, publish
 from jobq.middleware import Middleware, wrap
 from jobq.retry import RetryPolicy
-from jobq.stores.base import Claim, Done, Failure, Store, describe_error
+from jobq.stores.base import (
+    Claim,
+    Done,
+    Failure,
+    PrefetchStore,
+    Store,
+    describe_error,
+    new_done,
+)
 from jobq.tasks import Task, task_arguments, unknown_task
 from jobq.types import NO_META, Job, JobState, StepJob
 
@@ -187,9 +196,9 @@ class Runner:
         #: about slow handlers. Changed and copied only by single dict
         #: operations, which are atomic.
         self.active: dict[int, tuple[Claim, float]] = {}
-        #: Every claim this queue's workers hold, started or not, by
-        #: (id, token): the leases the watchdog renews.
-        self.held: dict[tuple[int, int], Claim] = {}
+        #: Every claim this queue's workers hold, started or not: the
+        #: leases the watchdog renews, and how long each is known to hold.
+        self.held = HeldClaims(store.lease_seconds)
 
     def run(self, claim: Claim) -> BaseException | None:
         """Run the handler for ``claim`` and record what happened.
@@ -199,7 +208,7 @@ class Runner:
         meant for the calling thread (``run_pending`` re-raises it, so Ctrl-C
         stops a cron script; worker threads carry on).
         """
-        self.hold([claim])
+        self.held.hold([claim])
         outcome = self.run_one(claim)
         self.record([outcome])
         if isinstance(outcome, Failed) and isinstance(
@@ -207,14 +216,6 @@ class Runner:
         ):
             return outcome.exc
         return None
-
-    def hold(self, claims: Sequence[Claim]) -> None:
-        """Note claims taken from the store, until their outcome is recorded."""
-        for claim in claims:
-            self.held[claim.id, claim.token] = claim
-
-    def held_claims(self) -> list[Claim]:
-        return list(self.held.copy().values())
 
     # -- the attempt -------------------------------------------------------------
 
@@ -243,7 +244,9 @@ class Runner:
         # _attempt_over, inline: this is every job's path.
         if self.active.pop(running, None) is not None:
             self._attempted((claim.task, bucket(time.monotonic() - began), True))
-        return Done(claim, self._stored_result(claim, value))
+        if value is None:  # the usual no-op's: nothing to encode, no call
+            return new_done((claim, None))
+        return new_done((claim, self._stored_result(claim, value)))
 
     def _observed(self, claim: Claim, limit: Limit | None) -> Outcome:
         """``run_one`` with the ``Job`` built for the middleware and events,
@@ -404,15 +407,28 @@ class Runner:
 
     # -- recording outcomes --------------------------------------------------------
 
-    def record(self, outcomes: Sequence[Outcome], *, counted: bool = True) -> None:
+    def record(
+        self,
+        outcomes: Sequence[Outcome],
+        *,
+        counted: bool = True,
+        starting: Sequence[Claim] = (),
+    ) -> list[Claim] | None:
         """Record outcomes: the successes in one store write, the failed
         attempts in another; then log each failure and publish an event for
         each outcome the store took (``cancelled`` for a failed attempt of a
         job that was asked to stop). ``counted=False``: the outcomes of a
         thread abandoned earlier, whose attempt the tally has already (as
-        failed): none is taken back when the store refuses it."""
+        failed): none is taken back when the store refuses it.
+
+        ``starting``: claims a ``PrefetchStore`` took ahead, marked started
+        by the first of those writes (or one of their own). Returns those
+        marked (the others are no longer this process's: forgotten), or
+        ``None`` if the write failed (never raises: the failure is logged)."""
+        marks = _Marks(starting)
         if not outcomes:
-            return
+            marks.alone(self.store, self.clock())
+            return marks.result(self)
         succeeded: list[Done | Succeeded] = []
         done: list[Done] = []
         failed: list[Failed] = []
@@ -431,7 +447,7 @@ class Runner:
             recorded = self._record(
                 [d.claim for d in done],
                 "success",
-                lambda: self.store.finish_many(done, keep_until, now),
+                lambda: marks.sent(self.store.finish_many)(done, keep_until, now),
                 "completed",
                 [1] * len(done),
             )
@@ -443,13 +459,13 @@ class Runner:
             if callbacks:
                 for success, ok in zip(succeeded, recorded, strict=True):
                     if ok and isinstance(success, Succeeded):
-                        _safely(self._ended, success, SUCCEEDED, callbacks)
+                        self._ended(success, SUCCEEDED, callbacks)
         if failed:
             failures = [f.failure for f in failed]
             states = self._record(
                 [f.claim for f in failures],
                 "failure",
-                lambda: self.store.fail_many(failures, now),
+                lambda: marks.sent(self.store.fail_many)(failures, now),
                 "retried",
                 [int(f.retry_at is not None) for f in failures],
             )
@@ -464,7 +480,8 @@ class Runner:
                 kind = FAILED_KINDS[state]
                 callbacks = self.subscribers.of(kind)
                 if callbacks:
-                    _safely(self._ended, outcome, kind, callbacks)
+                    self._ended(outcome, kind, callbacks)
+        return marks.result(self) if starting else []  # no call: every job's path
 
     def _tally_failure(self, outcome: Failed, state: JobState | None) -> None:
         """What a failed attempt's record adds to the tally beyond the
@@ -496,11 +513,7 @@ class Runner:
                 "claims are recovered",
                 len(claims),
             )
-        self._forget(claims)
-
-    def _forget(self, claims: Sequence[Claim]) -> None:
-        for claim in claims:
-            self.held.pop((claim.id, claim.token), None)
+        self.held.forget(claims)
 
     def _record(
         self,
@@ -533,7 +546,7 @@ class Runner:
                 if not ok:
                     _safely(_log_stale, claim, outcome)
         finally:
-            self._forget(claims)
+            self.held.forget(claims)
         if not all(recorded):
             missed = zip(counts, recorded, strict=True)
             self.counters.count(counter, -sum(n for n, ok in missed if not ok))
@@ -557,6 +570,7 @@ class Runner:
         kind: EventKind,
         callbacks: tuple[Subscriber, ...],
     ) -> None:
+        """Publish the event of an attempt's end (it raises nothing)."""
         if isinstance(outcome, Succeeded):
             claim, error, result = outcome.done.claim, None, outcome.value
             ended_at = outcome.ended_at
@@ -576,6 +590,58 @@ class Runner:
                 ran, wait, error, result, outcome.job,
             ),
         )  # fmt: skip
+
+
+class _Marks:
+    """Claims taken ahead to mark started with the first write that goes
+    to the store (``PrefetchStore``), and which of them it marked."""
+
+    def __init__(self, starting: Sequence[Claim]) -> None:
+        self.starting = starting
+        #: The flags of the write that carried the marks; ``None`` until
+        #: one returned (none to wait for with nothing to mark).
+        self.marked: Sequence[object] | None = [] if not starting else None
+
+    def sent(self, write: Callable[..., list[R]]) -> Callable[..., list[R]]:
+        """``write`` (a store method), given the marks if not sent yet; the
+        flags of the marks are kept, the outcomes' returned."""
+        if self.marked is not None:
+            return write
+        starting = self.starting
+
+        def marked(*args: Any) -> list[R]:
+            result = write(*args, starting=starting)
+            split = len(result) - len(starting)
+            self.marked = result[split:]
+            return result[:split]
+
+        return marked
+
+    def alone(self, store: Store, now: float) -> None:
+        """The marks in a write of their own (no outcome to send them with)."""
+        if self.marked is None:
+            try:
+                self.marked = cast(PrefetchStore, store).start(self.starting, now)
+            except Exception:
+                logger.exception("marking jobs taken ahead started failed")
+
+    def result(self, runner: Runner) -> list[Claim] | None:
+        """The claims marked (the others forgotten: another process's now,
+        or soon), or ``None`` if no write carried the marks."""
+        if self.marked is None:
+            return None
+        kept: list[Claim] = []
+        lost: list[Claim] = []
+        for claim, ok in zip(self.starting, self.marked, strict=True):
+            (kept if ok else lost).append(claim)
+        if lost:
+            logger.warning(
+                "%d job(s) taken ahead were no longer this process's when a "
+                "worker was to start them (stopped past their lease?): not run here",
+                len(lost),
+            )
+            runner.held.forget(lost)
+        return kept
 
 
 def job_of(claim: Claim) -> Job[Any]:

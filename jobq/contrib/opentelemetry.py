@@ -17,12 +17,15 @@ the request succeeded, as its job did.
 
 Needs ``opentelemetry-api`` only (``jobq[opentelemetry]``): the SDK, its
 exporters and sampling are the application's. A queue never instrumented
-pays nothing; one instrumented with no SDK installed pays for the API's
-no-op spans.
+pays nothing. One instrumented while its tracer is the API's no-op one (no
+SDK installed, or none set yet) starts no span: a no-op span is the current
+span again, so the jobs only carry the current context (if it has one) to
+their attempts, where it is made current.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import weakref
@@ -39,6 +42,8 @@ with requires("opentelemetry", "jobq.contrib.opentelemetry", "opentelemetry-api"
     from opentelemetry import context, trace
     from opentelemetry.context import Context
     from opentelemetry.trace import (
+        NoOpTracer,
+        ProxyTracer,
         Span,
         SpanKind,
         Status,
@@ -120,7 +125,8 @@ class TaskSpans(NamedTuple):
 class Tracing:
     """One queue's tracing: an enqueue hook and a middleware. Each span is
     started, made current and ended directly (no context manager layers:
-    the per-job cost is the tracer's, not jobq's)."""
+    the per-job cost is the tracer's, not jobq's); none while the tracer is
+    the API's no-op one (``recording``)."""
 
     def __init__(
         self, queue: JobQueue[Any], tracer_provider: TracerProvider | None
@@ -129,6 +135,9 @@ class Tracing:
         self.tracer = trace.get_tracer(
             "jobq", jobq.__version__, tracer_provider=tracer_provider
         )
+        #: Whether ``tracer`` may be the API's no-op one: it is, or it is
+        #: the global provider's stand-in (see ``recording``).
+        self._maybe_noop = isinstance(self.tracer, NoOpTracer | ProxyTracer)
         self._tasks: dict[str | None, TaskSpans] = {}
         self._undo: list[Callable[[], None]] = [
             queue.around_enqueue(self.enqueue_span),
@@ -155,14 +164,34 @@ class Tracing:
             self._tasks[task] = spans
         return spans
 
-    def enqueue_span(self, sending: Sending) -> EnqueueSpan:
+    def recording(self) -> bool:
+        """Whether spans may record: ``False`` while the tracer is the API's
+        no-op one, whose span is the current span (a remote parent or
+        none), so that starting it, making it current and ending it change
+        nothing. A stand-in tracer is replaced by the real one once the
+        global provider has one (it stays a no-op until then)."""
+        tracer = self.tracer
+        if isinstance(tracer, ProxyTracer):
+            # ProxyTracer's own (private) look-up; without it, every span
+            # is started as the API says, which is right, only slower.
+            tracer = getattr(tracer, "_tracer", tracer)
+            if not isinstance(tracer, NoOpTracer | ProxyTracer):
+                self.tracer, self._maybe_noop = tracer, False
+        return not isinstance(tracer, NoOpTracer)
+
+    def enqueue_span(self, sending: Sending) -> contextlib.AbstractContextManager[None]:
         """The enqueue hook: a PRODUCER span whose context the jobs carry."""
+        if self._maybe_noop and not self.recording():
+            _inject(sending.meta, None)  # the current span's context, if any
+            return NOTHING_TO_TRACE
         return EnqueueSpan(self.tracer, self._spans(sending.task), sending)
 
     def run_span(self, job: Job[Any], call_next: Callable[[], object]) -> object:
         """The middleware: a CONSUMER span for the attempt, its parent the
         enqueue span of the job's ``meta`` (if it has one), current while
         the handler runs (its own spans are its children)."""
+        if self._maybe_noop and "traceparent" not in job.meta and not self.recording():
+            return call_next()  # the no-op span would be the current one
         spans = self._tasks.get(job.task) or self._spans(job.task)
         parent = PROPAGATOR.extract(job.meta) if "traceparent" in job.meta else None
         span = self.tracer.start_span(
@@ -224,12 +253,7 @@ class EnqueueSpan:
             attributes=self.spans.enqueue_attributes,
         )
         current = trace.set_span_in_context(self.span)
-        meta = self.sending.meta
-        given = meta.get("tracestate")
-        PROPAGATOR.inject(meta, current)
-        state = meta.get("tracestate")
-        if state is not None and state != given and len(state) > MAX_TRACESTATE:
-            _cut_tracestate(meta, state)
+        _inject(self.sending.meta, current)
         self.token = context.attach(current)
 
     def __exit__(
@@ -250,6 +274,21 @@ class EnqueueSpan:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         span.end()
+
+
+#: The enqueue hook while no span records: the block as it is.
+NOTHING_TO_TRACE = contextlib.nullcontext()
+
+
+def _inject(meta: dict[str, str], current: Context | None) -> None:
+    """Write the context of ``current``'s span (default: the current one)
+    in a job's ``meta``, its ``tracestate`` cut as ``_cut_tracestate`` says
+    (a caller's own longer one is left as it was)."""
+    given = meta.get("tracestate")
+    PROPAGATOR.inject(meta, current)
+    state = meta.get("tracestate")
+    if state is not None and state != given and len(state) > MAX_TRACESTATE:
+        _cut_tracestate(meta, state)
 
 
 def _cut_tracestate(meta: dict[str, str], state: str) -> None:

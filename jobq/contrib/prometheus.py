@@ -21,16 +21,20 @@ the live processes. See the README, "Monitoring".
 
 from __future__ import annotations
 
+import collections
+import functools
 import itertools
 import logging
 import math
+import operator
 import os
 import threading
 import time
 import weakref
-from bisect import bisect_left
+from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from jobq import Event, EventKind, JobqError, JobQueue
 from jobq.extras import requires
@@ -70,6 +74,8 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 #: Seconds from due to start: small when workers keep up, minutes when not.
 WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                 120.0, 300.0, 600.0, 1800.0, 3600.0)  # fmt: skip
+
+T = TypeVar("T")
 
 _instrumented: weakref.WeakKeyDictionary[JobQueue[Any], Metrics] = (
     weakref.WeakKeyDictionary()
@@ -208,10 +214,11 @@ _WAIT_BOUNDS = (*WAIT_BUCKETS, math.inf)
 
 class TaskCounts:
     """One task's counts in single-process mode: the counters, and each
-    histogram's observations per bucket (not cumulative) and their sum."""
+    histogram's observations per bucket (not cumulative) and their sum; and
+    the events not yet folded into them."""
 
-    __slots__ = ("counters", "created", "duration", "duration_sum", "wait",
-                 "wait_sum")  # fmt: skip
+    __slots__ = ("counted", "counters", "created", "duration", "duration_sum",
+                 "ended", "wait", "wait_sum")  # fmt: skip
 
     def __init__(self) -> None:
         self.created = time.time()  # what prometheus_client's _created shows
@@ -220,49 +227,91 @@ class TaskCounts:
         self.duration_sum = 0.0
         self.wait = [0] * len(_WAIT_BOUNDS)
         self.wait_sum = 0.0
+        #: The counter of each event that is not an attempt's end.
+        self.counted: deque[int] = deque()
+        #: Each attempt's end: (counter, duration, wait).
+        self.ended: deque[tuple[int, float, float]] = deque()
+
+    def fold(self) -> None:
+        """Count the events appended so far (under ``Tally.lock``)."""
+        counters = self.counters
+        for counter, n in collections.Counter(_drained(self.counted)).items():
+            counters[counter] += n
+        ends = _drained(self.ended)
+        if not ends:
+            return
+        for counter, n in collections.Counter(map(_FIRST, ends)).items():
+            counters[counter] += n
+        durations = list(map(_SECOND, ends))
+        waits = list(map(_THIRD, ends))
+        # Summed one by one, in order, as prometheus_client's own would.
+        self.duration_sum = functools.reduce(operator.add, durations, self.duration_sum)
+        self.wait_sum = functools.reduce(operator.add, waits, self.wait_sum)
+        _add_to_buckets(self.duration, _DURATION_BOUNDS, durations)
+        _add_to_buckets(self.wait, _WAIT_BOUNDS, waits)
+
+
+_FIRST, _SECOND, _THIRD = (operator.itemgetter(n) for n in range(3))
+
+
+def _add_to_buckets(
+    buckets: list[int], bounds: tuple[float, ...], values: list[float]
+) -> None:
+    """Add ``values`` to the per-bucket counts of ``bounds``: a value goes
+    in the first bucket whose bound is at least the value (``le``); sorted
+    once, in C, instead of a search per value."""
+    values.sort()
+    below = 0
+    for n, bound in enumerate(bounds):
+        upto = bisect_right(values, bound)
+        buckets[n] += upto - below
+        below = upto
 
 
 class Tally:
     """Single-process mode: the counters and histograms in plain lists,
     exported at each scrape, in the families (names, help, labels, buckets)
-    prometheus_client's own ``Counter`` and ``Histogram`` would show. An
-    event costs a dict lookup, a ``bisect`` and two list updates under one
-    lock (``+=`` on a list item is several bytecodes, so without the lock
-    two worker threads could lose a count); a metric object's update takes
-    a lock per value and walks the buckets in Python."""
+    prometheus_client's own ``Counter`` and ``Histogram`` would show.
+
+    An event is only appended to a deque of its task's (atomic: no lock,
+    which would cost more than the rest of the event's count); the deques
+    are folded into the counts at each scrape, and by the thread whose
+    append makes one longer than ``FOLD_AT`` (so a process nobody scrapes
+    holds no more)."""
+
+    #: Events a task's deque holds before they are folded into its counts.
+    FOLD_AT = 1024
 
     def __init__(self, namespace: str) -> None:
         self.prefix = f"{namespace}_"
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # a new task, a fold, a scrape's copy
         self.tasks: dict[str | None, TaskCounts] = {}
 
     def _counts(self, task: str | None) -> TaskCounts:
         with self.lock:  # the first event of this task here
             return self.tasks.setdefault(task, TaskCounts())
 
+    def _count(self, task: str | None, counter: int) -> None:
+        counted = (self.tasks.get(task) or self._counts(task)).counted
+        counted.append(counter)
+        if len(counted) > self.FOLD_AT:
+            self.fold()
+
     def enqueued(self, event: Event) -> None:
-        counts = self.tasks.get(event.task) or self._counts(event.task)
-        with self.lock:
-            counts.counters[0] += 1
+        counted = (self.tasks.get(event.task) or self._counts(event.task)).counted
+        counted.append(0)  # _count, inline: this is every job's
+        if len(counted) > self.FOLD_AT:
+            self.fold()
 
     def revived(self, event: Event) -> None:
-        counts = self.tasks.get(event.task) or self._counts(event.task)
-        with self.lock:
-            counts.counters[4] += 1
+        self._count(event.task, 4)
 
     def succeeded(self, event: Event, counter: int = 1) -> None:
         """An attempt's end: its counter, its duration and its wait."""
-        counts = self.tasks.get(event.task) or self._counts(event.task)
-        duration = event.duration or 0.0
-        wait = event.wait or 0.0
-        ran = bisect_left(_DURATION_BOUNDS, duration)
-        waited = bisect_left(_WAIT_BOUNDS, wait)
-        with self.lock:
-            counts.counters[counter] += 1
-            counts.duration[ran] += 1
-            counts.duration_sum += duration
-            counts.wait[waited] += 1
-            counts.wait_sum += wait
+        ended = (self.tasks.get(event.task) or self._counts(event.task)).ended
+        ended.append((counter, event.duration or 0.0, event.wait or 0.0))
+        if len(ended) > self.FOLD_AT:
+            self.fold()
 
     def retrying(self, event: Event) -> None:
         self.succeeded(event, 2)
@@ -275,16 +324,22 @@ class Tally:
         running one whose attempt stopped (timed as any attempt's end)."""
         if event.attempt:
             self.succeeded(event, 5)
-            return
-        counts = self.tasks.get(event.task) or self._counts(event.task)
+        else:
+            self._count(event.task, 5)
+
+    def fold(self) -> None:
+        """Count every task's events appended so far."""
         with self.lock:
-            counts.counters[5] += 1
+            for counts in self.tasks.values():
+                counts.fold()
 
     def describe(self) -> Iterable[Metric]:
         return self._families({})
 
     def collect(self) -> Iterator[Metric]:
         with self.lock:  # a copy: a scrape sees each task's counts whole
+            for counts in self.tasks.values():
+                counts.fold()
             tasks = {
                 PLAIN_TASK if task is None else task: (
                     counts.created, list(counts.counters),
@@ -511,3 +566,9 @@ class StoreGauges:
                               "still alive."),
         )  # fmt: skip
         return families if self.workers or every else families[:6]
+
+
+def _drained(items: deque[T]) -> list[T]:
+    """The items of ``items``, taken from the left (appends from other
+    threads meanwhile stay for the next fold), ``popleft`` called by C."""
+    return list(itertools.islice(iter(items.popleft, None), len(items)))

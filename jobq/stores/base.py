@@ -45,8 +45,9 @@ never takes another's live claim for expired, nor has its own taken.
 
 Attempt times: a store keeps, with each job, when its last attempt started
 and finished (``JobRecord.started_at``, ``finished_at``, on the store's
-``now``). A claim sets ``started_at`` to its ``now`` and ``finished_at`` to
-``None``, in the write that claims; the write that records the attempt's
+``now``). A claim sets ``started_at`` to its ``now`` (a job taken ahead:
+``None`` until marked started, see "Taking jobs ahead") and ``finished_at``
+to ``None``, in the write that claims; the write that records the attempt's
 outcome sets ``finished_at`` to its ``now``: a kept success, a retry, a
 burial, and the failure that recovery records for a dead process's claim
 (the recovery's ``now``). A released claim never started, so both are
@@ -129,6 +130,26 @@ cancelled (``Cancellation(now, parent_ended(...), None)``, kept until
 parent's end costs O(its waiting children) (plus their descendants, when
 cancelled); a job without parents or children costs what it did before.
 
+Taking jobs ahead (optional, ``Capabilities.prefetch``: ``PrefetchStore``):
+a claim may take more due jobs than there are idle workers, so that fast
+handlers cost the store one claim per batch, without weakening what a crash
+costs. ``claim_many(now, limit, start=n)`` starts the first ``n`` claims as
+usual and takes the others *ahead*: running under the claim's token and
+lease (renewed, given back by ``release``, cancelled as running jobs are),
+``started_at`` ``None``, not started. Before a worker starts a job taken
+ahead, a write marks it started (``start``, or the ``starting`` of the
+``finish_many`` or ``fail_many`` that records the worker's last outcome:
+no extra round trip), and every worker writes its outcome before it starts
+another job. So recovery can tell them apart: a claim taken ahead and never
+marked started whose process died (or whose lease ran out) is given back as
+``release`` gives it (pending as it was, no attempt counted; ``cancelled``
+if it was stopping), and after a crash each worker re-runs at most the one
+job it was running. The mark says which claims it marked: only those still
+current, their lease not run out, so that a process stopped past its lease
+(a VM pause, SIGSTOP) never starts a job that recovery gave back to others.
+What it costs: those jobs wait for the lease to run out (``lease_seconds``)
+before another process runs them.
+
 Limits (optional, ``Capabilities.limits``: ``LimitStore``): a job may be
 added under limits (``NewJob.limits``: concrete names, each falling under a
 declared limit, exact or a family's pattern: ``jobq.stores.limits.
@@ -165,6 +186,7 @@ holds (memory, JSON) keeps them in memory.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import math
@@ -179,6 +201,7 @@ from typing import (
     Literal,
     NamedTuple,
     Protocol,
+    cast,
     runtime_checkable,
 )
 
@@ -277,6 +300,24 @@ class Done(NamedTuple):
 
     claim: Claim
     result: str | None
+
+
+#: ``NewJob`` and ``Done`` from a tuple of every field, built in C: a named
+#: tuple's ``__new__`` is a Python function, a frame that each enqueue and
+#: each job's end would pay.
+new_job = cast(
+    Callable[
+        [
+            tuple[str, float, str | None, int, int, str | None, float | None,
+                  str | None, tuple[str, ...], tuple[int, ...], AfterFailure]
+        ],
+        NewJob,
+    ],
+    functools.partial(tuple.__new__, NewJob),
+)  # fmt: skip
+new_done = cast(
+    Callable[[tuple[Claim, str | None]], Done], functools.partial(tuple.__new__, Done)
+)
 
 
 class Failure(NamedTuple):
@@ -431,9 +472,14 @@ class Store(Protocol):
 
     #: How many due jobs a worker may take with one ``claim_many`` while its
     #: handlers are fast (about 2 ms of work at a time). More is faster: one
-    #: write for several jobs. Persistent stores default to 1, because after a
-    #: crash every job a worker held runs again, and those it had not started
-    #: yet count a failed attempt too.
+    #: write for several jobs. A store that takes jobs ahead
+    #: (``Capabilities.prefetch``, PostgreSQL: 16) keeps the crash promise
+    #: with any batch: its workers write each outcome before they start
+    #: another job, and a job taken ahead that never started is given back
+    #: by recovery with no attempt counted. The other persistent stores
+    #: default to 1, because there a worker writes a batch's outcomes
+    #: together: after a crash every job it held runs again, and those it
+    #: had not started yet count a failed attempt too.
     claim_batch: int
 
     #: Several processes may run and change the jobs at once (SQLite,
@@ -874,6 +920,10 @@ class Capabilities:
     #: from every process (else ``JobQueue.activity`` and the others are
     #: ``None``).
     activity: bool = False
+    #: ``PrefetchStore``: jobs taken ahead of their start (see "Taking
+    #: jobs ahead" in the module); else every job a claim takes starts, and
+    #: a batch's outcomes are written together.
+    prefetch: bool = False
     #: Leases given, renewed and judged on a clock of the store's own that
     #: every process shares (a database server's, the host's), never on the
     #: ``now`` the queue passes: no member more, a promise about
@@ -932,6 +982,40 @@ class LimitStore(Protocol):
         and the jobs it holds back now (a family's summed over its keys)."""
 
 
+class PrefetchStore(Protocol):
+    """``Capabilities.prefetch``: see "Taking jobs ahead" in the module."""
+
+    def claim_many(self, now: float, limit: int, *, start: int) -> list[Claim]:
+        """As ``Store.claim_many``; only the first ``start`` claims (in run
+        order) start now, the others are taken ahead."""
+
+    def start(self, claims: Sequence[Claim], now: float) -> list[bool]:
+        """Mark claims taken ahead started (``started_at`` = ``now``), in
+        one write; whether each was: a claim no longer current, or whose
+        lease ran out (on the store's clock), is not, and its job must not
+        run (another process may have it, or will)."""
+
+    def finish_many(
+        self,
+        done: Sequence[Done],
+        keep_until: float | None,
+        now: float,
+        *,
+        starting: Sequence[Claim] = (),
+    ) -> list[bool]:
+        """As ``Store.finish_many``, marking ``starting`` started as
+        ``start`` does, in the same round trip: a flag for each of ``done``,
+        then one for each of ``starting`` (whether it was marked)."""
+
+    def fail_many(
+        self, failures: Sequence[Failure], now: float, *, starting: Sequence[Claim] = ()
+    ) -> list[JobState | None]:
+        """As ``Store.fail_many``, marking ``starting`` started as ``start``
+        does, in the same round trip: a state for each of ``failures``,
+        then ``JobState.RUNNING`` for each of ``starting`` marked, ``None``
+        for each not."""
+
+
 class ActivityStore(Protocol):
     """``Capabilities.activity``: see "Activity" in the module."""
 
@@ -970,6 +1054,7 @@ _PROMISED = {
     "workflows": (),
     "activity": protocol_members(ActivityStore),
     "own_clock_leases": (),
+    "prefetch": protocol_members(PrefetchStore),
 }
 
 #: The capabilities older than their declaration: found by their members in a

@@ -240,6 +240,11 @@ class MemoryStore(ActivityInMemory, OneJobCalls):
         self._limited = DueJobs()
         self._any_limited = False  # _limited may hold something
         self._delayed: list[tuple[float, int]] = []  # (run_at, id)
+        # The pending jobs whose item in ``_delayed`` is live (not yet moved
+        # to a lane, nor gone stale), and how many of them are retries: so
+        # ``stats`` counts delayed and retrying jobs without walking them.
+        self._heaped: dict[int, bool] = {}  # id -> a retry (attempts > 0)
+        self._heaped_retries = 0
         self._keys: dict[str, int] = {}
         self._dead: OrderedDict[int, None] = OrderedDict()  # burial order
         self._completed: deque[tuple[float, int]] = deque()  # (expires_at, id)
@@ -358,6 +363,7 @@ class MemoryStore(ActivityInMemory, OneJobCalls):
         """Forget a plain job just added: ``add`` failed after it."""
         self._release_key(entry)
         self._pending -= 1  # its heap item is skipped when it surfaces
+        self._unheap(entry[ID])
         self._changed(entry[ID])
 
     def _standing(self, job_id: int) -> Standing:
@@ -383,24 +389,25 @@ class MemoryStore(ActivityInMemory, OneJobCalls):
         claims: list[Claim] = []
         recorder = self._recorder
         with self._lock:
-            delayed, due = self._delayed, self._due
+            due = self._due
             if self._rate_waits:  # held jobs a rate lets go by now
                 self._push_due(self._limiter.ready(now))
-            while delayed and delayed[0][0] <= now:
-                run_at, job_id = heapq.heappop(delayed)
-                entry = self._pending_entry(run_at, job_id)
-                if entry is not None:
-                    lane = self._due_of(entry) if entry[LIMITS] else due
-                    lane.push((-entry[PRIORITY], run_at, job_id))
+            if self._delayed and self._delayed[0][0] <= now:
+                self._promote(now)
             if self._any_limited:
                 self._claim_mixed(claims, now, limit)
                 return claims
-            # Jobs under no limit: ``_claimed`` inlined, so that such a claim
-            # costs no call more than it did before limits existed.
-            while len(claims) < limit and due:  # len first: due.__bool__ is a call
-                _, run_at, job_id = due.pop()
-                entry = self._pending_entry(run_at, job_id)
-                if entry is None:
+            # Jobs under no limit: ``_claimed`` and ``_pending_entry``
+            # inlined, so that such a claim costs no call more than it did
+            # before limits existed.
+            jobs = self._jobs
+            while len(claims) < limit:
+                try:
+                    _, run_at, job_id = due.pop()
+                except IndexError:  # nothing more is due
+                    break
+                entry = jobs.get(job_id)
+                if entry is None or entry[STATE] != PENDING or entry[RUN_AT] != run_at:
                     continue  # cancelled or rescheduled since it was pushed
                 token = next(self._tokens)
                 self._claims[job_id] = (token, now)
@@ -696,6 +703,7 @@ class MemoryStore(ActivityInMemory, OneJobCalls):
                 self._waiting -= 1
             else:
                 self._pending -= 1  # its heap item is skipped when it surfaces
+                self._unheap(job_id)
             if entry[LIMITS]:
                 self._push_due(self._limiter.cancelled(job_id, entry[LIMITS], now))
             with self._family_write(job_id):
@@ -718,19 +726,11 @@ class MemoryStore(ActivityInMemory, OneJobCalls):
     def stats(self) -> StoreStats:
         with self._lock:
             now = self._signal.clock()
-            # Delayed jobs wait in their heap until a claim moves them: a walk
-            # of it (O(delayed), no record built) skips the stale items.
-            delayed = retrying = 0
-            for run_at, job_id in self._delayed:
-                if run_at > now:
-                    entry = self._pending_entry(run_at, job_id)
-                    if entry is not None:
-                        delayed += 1
-                        retrying += entry[ATTEMPTS] > 0
+            self._promote(now)  # what is left in the heap is delayed
             return StoreStats(
-                self._pending, len(self._claims), len(self._dead), delayed,
+                self._pending, len(self._claims), len(self._dead), len(self._heaped),
                 _live_count(self._completed, now), _live_count(self._cancelled, now),
-                self._waiting, retrying,
+                self._waiting, self._heaped_retries,
             )  # fmt: skip
 
     def page_jobs(self, query: JobQuery, now: float) -> JobPage:
@@ -990,7 +990,28 @@ class MemoryStore(ActivityInMemory, OneJobCalls):
         if not self._delayed or entry[RUN_AT] < self._delayed[0][0]:
             self._signal.jobs_added_locked()
         heapq.heappush(self._delayed, (entry[RUN_AT], entry[ID]))
+        self._unheap(entry[ID])  # an older item of the job's, gone stale
+        retry = self._heaped[entry[ID]] = entry[ATTEMPTS] > 0
+        self._heaped_retries += retry
         return 0
+
+    def _promote(self, now: float) -> None:
+        """Move the delayed jobs due by ``now`` to their lanes (claims take
+        them from there), dropping the stale items met on the way."""
+        delayed, due = self._delayed, self._due
+        while delayed and delayed[0][0] <= now:
+            run_at, job_id = heapq.heappop(delayed)
+            entry = self._pending_entry(run_at, job_id)
+            if entry is not None:
+                self._unheap(job_id)
+                lane = self._due_of(entry) if entry[LIMITS] else due
+                lane.push((-entry[PRIORITY], run_at, job_id))
+
+    def _unheap(self, job_id: int) -> None:
+        """The job no longer has a live item in ``_delayed``."""
+        retry = self._heaped.pop(job_id, None)
+        if retry is not None:
+            self._heaped_retries -= retry
 
     def _pending_entry(self, run_at: float, job_id: int) -> Entry | None:
         """The pending job a queued (run_at, id) stands for; ``None`` if it was

@@ -139,15 +139,19 @@ _PICK = """WITH due AS MATERIALIZED (
         WHERE queue = %(q)s AND state = 'ready' AND limits IS NULL
         ORDER BY priority DESC, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
     ), pick AS MATERIALIZED (
-        SELECT id, limits FROM (SELECT * FROM due UNION ALL SELECT * FROM ready)
+        SELECT id, limits, row_number() OVER (ORDER BY priority DESC, run_at, id)
+            AS n FROM (SELECT * FROM due UNION ALL SELECT * FROM ready)
             AS c WHERE limits IS NULL
         ORDER BY priority DESC, run_at, id LIMIT %(limit)s
     ), promoted AS (
         UPDATE {jobs} SET state = 'ready'
         WHERE id IN (SELECT id FROM due) AND id NOT IN (SELECT id FROM pick)
     )"""
+# The first ``start`` jobs of the claim (``pick.n``: run order) start now;
+# the others are taken ahead, ``started_at`` NULL until ``START`` marks them.
 _START = """UPDATE {jobs} AS j SET state = 'running', token = %(token)s,
-        started_at = {now}, finished_at = NULL,
+        started_at = CASE WHEN pick.n <= %(start)s THEN {now} END,
+        finished_at = NULL,
         lease_until = {db_now} + %(lease)s, owner = %(owner)s
     FROM pick, lazy WHERE j.id = pick.id
     RETURNING j.id, j.payload::text, j.attempts, j.max_attempts, j.key, j.task,
@@ -167,7 +171,10 @@ LIMITED_PICK = (
         "AS c WHERE limits IS NULL", "AS c"
     )
     + "\n    SELECT id, limits FROM pick ORDER BY priority DESC, run_at, id"
-).replace("SELECT id, limits FROM (", "SELECT id, limits, priority, run_at FROM (")
+).replace(
+    "SELECT id, limits, row_number()",
+    "SELECT id, limits, priority, run_at, row_number()",
+)
 LOCK_KEYS = """INSERT INTO {limit_keys} AS k (queue, name)
     SELECT %(q)s, name FROM unnest(%(keys)s::text[]) WITH ORDINALITY AS u(name, n)
     ORDER BY n
@@ -177,7 +184,8 @@ KEY_USE = """SELECT u.name, (SELECT count(*) FROM {slots} AS s
         WHERE s.queue = %(q)s AND s.name = u.name), {now}
     FROM unnest(%(keys)s::text[]) AS u(name)"""
 START_LIMITED = (
-    """WITH pick AS (SELECT unnest(%(ids)s::bigint[]) AS id),
+    """WITH pick AS (SELECT * FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY
+        AS p(id, n)),
     held AS (
         UPDATE {jobs} AS j SET state = 'held', held_by = h.name
         FROM unnest(%(held)s::bigint[], %(held_by)s::text[]) AS h(id, name)
@@ -431,14 +439,25 @@ TRIM_DEAD = """DELETE FROM {jobs} WHERE id IN (
     RETURNING id, buried, last_error, children IS NOT NULL,
         after_failure IS NOT NULL"""
 
+# Claims taken ahead start: a statement sent with the one that records the
+# workers' last outcomes (a pipeline: one round trip), or alone. Only a claim
+# still this process's starts: its token current and its lease not run out
+# (a process stopped past its lease may have lost it to another's recovery,
+# or is about to); the others are left to recovery, which gives them back.
+START = """WITH {lazy_commit}
+    UPDATE {jobs} AS j SET started_at = {now}
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token), lazy
+    WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
+      AND j.state = 'running' AND j.lease_until > {db_now}
+    RETURNING j.id"""
 RENEW = """UPDATE {jobs} AS j SET lease_until = {db_now} + %(lease)s
     FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running'"""
 ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM {jobs}
     WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now})"""
-EXPIRED = """SELECT id, token, limits IS NOT NULL, attempts, max_attempts,
-        cancel_at IS NOT NULL
+EXPIRED = """SELECT id, token, limits IS NOT NULL, started_at IS NULL, attempts,
+        max_attempts, cancel_at IS NOT NULL
     FROM {jobs}
     WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now}
     ORDER BY id FOR UPDATE SKIP LOCKED"""
@@ -868,6 +887,7 @@ class Statements:
         self.trim_dead = render(TRIM_DEAD)
         self.renew = render(RENEW)
         self.release = render(RELEASE)
+        self.start = render(START)
         self.any_expired = render(ANY_EXPIRED)
         self.expired = render(EXPIRED)
         self.get = render(GET)

@@ -35,7 +35,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Sized
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
@@ -43,6 +43,7 @@ from jobq._fork import reset_after_fork
 from jobq._rules import check_text, storable
 from jobq.activity import Beat, DepthSample, MinuteOutcomes, ProcessInfo, TaskOutcomes
 from jobq.errors import StoreError
+from jobq.stores._group import Call, GroupCommit
 from jobq.stores.base import (
     ERRORS_KEPT,
     NO_SLOT,
@@ -375,6 +376,40 @@ _HOW = {"dead": "died", "cancelled": "was cancelled", "completed": ""}
 _Inserted = tuple[list[tuple[int, bool]], int]
 
 
+#: A call's rows to insert, its jobs (first of each key), and its plan
+#: (``PostgresStore._batch``).
+_Batch = tuple[list[dict[str, Any]], list[NewJob], list[int]]
+
+
+def _unkeyed(calls: Sequence[Call]) -> bool:
+    """No job has a key and no call a cap: every row goes in, nothing is read."""
+    return all(
+        call.max_pending is None and all(job.key is None for job in call.jobs)
+        for call in calls
+    )
+
+
+def _split(ids: list[Any], rows: Sequence[Sized]) -> list[list[Any]]:
+    """``ids`` in order, cut into one list per call's ``rows``."""
+    split: list[list[Any]] = []
+    start = 0
+    for each in rows:
+        split.append(ids[start : start + len(each)])
+        start += len(each)
+    return split
+
+
+def _results(plan: list[int], ids: list[tuple[int, bool]]) -> list[Enqueued]:
+    """Each job's outcome, by its ``plan`` entry (``PostgresStore._batch``)."""
+    results: list[Enqueued] = []
+    for row in plan:
+        if row < 0:
+            results.append(Enqueued(results[-1 - row].id, True))
+        else:
+            results.append(Enqueued(*ids[row]))
+    return results
+
+
 class _Owner(NamedTuple):
     """Who holds a claim, for people reading the table."""
 
@@ -414,7 +449,14 @@ class PostgresStore(OneJobCalls):
     ``False``, or a connection string for the LISTEN connection (e.g. direct to
     PostgreSQL when ``conninfo`` goes through PgBouncer). ``prepare``: let
     psycopg use server-side prepared statements. ``claim_batch``: how many due
-    jobs a worker may claim at once (see ``Store.claim_batch``).
+    jobs a claim may take for a worker whose handlers are fast, those beyond
+    the idle workers taken ahead (see "Taking jobs ahead" in
+    ``jobq.stores.base``: a job taken ahead that never started costs no
+    attempt after a crash, but waits up to ``lease_seconds`` to run).
+    ``take_ahead=False``: the older trade instead, as the other persistent
+    stores make it: a worker writes the outcomes of a batch's jobs
+    together, faster for handlers of microseconds, but a crash re-runs
+    every job the process held, a failed attempt each.
 
     Constructing one checks the arguments and opens nothing.
     """
@@ -425,7 +467,7 @@ class PostgresStore(OneJobCalls):
     capabilities = Capabilities(
         pages=True, finished_counts=True, schedules=True, schema=True,
         migrates_on_open=True, named_queues=True, limits=True, workflows=True,
-        activity=True, own_clock_leases=True,
+        activity=True, own_clock_leases=True, prefetch=True,
     )  # fmt: skip
 
     def __init__(
@@ -443,7 +485,8 @@ class PostgresStore(OneJobCalls):
         listen: bool | str = True,
         prepare: bool = True,
         auto_migrate: bool = True,
-        claim_batch: int = 1,
+        claim_batch: int = 16,
+        take_ahead: bool = True,
     ) -> None:
         require_driver()
         conninfo = lower_scheme(conninfo)
@@ -487,6 +530,8 @@ class PostgresStore(OneJobCalls):
         self.listen = listen
         self.prepare = bool(prepare)
         self.auto_migrate = bool(auto_migrate)
+        if not take_ahead:  # the older trade: see the class's documentation
+            self.capabilities = dataclasses.replace(self.capabilities, prefetch=False)
         self.channel = channel_name(schema)
         self.lock_key = advisory_lock_key(schema)
         self._dead_lock_key = _dead_letters_lock_key(schema, queue)
@@ -567,6 +612,7 @@ class PostgresStore(OneJobCalls):
         #: that was last looked at while it had none (``LIMITS_LOOK``).
         self._limited = False
         self._limits_looked = float("-inf")
+        self._group = GroupCommit(self._add_calls, in_flight=2)
 
     def _after_fork_in_child(self) -> None:
         """Set the parent's pool and listener aside unused; ``open`` again to go on."""
@@ -690,23 +736,16 @@ class PostgresStore(OneJobCalls):
         max_pending: int | None = None,
         connection: Any = None,
     ) -> list[Enqueued]:
-        """Add jobs in one transaction. With ``connection`` (a psycopg 3
-        connection), write them in that connection's current transaction: they
-        exist if, and only if, the caller commits it. Jobs ``after=`` others
-        take a few statements more (``_insert_children``); others do not."""
-        params: list[dict[str, Any]] = []
-        kept: list[NewJob] = []
-        first_of_key: dict[str, int] = {}
-        plan: list[int] = []  # per job: its row in params, or -1 - the first job
-        for index, job in enumerate(jobs):
-            if job.key is not None:
-                if job.key in first_of_key:
-                    plan.append(-1 - first_of_key[job.key])
-                    continue
-                first_of_key[job.key] = index
-            plan.append(len(params))
-            params.append(self._add_params(job, now))
-            kept.append(job)
+        """Add jobs in one transaction; callers that add at the same time
+        share one (``GroupCommit``). With ``connection`` (a psycopg 3
+        connection), write them in that connection's current transaction,
+        never shared: they exist if, and only if, the caller commits it.
+        Jobs ``after=`` others take a few statements more
+        (``_insert_children``), in a transaction of their own."""
+        if connection is None and not any(job.after for job in jobs):
+            self._check_process()  # a forked child's group is its own
+            return self._group.add(Call(jobs, now, max_pending))
+        params, kept, plan = self._batch(jobs, now)
         children = any(job.after for job in kept)
 
         def insert(conn: psycopg.Connection[Any], statement: bytes) -> _Inserted:
@@ -720,25 +759,111 @@ class PostgresStore(OneJobCalls):
         if connection is not None:
             ids, due = self._add_in(connection, insert, max_pending)
         else:
-            with self._connection() as conn:
-                if len(params) == 1 and max_pending is None and not children:
-                    ids, due = insert(conn, self._sql.add)
+            with self._connection() as conn, conn.transaction():
+                ids, due = self._insert_checked(
+                    conn, insert, self._sql.add, max_pending
+                )
+        self._added(due, notify_others=connection is None)
+        return _results(plan, ids)
+
+    def _add_calls(self, calls: Sequence[Call]) -> list[list[Enqueued]]:
+        """Write the calls' jobs (none ``after=`` others) in one transaction,
+        all or none; a lone job in one statement, in autocommit. A call with
+        ``max_pending`` counts the pending jobs after the calls before it,
+        as if each had committed alone."""
+        batches = [self._batch(call.jobs, call.now) for call in calls]
+        statement = self._sql.add
+        with self._connection() as conn:
+            if len(batches) == 1 and len(batches[0][0]) == 1:
+                if calls[0].max_pending is None:
+                    ids = [self._insert(conn, batches[0][0], statement)]
                 else:
                     with conn.transaction():
-                        ids, due = self._insert_checked(
-                            conn, insert, self._sql.add, max_pending
-                        )
-        results: list[Enqueued] = []
-        for row in plan:
-            if row < 0:
-                results.append(Enqueued(results[-1 - row].id, True))
-            else:
-                results.append(Enqueued(*ids[row]))
+                        ids = [self._insert_call(conn, calls[0], batches[0][0])]
+            elif _unkeyed(calls):
+                ids = _split(
+                    self._insert_unkeyed(conn, batches), [b[0] for b in batches]
+                )
+            else:  # BEGIN goes out with the rows, in one round trip
+                with conn.pipeline(), conn.transaction():
+                    ids = self._insert_calls(conn, calls, [b[0] for b in batches])
+        self._added(sum(not held for its in ids for _, held in its))
+        return [_results(b[2], its) for b, its in zip(batches, ids, strict=True)]
+
+    def _insert_calls(
+        self,
+        conn: psycopg.Connection[Any],
+        calls: Sequence[Call],
+        params: list[list[dict[str, Any]]],
+    ) -> list[list[tuple[int, bool]]]:
+        """The calls' rows (in ``conn``'s transaction): all in one pipeline
+        unless a call counts the pending jobs first."""
+        if any(call.max_pending is not None for call in calls):
+            return [
+                self._insert_call(conn, call, rows)
+                for call, rows in zip(calls, params, strict=True)
+            ]
+        rows = [row for rows in params for row in rows]
+        return _split(self._insert(conn, rows, self._sql.add), params)
+
+    def _insert_unkeyed(
+        self, conn: psycopg.Connection[Any], batches: list[_Batch]
+    ) -> list[tuple[int, bool]]:
+        """Rows no key can turn away, each returning its id, in one round
+        trip: BEGIN, the rows and COMMIT go out in one pipeline, the ids are
+        read after."""
+        from psycopg.rows import tuple_row
+
+        rows = [row for batch in batches for row in batch[0]]
+        ids: list[tuple[int, bool]] = []
+        with conn.pipeline(), conn.cursor(row_factory=tuple_row) as cur:
+            with conn.transaction():
+                cur.executemany(self._sql.add, rows, returning=True)
+            while True:
+                ids.append((first(cur.fetchone()), False))
+                if not cur.nextset():
+                    return ids
+
+    def _insert_call(
+        self,
+        conn: psycopg.Connection[Any],
+        call: Call,
+        params: list[dict[str, Any]],
+    ) -> list[tuple[int, bool]]:
+        def insert(conn: psycopg.Connection[Any], statement: bytes) -> _Inserted:
+            ids = self._insert(conn, params, statement)
+            return ids, sum(not held for _, held in ids)
+
+        return self._insert_checked(conn, insert, self._sql.add, call.max_pending)[0]
+
+    def _batch(
+        self, jobs: Sequence[NewJob], now: float
+    ) -> tuple[list[dict[str, Any]], list[NewJob], list[int]]:
+        """The rows to insert for ``jobs``, the jobs they are, and per job
+        its row, or ``-1 - i`` for a job whose key the ``i``th job of the
+        batch took first (``_results``)."""
+        params: list[dict[str, Any]] = []
+        kept: list[NewJob] = []
+        first_of_key: dict[str, int] = {}
+        plan: list[int] = []
+        for index, job in enumerate(jobs):
+            if job.key is not None:
+                if job.key in first_of_key:
+                    plan.append(-1 - first_of_key[job.key])
+                    continue
+                first_of_key[job.key] = index
+            plan.append(len(params))
+            params.append(self._add_params(job, now))
+            kept.append(job)
+        return params, kept, plan
+
+    def _added(self, due: int, *, notify_others: bool = True) -> None:
+        """Wake this process's idle workers for ``due`` new jobs, and those
+        of other processes (unless the caller's commit will)."""
         if due:
             self._signal.jobs_added(due)
-            if connection is None:
+            if notify_others:
                 self._notify_others(due)
-        return results
 
     def _add_params(self, job: NewJob, now: float) -> dict[str, Any]:
         return {
@@ -1034,9 +1159,12 @@ class PostgresStore(OneJobCalls):
             self._notify_others(1)
         return Enqueued(job_id, duplicate)
 
-    def claim_many(self, now: float, limit: int) -> list[Claim]:
+    def claim_many(
+        self, now: float, limit: int, *, start: int | None = None
+    ) -> list[Claim]:
         """One statement while the queue has no limits; else a few per
-        claim (``_claim_limited``)."""
+        claim (``_claim_limited``). The first ``start`` (default: all) start
+        now, the others are taken ahead (``started_at`` NULL)."""
         self._offset = now - time.time()  # for next_due: see there
         token = secrets.randbits(63) or 1  # one per batch: (id, token) fences
         params = {
@@ -1044,6 +1172,7 @@ class PostgresStore(OneJobCalls):
             "now": self._now(now),
             "batch": PROMOTE_BATCH,
             "limit": limit,
+            "start": limit if start is None else start,
             "token": token,
             "lease": self._lease,
             "owner": self._owner.text,
@@ -1131,13 +1260,14 @@ class PostgresStore(OneJobCalls):
         limit. The claims' rows as the plain claim's, and each one's limits."""
         declared = self._declared(conn)
         released = self._release_held(conn, declared, now)
-        limit = params["limit"]
+        limit, start = params["limit"], params["start"]
         rows: list[Any] = []
         while len(rows) < limit:
             with conn.transaction():
-                started, held = self._limited_round(
-                    conn, declared, {**params, "limit": limit - len(rows)}
-                )
+                started, held = self._limited_round(conn, declared, {
+                    **params, "limit": limit - len(rows),
+                    "start": start - len(rows),
+                })  # fmt: skip
             rows += started
             if not held:
                 break
@@ -1240,18 +1370,25 @@ class PostgresStore(OneJobCalls):
         ]  # fmt: skip
 
     def finish_many(
-        self, done: Sequence[Done], keep_until: float | None, now: float
+        self,
+        done: Sequence[Done],
+        keep_until: float | None,
+        now: float,
+        *,
+        starting: Sequence[Claim] = (),
     ) -> list[bool]:
-        """One statement for jobs outside workflows; a job with parents or
-        children ends in a transaction that also writes its end to its
-        children (``_finish_workflow``)."""
+        """One statement for jobs outside workflows (sent with ``starting``'s
+        mark: one round trip); a job with parents or children ends in a
+        transaction that also writes its end to its children
+        (``_finish_workflow``)."""
         plain = [d for d in done if not d.claim.parents]
         ended: set[int] = set()
         aftermath = None
         with self._connection() as conn:
-            if plain:
-                query, values = self._finish_query(plain, keep_until, now, False)
-                ended = {row[0] for row in conn.execute(query, values).fetchall()}
+            with self._starting(conn, starting, now) as marked:
+                if plain:
+                    query, values = self._finish_query(plain, keep_until, now, False)
+                    ended = {row[0] for row in conn.execute(query, values).fetchall()}
             if len(ended) < len(done):  # parents, children, or stale claims
                 rest = [d for d in done if d.claim.id not in ended]
                 aftermath = _Aftermath()
@@ -1261,7 +1398,7 @@ class PostgresStore(OneJobCalls):
         if aftermath is not None:
             self._told(aftermath)
         self._slots_freed([d.claim for d in done])
-        return [d.claim.id in ended for d in done]
+        return [d.claim.id in ended for d in done] + marked
 
     def _finish_query(
         self,
@@ -1320,22 +1457,42 @@ class PostgresStore(OneJobCalls):
     def release(self, claims: Sequence[Claim], now: float) -> None:
         """One transaction: a stopping job given back ends cancelled, and
         so do (or not) its children."""
-        values = {"q": self.queue, **self._claim_arrays(claims)}
-        sql = self._sql
-        query = sql.release_limited if _limited(claims) else sql.release
+        arrays = self._claim_arrays(claims)
         aftermath = _Aftermath()
         with self._connection() as conn:
             with conn.transaction():
-                rows = conn.execute(query, values).fetchall()
-                ends = [_Ended(job_id, "cancelled", None, _HOW["cancelled"])
-                        for job_id, state, children in rows
-                        if children and state == "cancelled"]  # fmt: skip
-                self._parents_ended(conn, ends, now, aftermath)
-            states = [DATABASE_STATES[state] for _, state, _ in rows]
-            if JobState.CANCELLED in states:
-                self._settle(conn)  # stopping jobs given back ended
+                states = self._give_back(conn, arrays, _limited(claims), now, aftermath)
+            self._given_back(conn, states)
         self._told(aftermath)
         self._slots_freed(claims)
+
+    def _give_back(
+        self,
+        conn: psycopg.Connection[Any],
+        arrays: dict[str, list[int]],
+        limited: bool,
+        now: float,
+        aftermath: _Aftermath,
+    ) -> list[JobState]:
+        """Make claims that never started pending as they were (a stopping
+        one cancelled, and what that does to its children), in the caller's
+        transaction; the state of each that was current."""
+        sql = self._sql
+        query = sql.release_limited if limited else sql.release
+        rows = conn.execute(query, {"q": self.queue, **arrays}).fetchall()
+        ends = [_Ended(job_id, "cancelled", None, _HOW["cancelled"])
+                for job_id, state, children in rows
+                if children and state == "cancelled"]  # fmt: skip
+        self._parents_ended(conn, ends, now, aftermath)
+        return [DATABASE_STATES[state] for _, state, _ in rows]
+
+    def _given_back(
+        self, conn: psycopg.Connection[Any], states: list[JobState]
+    ) -> None:
+        """Once claims given back committed: wake ``join`` callers if a
+        stopping one ended, and workers here and elsewhere for the others."""
+        if JobState.CANCELLED in states:
+            self._settle(conn)
         released = states.count(JobState.PENDING)
         self._signal.jobs_added(released)
         self._notify_others(released)
@@ -1356,10 +1513,15 @@ class PostgresStore(OneJobCalls):
         return {"ids": [c.id for c in claims], "tokens": [c.token for c in claims]}
 
     def fail_many(
-        self, failures: Sequence[Failure], now: float
+        self,
+        failures: Sequence[Failure],
+        now: float,
+        *,
+        starting: Sequence[Claim] = (),
     ) -> list[JobState | None]:
         """One transaction for the batch, which trims the dead-letter list if a
-        job died; a lone retry commits by itself (no BEGIN/COMMIT round trips)."""
+        job died; a lone retry commits by itself (no BEGIN/COMMIT round trips).
+        ``starting`` is marked first, a statement of its own."""
         alone = len(failures) == 1 and failures[0].retry_at is not None
         attempts = [
             _Attempt(claim.id, claim.token, error,
@@ -1370,7 +1532,10 @@ class PostgresStore(OneJobCalls):
         aftermath = _Aftermath()
         states: list[JobState | None] = [None]
         dropped: list[tuple[int, str | None]] = []
+        marked: list[bool] = []
         with self._connection() as conn:
+            if starting:
+                marked = self._mark_started(conn, starting, now)
             if alone:  # a retry: a parent's children go on waiting
                 states = [self._fail_one(conn, attempts[0], now, None)]
             if not alone or states[0] is None:  # stopping parent, or stale
@@ -1382,7 +1547,7 @@ class PostgresStore(OneJobCalls):
             self._after_failures(conn, states, dropped)
         self._told(aftermath)
         self._slots_freed([f.claim for f in failures])
-        return states
+        return states + [JobState.RUNNING if ok else None for ok in marked]
 
     def _fail_all(
         self,
@@ -1467,6 +1632,45 @@ class PostgresStore(OneJobCalls):
             "error_in": error.at - now,
         }
 
+    def start(self, claims: Sequence[Claim], now: float) -> list[bool]:
+        if not claims:
+            return []
+        with self._connection() as conn:
+            return self._mark_started(conn, claims, now)
+
+    @contextlib.contextmanager
+    def _starting(
+        self, conn: psycopg.Connection[Any], claims: Sequence[Claim], now: float
+    ) -> Iterator[list[bool]]:
+        """Mark ``claims`` started with the statements of the block, in one
+        pipeline (one round trip); the block alone when there are none.
+        Yields the list that says, once the block is over, which were."""
+        marked: list[bool] = []
+        if not claims:
+            yield marked
+            return
+        with conn.pipeline():
+            cursor = self._send_start(conn, claims, now)
+            yield marked
+        marked += self._marked(claims, cursor)
+
+    def _mark_started(
+        self, conn: psycopg.Connection[Any], claims: Sequence[Claim], now: float
+    ) -> list[bool]:
+        return self._marked(claims, self._send_start(conn, claims, now))
+
+    def _send_start(
+        self, conn: psycopg.Connection[Any], claims: Sequence[Claim], now: float
+    ) -> psycopg.Cursor[Any]:
+        values = {"q": self.queue, "now": self._now(now), **self._claim_arrays(claims)}
+        return conn.execute(self._sql.start, values)
+
+    @staticmethod
+    def _marked(claims: Sequence[Claim], cursor: psycopg.Cursor[Any]) -> list[bool]:
+        """Which of ``claims`` the start statement behind ``cursor`` marked."""
+        ids = {row[0] for row in cursor.fetchall()}
+        return [claim.id in ids for claim in claims]
+
     def renew(self, claims: Sequence[Claim], now: float) -> None:
         if not claims:
             return
@@ -1477,7 +1681,8 @@ class PostgresStore(OneJobCalls):
     def recover(self, now: float) -> int:
         """Claims whose lease expired (on the database's clock) become failed
         attempts: pending again now, or dead when out of attempts, or
-        cancelled when they were stopping (``ended_by_crash``)."""
+        cancelled when they were stopping (``ended_by_crash``); those taken
+        ahead and never started are given back as ``release`` does."""
         sql = self._sql
         with self._connection() as conn:
             if not first(conn.execute(sql.any_expired, {"q": self.queue}).fetchone()):
@@ -1488,16 +1693,32 @@ class PostgresStore(OneJobCalls):
                 rows = conn.execute(sql.expired, {"q": self.queue}).fetchall()
                 attempts = [
                     _Attempt(job_id, token, error, _retry_after_crash(*ran), limited)
-                    for job_id, token, limited, *ran in rows
+                    for job_id, token, limited, ahead, *ran in rows
+                    if not ahead
                 ]
+                ahead = [row for row in rows if row[3]]
                 states, dropped = self._fail_all(conn, attempts, now, aftermath)
+                given: list[JobState] = []
+                if ahead:
+                    given = self._give_back(conn, {
+                        "ids": [row[0] for row in ahead],
+                        "tokens": [row[1] for row in ahead],
+                    }, any(row[2] for row in ahead), now, aftermath)  # fmt: skip
             self._after_failures(conn, states, dropped)
+            if given:
+                self._given_back(conn, given)
         self._told(aftermath)
         recovered = [a.id for a, state in zip(attempts, states, strict=True) if state]
-        if recovered and self._limited:
+        if (recovered or given) and self._limited:
             self._wake_claimers()
         log_recovered(recovered)
-        return len(recovered)
+        if given:
+            logger.info(
+                "%d job(s) taken ahead by a process that died or stopped renewing "
+                "its lease never started: given back, no attempt counted",
+                len(given),
+            )
+        return len(recovered) + len(given)
 
     # -- looking and managing --------------------------------------------------------
 

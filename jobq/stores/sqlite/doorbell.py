@@ -60,6 +60,9 @@ MAX_ADDRESS = 107 if sys.platform.startswith("linux") else 103
 #: next ring: its timestamp's clock ticks coarsely, so a socket bound in the
 #: same tick after a listing would leave the timestamp unchanged.
 RECENT_NS = 1_000_000_000
+#: Meanwhile it is listed again at most this often (ns), not at every ring
+#: (an enqueue rings): a socket bound in the same tick is rung this late.
+RELIST_NS = 2_000_000
 #: Bytes read per datagram; a message is a letter and a count.
 MESSAGE_MAX = 32
 #: Attempts to bind when the directory vanishes in between (a last process
@@ -111,6 +114,9 @@ class Doorbell:
         #: The other sockets: (name, address) pairs, replaced, never changed.
         self._peers: tuple[tuple[str, str], ...] = ()
         self._listed: int | None = None  # the directory's mtime then; None: list
+        #: Whether that listing is final: the mtime was not recent then.
+        self._settled = False
+        self._relist_at = 0  # when to list again if not settled (monotonic ns)
 
     def _open_directory(self) -> None:
         directory, _ = self._modes
@@ -238,7 +244,9 @@ class Doorbell:
             modified = os.fstat(self._dir_fd).st_mtime_ns
         except OSError:
             return ()  # closed
-        if modified == self._listed:
+        if modified == self._listed and (
+            self._settled or time.monotonic_ns() < self._relist_at
+        ):
             return self._peers
         with self._lock:
             if self._dir_fd < 0:
@@ -254,8 +262,9 @@ class Doorbell:
                 logger.debug("cannot list %s: %s", self.directory, exc)
                 return self._peers
             self._peers = tuple(peers)
-            recent = time.time_ns() - modified < RECENT_NS
-            self._listed = None if recent else modified
+            self._listed = modified
+            self._settled = time.time_ns() - modified >= RECENT_NS
+            self._relist_at = time.monotonic_ns() + RELIST_NS
             return self._peers
 
     def _forget(self, name: str, *, remove: bool) -> None:

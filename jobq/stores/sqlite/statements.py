@@ -15,10 +15,11 @@ from jobq.types import JobState
 HELD_KEY = """SELECT id FROM jobq_jobs
     WHERE key = ? AND state IN ('scheduled', 'ready', 'running', 'held', 'waiting')
     AND cancel_at IS NULL"""
-INSERT = """INSERT INTO jobq_jobs
+INSERT_ROW = """INSERT INTO jobq_jobs
     (state, payload, key, priority, run_at, created_at, max_attempts, task,
      timeout, meta, limits)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"""
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT = INSERT_ROW + " RETURNING id"
 #: A job added ``after=`` parents: waiting (``waiting_on`` > 0), pending, or
 #: cancelled at once by a parent that failed.
 INSERT_CHILD = """INSERT INTO jobq_jobs

@@ -45,6 +45,7 @@ from jobq.activity import (
     TaskOutcomes,
 )
 from jobq.errors import StoreError
+from jobq.stores._group import Call, GroupCommit
 from jobq.stores.base import (
     CancelOutcome,
     Capabilities,
@@ -124,6 +125,7 @@ from jobq.stores.sqlite.statements import (
     HELD_PER_KEY,
     INSERT,
     INSERT_CHILD,
+    INSERT_ROW,
     LIMITS_AT,
     LIMITS_DECLARED,
     LISTS,
@@ -313,10 +315,7 @@ def _insert(
         if held is not None:
             return Enqueued(held[0], True), ""
     if start is None:
-        state = "ready" if new.run_at <= now else "scheduled"
-        row = (state, new.payload, new.key, new.priority, new.run_at, now,
-               new.max_attempts, new.task, new.timeout, new.meta,
-               limits_text(new.limits))  # fmt: skip
+        state, row = _row(new, now)
         (job_id,) = conn.execute(INSERT, row).fetchone()
         return Enqueued(job_id, False), state
     at, by, until = start.cancel or (None, None, None)
@@ -327,6 +326,24 @@ def _insert(
     (job_id,) = conn.execute(INSERT_CHILD, values).fetchone()
     link(conn, job_id, start.slots)
     return Enqueued(job_id, False), start.state
+
+
+def _row(new: NewJob, now: float) -> tuple[str, tuple[Any, ...]]:
+    """The state and ``INSERT`` values of a job with no parents."""
+    state = "ready" if new.run_at <= now else "scheduled"
+    row = (state, new.payload, new.key, new.priority, new.run_at, now,
+           new.max_attempts, new.task, new.timeout, new.meta,
+           limits_text(new.limits))  # fmt: skip
+    return state, row
+
+
+def _plain(call: Call) -> bool:
+    """One job with no key, cap or parents: nothing to read before its
+    ``INSERT``, which is then a transaction by itself (``_add_one``)."""
+    if len(call.jobs) != 1 or call.max_pending is not None:
+        return False
+    job = call.jobs[0]
+    return job.key is None and not job.after
 
 
 def _live_in(conn: sqlite3.Connection) -> Callable[[int], bool]:
@@ -476,6 +493,7 @@ class SqliteStore(OneJobCalls):
         #: does not probe for keys that may release held jobs (``claim_many``).
         self._limits_in_use = False
         self._look_for_limits_at = 0.0
+        self._group = GroupCommit(self._add_calls)
 
     def _after_fork_in_child(self) -> None:
         """Set the parent's connections aside unused; ``open`` again to go on."""
@@ -599,26 +617,58 @@ class SqliteStore(OneJobCalls):
     def add(
         self, jobs: Sequence[NewJob], now: float, *, max_pending: int | None = None
     ) -> list[Enqueued]:
-        results: list[Enqueued] = []
+        """Add jobs; callers that add at the same time share one transaction
+        (``GroupCommit``)."""
+        self._check_process()
+        return self._group.add(Call(jobs, now, max_pending))
+
+    def _add_calls(self, calls: Sequence[Call]) -> list[list[Enqueued]]:
+        """Write the calls' jobs in one transaction, all or none; a call
+        with ``max_pending`` counts the pending jobs after the calls before
+        it, as if each had committed alone."""
+        if len(calls) == 1 and _plain(calls[0]):
+            return [[self._add_one(calls[0].jobs[0], calls[0].now)]]
+        added: list[list[Enqueued]] = []
         due = delayed = 0
         keep_cancelled = self._signal.keep_cancelled
+        pending = 0
         with self._write() as conn:
-            pending = 0
-            if max_pending is not None:
-                (pending,) = conn.execute(PENDING_COUNT).fetchone()
-            for new in jobs:
-                enqueued, state = _insert(conn, new, now, keep_cancelled)
-                results.append(enqueued)
-                if state == "ready":
-                    due += 1
-                elif state == "scheduled":
-                    delayed += 1
-            if max_pending is not None:  # raising here rolls the inserts back
-                check_room(pending, due + delayed, max_pending)
+            for call in calls:
+                if call.max_pending is not None:
+                    (pending,) = conn.execute(PENDING_COUNT).fetchone()
+                before = due + delayed
+                results: list[Enqueued] = []
+                for job in call.jobs:
+                    enqueued, state = _insert(conn, job, call.now, keep_cancelled)
+                    results.append(enqueued)
+                    if state == "ready":
+                        due += 1
+                    elif state == "scheduled":
+                        delayed += 1
+                if call.max_pending is not None:  # raising rolls everything back
+                    check_room(pending, due + delayed - before, call.max_pending)
+                added.append(results)
         if due or delayed:
             # A delayed job wakes one idle worker so it shortens its wait.
             self._jobs_added(due or 1)
-        return results
+        return added
+
+    def _add_one(self, job: NewJob, now: float) -> Enqueued:
+        """A ``_plain`` job: its ``INSERT`` alone, in autocommit (one
+        statement instead of BEGIN, INSERT, COMMIT). A trigger's writes
+        leave ``lastrowid`` alone (jobq's only update counts)."""
+        row = _row(job, now)[1]
+        with guard, self._connection() as conn:
+            try:
+                # No RETURNING: SQLite would fill a table with the id first.
+                job_id: int = conn.execute(INSERT_ROW, row).lastrowid  # type: ignore[assignment]
+            except sqlite3.Error as exc:
+                raise self._db.error(exc) from exc
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.committed()
+        self._jobs_added(1)
+        return Enqueued(job_id, False)
 
     def enqueue_slot(
         self,

@@ -172,6 +172,24 @@ class ContractBase:
         host's), which no test moves, overrides it.
         """
 
+    def after_a_crash(
+        self,
+        queue: jobq.JobQueue[Any],
+        make_queue: MakeQueue,
+        clock: Clock,
+        **options: Any,
+    ) -> jobq.JobQueue[Any]:
+        """Close ``queue`` with its claims left, as when its process is
+        killed; an hour later, a new queue (``options``) over the same
+        store, which has recovered them (opening may, ``recover`` does)."""
+        queue.close()
+        clock.advance(3600)
+        self.expire_claims()
+        again = make_queue(succeed, clock=clock, **options)
+        again.stats()
+        again.store.recover(clock())
+        return again
+
     def skip_unless_persistent(self) -> None:
         if not self.persistent:
             pytest.skip("the store keeps nothing across a restart (persistent = False)")

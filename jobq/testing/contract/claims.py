@@ -5,14 +5,19 @@ process that died, and leases on a clock of the store's own."""
 from __future__ import annotations
 
 import threading
+from typing import Any, cast
 
 import pytest
 
+import jobq
 from jobq import AttemptError, JobState
 from jobq.stores.base import (
+    Claim,
     Done,
     Failure,
     NewJob,
+    PrefetchStore,
+    Store,
     capabilities_of,
 )
 from jobq.testing.clock import T0, Clock
@@ -367,19 +372,143 @@ class ClaimTests(ContractBase):
         queue = make_queue(succeed, clock=clock)
         job = queue.enqueue("x")
         assert claim_one(queue.store, clock()) is not None
-        queue.close()  # the claim stays, as when its process is killed
-        clock.advance(3600)
-        self.expire_claims()
-
-        again = make_queue(succeed, clock=clock)
-        again.stats()  # opens the store: it may recover the claim there
-        again.store.recover(clock())
+        again = self.after_a_crash(queue, make_queue, clock)
 
         record = again.get(job)
         assert record is not None
         assert (record.state, record.attempts) == (JobState.PENDING, 1)
         assert [error.type for error in record.errors] == ["jobq.errors.ProcessDied"]
         assert (record.started_at, record.finished_at) == (T0, T0 + 3600)
+
+    # -- jobs taken ahead (Capabilities.prefetch) -------------------------------------
+
+    def test_jobs_taken_ahead_run_but_have_not_started_until_marked(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        queue = make_queue(succeed, clock=clock)
+        store = self.prefetch_store(queue.store)
+        jobs = queue.enqueue_many(["a", "b", "c"])
+        claims = store.claim_many(clock(), 3, start=1)
+        clock.advance(5)
+
+        assert store.start(claims[1:2], clock()) == [True]
+
+        records = [queue.get(job) for job in jobs]
+        assert [(r.state, r.started_at) for r in records if r] == [
+            (JobState.RUNNING, T0),
+            (JobState.RUNNING, T0 + 5),
+            (JobState.RUNNING, None),
+        ]
+
+    def test_a_dead_process_s_jobs_taken_ahead_are_given_back_with_no_attempt(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        """The job it ran and the one it marked started with that job's
+        outcome each count an attempt; the one never started counts none."""
+        self.skip_unless_persistent()
+        queue = make_queue(succeed, clock=clock)
+        store = self.prefetch_store(queue.store)
+        ran, started, ahead = queue.enqueue_many(["ran", "started", "ahead"])
+        claims = store.claim_many(clock(), 3, start=1)
+        failure = Failure(claims[0], failed_attempt(clock()), clock())
+        assert store.fail_many([failure], clock(), starting=claims[1:2]) == [
+            JobState.PENDING,  # the failure
+            JobState.RUNNING,  # the mark: still this process's
+        ]
+        again = self.after_a_crash(queue, make_queue, clock)
+
+        records = [again.get(job) for job in (ran, started, ahead)]
+        assert [(r.state, r.attempts, len(r.errors)) for r in records if r] == [
+            (JobState.PENDING, 1, 1),  # its failure; not claimed again since
+            (JobState.PENDING, 1, 1),  # ProcessDied
+            (JobState.PENDING, 0, 0),
+        ]
+        [never] = [r for r in records[2:] if r]
+        assert (never.started_at, never.finished_at) == (None, None)
+
+    def test_a_stopping_job_taken_ahead_whose_process_died_ends_cancelled_unrun(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        self.skip_unless_persistent()
+        queue = make_queue(succeed, clock=clock)
+        store = self.prefetch_store(queue.store)
+        _, ahead = queue.enqueue_many(["runs", "taken ahead"])
+        store.claim_many(clock(), 2, start=1)
+        assert queue.cancel(ahead) is True
+        record = queue.get(ahead)
+        assert record is not None
+        assert record.state is JobState.RUNNING  # stopping, as a running job
+        again = self.after_a_crash(queue, make_queue, clock)
+
+        record = again.get(ahead)
+        assert record is not None
+        assert (record.state, record.attempts, record.errors) == (
+            JobState.CANCELLED,
+            0,
+            (),
+        )
+
+    def test_a_job_taken_ahead_whose_lease_ran_out_is_not_marked_and_goes_back(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        """A process stopped past its lease (SIGSTOP, a VM pause) must not
+        start what it took ahead: another process's recovery may have given
+        it back, or is about to. The mark refuses it; recovery gives it
+        back with no attempt counted."""
+        queue, store, claims = self.one_taken_ahead_past_its_lease(make_queue, clock)
+        ahead = claims[1].id
+
+        assert store.start(claims[1:], clock()) == [False]
+
+        queue.store.recover(clock())
+        record = queue.get(ahead)
+        assert record is not None
+        assert (record.state, record.attempts, record.started_at) == (
+            JobState.PENDING,
+            0,
+            None,
+        )
+
+    def test_a_job_taken_ahead_then_taken_over_is_not_marked_by_the_old_claim(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> None:
+        """Whichever write carries the old claim's mark (an outcome's or
+        its own), it says the job is not this process's and leaves the new
+        claim's start as it was."""
+        queue, store, old = self.one_taken_ahead_past_its_lease(make_queue, clock)
+        ahead = old[1].id
+        queue.store.recover(clock())
+        clock.advance(1)
+        taken_over = store.claim_many(clock(), 2, start=2)  # another process's
+        assert sorted(c.id for c in taken_over) == sorted(c.id for c in old)
+        clock.advance(1)
+
+        done = [Done(old[0], None)]
+        assert store.finish_many(done, None, clock(), starting=old[1:]) == [False] * 2
+        failure = [Failure(old[0], failed_attempt(clock()), clock())]
+        assert store.fail_many(failure, clock(), starting=old[1:]) == [None] * 2
+        assert store.start(old[1:], clock()) == [False]
+
+        record = queue.get(ahead)
+        assert record is not None
+        assert (record.state, record.started_at) == (JobState.RUNNING, T0 + 3601)
+
+    def one_taken_ahead_past_its_lease(
+        self, make_queue: MakeQueue, clock: Clock
+    ) -> tuple[jobq.JobQueue[Any], PrefetchStore, list[Claim]]:
+        """A claim of two jobs, the second taken ahead, whose lease ran out."""
+        queue = make_queue(succeed, clock=clock)
+        store = self.prefetch_store(queue.store)
+        queue.enqueue_many(["runs", "taken ahead"])
+        claims = store.claim_many(clock(), 2, start=1)
+        clock.advance(3600)
+        self.expire_claims()
+        return queue, store, claims
+
+    def prefetch_store(self, store: Store) -> PrefetchStore:
+        if not capabilities_of(store).prefetch:
+            pytest.skip("the store takes no job ahead (no Capabilities.prefetch)")
+        return cast(PrefetchStore, store)
 
     # -- leases on a clock of the store's own (Capabilities.own_clock_leases) ----------
 

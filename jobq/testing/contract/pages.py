@@ -184,13 +184,7 @@ class PageTests(ContractBase):
         queue = make_queue(succeed, clock=clock)
         job = queue.enqueue("x")
         assert claim_one(queue.store, clock()) is not None
-        queue.close()  # the claim stays, as when its process is killed
-        clock.advance(3600)
-        self.expire_claims()
-
-        again = make_queue(succeed, clock=clock)
-        again.stats()  # opens the store: it may recover the claim there
-        again.store.recover(clock())
+        again = self.after_a_crash(queue, make_queue, clock)
 
         record = again.get(job)
         assert record is not None

@@ -462,13 +462,7 @@ class WorkflowTests(ContractBase):
         cancelled = first.enqueue("c", after=[parent], after_failure="cancel")
         waits = first.enqueue("w", after=[parent])
         assert claim_one(first.store, clock()) is not None
-        first.close()  # the claim stays, as when its process is killed
-        clock.advance(3600)
-        self.expire_claims()
-
-        again = make_queue(succeed, clock=clock, max_attempts=1)
-        again.stats()  # opens the store: it may recover the claim there
-        again.store.recover(clock())
+        again = self.after_a_crash(first, make_queue, clock, max_attempts=1)
 
         assert self.state(again, parent) is JobState.DEAD
         assert self.state(again, cancelled) is JobState.CANCELLED
