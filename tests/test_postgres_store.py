@@ -792,6 +792,42 @@ def test_a_stale_token_changes_nothing(pg: PG) -> None:
     assert store.finish(current, None, None, time.time()) is True
 
 
+def test_renewing_waits_for_no_row_while_holding_another(pg: PG) -> None:
+    """A transaction that marks one held job started and ends another (a
+    worker's ``finish_many``) locks them in its own order; a renewal that
+    waited for one while holding the other would deadlock with it, and
+    PostgreSQL would kill one of them after a second (the lease meanwhile
+    unrenewed: seen as jobs given back, 100 jobs taking over 30 s)."""
+    store = pg.opened(lease_seconds=30)
+    store.add([new_job("a"), new_job("b")], time.time())
+    first, second = store.claim_many(time.time(), 2)
+    pg.rows("UPDATE {jobs} SET lease_until = 1 WHERE queue = %s", pg.queue)
+    jobs = sql.Identifier(pg.schema, "jobs")
+    touch = sql.SQL("UPDATE {} SET started_at = started_at WHERE id = %s").format(jobs)
+    failed: list[BaseException] = []
+
+    def renew() -> None:
+        try:
+            store.renew([first, second], time.time())
+        except BaseException as exc:
+            failed.append(exc)
+
+    renewing = threading.Thread(target=renew)
+    with admin() as conn, conn.transaction():
+        conn.execute(touch, (second.id,))  # the write in flight holds the second
+        renewing.start()
+        waiting = """SELECT count(*) FROM pg_stat_activity
+            WHERE wait_event_type = 'Lock' AND query LIKE '%%lease_until%%'"""
+        wait_for(lambda: pg.rows(waiting) == [(1,)])
+        conn.execute(touch, (first.id,))  # and now wants the first
+    renewing.join(WAIT)
+
+    assert not renewing.is_alive()
+    assert failed == []
+    leases = pg.rows("SELECT lease_until FROM {jobs} WHERE queue = %s", pg.queue)
+    assert all(until > time.time() + 20 for (until,) in leases)
+
+
 def test_recover_buries_an_expired_claim_out_of_attempts_and_trims(
     pg: PG, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -1237,8 +1273,9 @@ def test_connection_must_be_a_psycopg_connection_and_other_stores_refuse_it(
 # -- several processes -----------------------------------------------------------------
 
 CHILD = r"""
-import json, os, sys, threading, time
+import json, logging, os, sys, threading, time
 import jobq
+logging.basicConfig(level=logging.WARNING)  # to the test's captured stderr
 from jobq.stores import PostgresStore
 
 config = json.loads(sys.argv[1])

@@ -450,10 +450,30 @@ START = """WITH {lazy_commit}
     WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
       AND j.state = 'running' AND j.lease_until > {db_now}
     RETURNING j.id"""
-RENEW = """UPDATE {jobs} AS j SET lease_until = {db_now} + %(lease)s
-    FROM unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
-    WHERE j.id = c.id AND j.token = c.token AND j.queue = %(q)s
-      AND j.state = 'running'"""
+# Renewing waits for no row lock while it holds another: a transaction that
+# marks one held job started and ends another (``finish_many``) locks them
+# in its own order, and two such waits would deadlock (PostgreSQL then
+# kills one after ``deadlock_timeout``, a second at least). So the rows
+# free now are renewed at once, and the held rows some transaction has
+# locked are returned, to be renewed one by one, each in a transaction of
+# its own, which holds nothing while it waits (``RENEW_ONE``).
+RENEW = """WITH held AS (
+        SELECT j.id, j.token FROM {jobs} AS j
+        JOIN unnest(%(ids)s::bigint[], %(tokens)s::bigint[]) AS c(id, token)
+          ON j.id = c.id AND j.token = c.token
+        WHERE j.queue = %(q)s AND j.state = 'running'
+    ), free AS (
+        SELECT j.id FROM {jobs} AS j JOIN held ON j.id = held.id
+        WHERE j.token = held.token AND j.state = 'running'
+        FOR UPDATE OF j SKIP LOCKED
+    ), renewed AS (
+        UPDATE {jobs} AS j SET lease_until = {db_now} + %(lease)s
+        FROM free WHERE j.id = free.id
+        RETURNING j.id)
+    SELECT id, token FROM held WHERE id NOT IN (SELECT id FROM renewed)"""
+RENEW_ONE = """UPDATE {jobs} SET lease_until = {db_now} + %(lease)s
+    WHERE id = %(id)s AND token = %(token)s AND queue = %(q)s
+      AND state = 'running'"""
 ANY_EXPIRED = """SELECT EXISTS (SELECT 1 FROM {jobs}
     WHERE queue = %(q)s AND state = 'running' AND lease_until <= {db_now})"""
 EXPIRED = """SELECT id, token, limits IS NOT NULL, started_at IS NULL, attempts,
@@ -886,6 +906,7 @@ class Statements:
         self.lock_dead = render(LOCK_DEAD)
         self.trim_dead = render(TRIM_DEAD)
         self.renew = render(RENEW)
+        self.renew_one = render(RENEW_ONE)
         self.release = render(RELEASE)
         self.start = render(START)
         self.any_expired = render(ANY_EXPIRED)

@@ -1676,7 +1676,10 @@ class PostgresStore(OneJobCalls):
             return
         values = {"q": self.queue, "lease": self._lease, **self._claim_arrays(claims)}
         with self._connection() as conn:
-            conn.execute(self._sql.renew, values)
+            locked = conn.execute(self._sql.renew, values).fetchall()
+            for job_id, token in locked:  # by a write in flight: see RENEW
+                values |= {"id": job_id, "token": token}
+                conn.execute(self._sql.renew_one, values)
 
     def recover(self, now: float) -> int:
         """Claims whose lease expired (on the database's clock) become failed
