@@ -828,6 +828,43 @@ def test_renewing_waits_for_no_row_while_holding_another(pg: PG) -> None:
     assert all(until > time.time() + 20 for (until,) in leases)
 
 
+def test_a_call_the_database_rolls_back_says_so_and_changes_nothing(pg: PG) -> None:
+    """A deadlock is not a lost connection (whose outcome is unknown): the
+    error says the call's transaction was rolled back, and it was."""
+    store = pg.opened(lease_seconds=30)
+    store.add([new_job("a"), new_job("b")], time.time())
+    first, ahead = store.claim_many(time.time(), 2, start=1)
+    jobs = sql.Identifier(pg.schema, "jobs")
+    lock = sql.SQL("SELECT 1 FROM {} WHERE id = %s FOR UPDATE").format(jobs)
+    failed: list[BaseException] = []
+
+    def finish() -> None:  # marks the second started, then ends the first
+        try:
+            store.finish_many([Done(first, None)], None, time.time(), starting=[ahead])
+        except BaseException as exc:
+            failed.append(exc)
+
+    finishing = threading.Thread(target=finish)
+    with admin() as conn, conn.transaction():
+        conn.execute("SET LOCAL deadlock_timeout = '60s'")  # the call is the one ended
+        conn.execute(lock, (first.id,))
+        finishing.start()
+        wait_for(lambda: waiting_on_locks(conn) == 1)
+        conn.execute(lock, (ahead.id,))  # held by the call, which waits for us
+        finishing.join(WAIT)
+
+    assert not finishing.is_alive()
+    [error] = failed
+    assert type(error) is StoreError
+    assert "rolled back the call's transaction" in str(error)
+    assert "deadlock detected" in str(error)
+    rows = "SELECT id, state, started_at IS NOT NULL FROM {jobs} WHERE queue = %s"
+    assert sorted(pg.rows(rows, pg.queue)) == [
+        (first.id, "running", True),
+        (ahead.id, "running", False),
+    ]
+
+
 def test_recover_buries_an_expired_claim_out_of_attempts_and_trims(
     pg: PG, caplog: pytest.LogCaptureFixture
 ) -> None:

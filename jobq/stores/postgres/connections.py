@@ -244,6 +244,11 @@ class Database:
                 f"{self.where}: the jobq schema {self.schema!r} is missing or "
                 f"incomplete ({str(exc).strip()}); run PostgresStore(...).migrate()"
             )
+        if isinstance(exc, errors.DeadlockDetected | errors.SerializationFailure):
+            return StoreError(
+                f"{self.where}: the database rolled back the call's transaction "
+                f"to end a conflict ({str(exc).strip()}); the call can be tried again"
+            )
         if isinstance(exc, psycopg.OperationalError):
             return StoreError(f"{self.where}: connection lost: {str(exc).strip()}")
         return StoreError(f"{self.where}: {type(exc).__name__}: {str(exc).strip()}")
