@@ -816,9 +816,7 @@ def test_renewing_waits_for_no_row_while_holding_another(pg: PG) -> None:
     with admin() as conn, conn.transaction():
         conn.execute(touch, (second.id,))  # the write in flight holds the second
         renewing.start()
-        waiting = """SELECT count(*) FROM pg_stat_activity
-            WHERE wait_event_type = 'Lock' AND query LIKE '%%lease_until%%'"""
-        wait_for(lambda: pg.rows(waiting) == [(1,)])
+        wait_for(lambda: waiting_on_locks(conn) == 1)
         conn.execute(touch, (first.id,))  # and now wants the first
     renewing.join(WAIT)
 
